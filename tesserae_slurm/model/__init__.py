@@ -1,0 +1,12 @@
+"""Typed, immutable data shared by the engine, the simulator and the daemon."""
+
+from .cluster import Cluster, Node
+from .decision import PackedPair, PendingJob, PendingReason, RoundDecision, StageTimings
+from .errors import InputError
+from .job import Job
+from .plan import MAX_JOBS_PER_GPU, GpuRef, GpuSlot, Placement
+
+__all__ = [
+    "Cluster", "Node", "Job", "Placement", "GpuRef", "GpuSlot", "MAX_JOBS_PER_GPU",
+    "RoundDecision", "PackedPair", "PendingJob", "PendingReason", "StageTimings", "InputError",
+]

@@ -1,0 +1,57 @@
+"""Cluster shape: nodes with an ordered list of GPUs of one type each."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    num_gpus: int
+    gpu_type: str = "a100"
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    nodes: tuple[Node, ...]
+
+    def __post_init__(self) -> None:
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise InputError("cluster: duplicate node names")
+        for n in self.nodes:
+            if n.num_gpus <= 0:
+                raise InputError(f"cluster: node {n.name!r} has {n.num_gpus} GPUs (must be > 0)")
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.num_gpus for n in self.nodes)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise InputError(f"unknown node {name!r}")
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        return tuple(sorted({n.gpu_type for n in self.nodes}))
+
+    @staticmethod
+    def from_spec(spec: str, prefix: str = "node") -> "Cluster":
+        """Parse ``20x4``, ``20x4:a100`` or ``4x4:v100,4x4:k80`` (NODESxGPUS[:TYPE], comma-joined)."""
+        nodes: list[Node] = []
+        for part in spec.split(","):
+            m = re.fullmatch(r"\s*(\d+)x(\d+)(?::([A-Za-z0-9_.-]+))?\s*", part)
+            if not m:
+                raise InputError(f"bad cluster spec {part!r}: expected NODESxGPUS[:TYPE], e.g. 20x4:a100")
+            count, gpus, gtype = int(m.group(1)), int(m.group(2)), (m.group(3) or "a100").lower()
+            if count <= 0 or gpus <= 0:
+                raise InputError(f"bad cluster spec {part!r}: counts must be positive")
+            for _ in range(count):
+                nodes.append(Node(f"{prefix}{len(nodes) + 1}", gpus, gtype))
+        return Cluster(tuple(nodes))

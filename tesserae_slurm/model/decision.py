@@ -1,0 +1,74 @@
+"""What one round decides: typed data the simulator and the daemon both act on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .plan import GpuRef, Placement
+
+
+class PendingReason(str, Enum):
+    """Why a job waits, in the spirit of squeue's reason column."""
+
+    PRIORITY = "Priority"  # every GPU was taken before this job's turn in the policy order
+    RESOURCES = "Resources"  # GPUs were free but fewer than the job needs
+    CONSOLIDATION = "Consolidation"  # enough GPUs free, but not on few enough nodes of one type
+    UNSATISFIABLE = "Unsatisfiable"  # the cluster can never hold the job (too many GPUs, unknown type)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    job_id: str
+    reason: PendingReason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PackedPair:
+    """A pending job packed onto the GPUs of a placed one."""
+
+    placed: str
+    partner: str
+    placed_speed: float  # normalized throughput of the placed job while packed
+    partner_speed: float
+    placed_strategy: str | None = None  # chosen parallelism strategy, when the job has candidates
+    partner_strategy: str | None = None
+
+    @property
+    def weight(self) -> float:
+        return self.placed_speed + self.partner_speed
+
+
+@dataclass(frozen=True, slots=True)
+class StageTimings:
+    """Seconds spent in each stage, measured by the clock the shell hands in (0 without one)."""
+
+    placement: float = 0.0
+    packing: float = 0.0
+    migration: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.placement + self.packing + self.migration
+
+
+@dataclass(frozen=True)
+class RoundDecision:
+    """Final physical placement and the per-job consequences of moving there from the current one."""
+
+    placement: Placement
+    started: tuple[str, ...]  # placed now, not placed before
+    preempted: tuple[str, ...]  # placed before, not now
+    migrated: tuple[str, ...]  # placed in both rounds, on different physical GPUs
+    kept: tuple[str, ...]  # placed in both rounds, on the same GPUs: no action needed
+    packed: tuple[PackedPair, ...]
+    pending: tuple[PendingJob, ...]
+    strategies: Mapping[str, str] = field(default_factory=dict)  # job -> chosen strategy
+    speeds: Mapping[str, float] = field(default_factory=dict)  # job -> normalized throughput
+    migration_cost: float = 0.0
+    timings: StageTimings = StageTimings()
+
+    def gpus_of(self, job_id: str) -> tuple[GpuRef, ...]:
+        return self.placement.job_gpus().get(job_id, ())

@@ -1,0 +1,31 @@
+"""What the engine knows about a job: its shape and profile key, never its runtime state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as the decision engine sees it.
+
+    ``model``/``batch_size`` form the profile key. ``parallelism`` lists the strategies the job may
+    run with (LLM layer splits such as ``"10,14"``, or ``"TP24"``/``"DP24"``); empty means every
+    strategy the profile knows for this model and GPU count.
+    """
+
+    id: str
+    num_gpus: int
+    model: str
+    batch_size: str = ""
+    user: str = ""
+    parallelism: tuple[str, ...] = ()
+    no_pack: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise InputError("job id must be a non-empty string")
+        if self.num_gpus <= 0:
+            raise InputError(f"job {self.id!r}: num_gpus must be > 0, got {self.num_gpus}")

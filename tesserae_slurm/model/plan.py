@@ -1,0 +1,76 @@
+"""Placement plan: node -> GPU index -> set of at most two job ids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .cluster import Cluster
+from .errors import InputError
+
+MAX_JOBS_PER_GPU = 2
+
+GpuSlot = frozenset[str]
+GpuRef = tuple[str, int]  # (node name, GPU index)
+
+
+@dataclass(frozen=True, eq=True)
+class Placement:
+    """Immutable placement. Node order is the order given (it matters for display only)."""
+
+    nodes: Mapping[str, tuple[GpuSlot, ...]]
+
+    def __post_init__(self) -> None:
+        for node, gpus in self.nodes.items():
+            for idx, slot in enumerate(gpus):
+                if len(slot) > MAX_JOBS_PER_GPU:
+                    raise InputError(
+                        f"node {node!r} GPU {idx} holds {len(slot)} jobs (at most {MAX_JOBS_PER_GPU})"
+                    )
+
+    # --- construction -------------------------------------------------------------------------
+    @staticmethod
+    def empty(cluster: Cluster) -> "Placement":
+        return Placement({n.name: tuple(frozenset() for _ in range(n.num_gpus)) for n in cluster.nodes})
+
+    @staticmethod
+    def from_lists(raw: Mapping[str, Iterable[Iterable[str]]]) -> "Placement":
+        nodes: dict[str, tuple[GpuSlot, ...]] = {}
+        for node, gpus in raw.items():
+            slots = []
+            for idx, ids in enumerate(gpus):
+                ids = list(ids)
+                for j in ids:
+                    if not isinstance(j, str) or not j:
+                        raise InputError(f"node {node!r} GPU {idx}: job ids must be non-empty strings, got {j!r}")
+                if len(set(ids)) != len(ids):
+                    raise InputError(f"node {node!r} GPU {idx}: job listed twice")
+                slots.append(frozenset(ids))
+            nodes[str(node)] = tuple(slots)
+        return Placement(nodes)
+
+    def to_lists(self) -> dict[str, list[list[str]]]:
+        return {node: [sorted(slot) for slot in gpus] for node, gpus in self.nodes.items()}
+
+    # --- queries ------------------------------------------------------------------------------
+    def job_gpus(self) -> dict[str, tuple[GpuRef, ...]]:
+        """Each job's GPUs, sorted, as (node, index) pairs."""
+        out: dict[str, list[GpuRef]] = {}
+        for node, gpus in self.nodes.items():
+            for idx, slot in enumerate(gpus):
+                for j in slot:
+                    out.setdefault(j, []).append((node, idx))
+        return {j: tuple(sorted(refs)) for j, refs in out.items()}
+
+    def jobs(self) -> set[str]:
+        return {j for gpus in self.nodes.values() for slot in gpus for j in slot}
+
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(g) for g in self.nodes.values())
+
+    def check_fits(self, cluster: Cluster) -> None:
+        """Raise InputError unless every node exists in ``cluster`` with the same GPU count."""
+        for node, gpus in self.nodes.items():
+            n = cluster.node(node)
+            if len(gpus) != n.num_gpus:
+                raise InputError(f"node {node!r} lists {len(gpus)} GPUs but the cluster has {n.num_gpus}")
