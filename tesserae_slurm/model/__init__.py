@@ -5,8 +5,9 @@ from .decision import PackedPair, PendingJob, PendingReason, RoundDecision, Stag
 from .errors import InputError
 from .job import Job
 from .plan import MAX_JOBS_PER_GPU, GpuRef, GpuSlot, Placement
+from .state import JobView
 
 __all__ = [
-    "Cluster", "Node", "Job", "Placement", "GpuRef", "GpuSlot", "MAX_JOBS_PER_GPU",
+    "Cluster", "Node", "Job", "JobView", "Placement", "GpuRef", "GpuSlot", "MAX_JOBS_PER_GPU",
     "RoundDecision", "PackedPair", "PendingJob", "PendingReason", "StageTimings", "InputError",
 ]

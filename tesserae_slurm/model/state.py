@@ -1,0 +1,32 @@
+"""What the shells (simulator, daemon) know about each active job at the start of a round.
+
+Policies read these views to rank jobs. Per-policy memory (Tiresias queues, Gavel deficits) is not
+here: a policy carries it in its own state object, passed in and returned, so ranking stays pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .job import Job
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    job: Job
+    submit_time: float  # seconds, shell's clock (trace time in the simulator, epoch in the daemon)
+    attained_service: float = 0.0  # GPU-seconds run so far (num_gpus x wall seconds placed)
+    executed_time: float = 0.0  # wall seconds placed so far
+    rounds_run: int = 0
+    running: bool = False  # placed in the round that just ended
+    total_work: float | None = None  # isolated duration in seconds, when known (oracle / estimate)
+    remaining_work: float | None = None  # isolated seconds of work left, when known
+    priority_weight: float = 1.0
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    @property
+    def num_gpus(self) -> int:
+        return self.job.num_gpus
