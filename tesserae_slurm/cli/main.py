@@ -1,0 +1,55 @@
+"""`tesserae` entry point: subcommands register themselves; errors become one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from ..model import InputError
+from . import bench_cmd, demo_cmd, migrate_cmd, plan_cmd
+
+EXIT_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tesserae", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in _command_modules():
+        module.add_parser(sub)
+    return parser
+
+
+def _command_modules() -> list:
+    mods = [demo_cmd, plan_cmd, migrate_cmd, bench_cmd]
+    for name in _OPTIONAL:
+        try:
+            mods.append(__import__(name, fromlist=["add_parser"]))
+        except ImportError as exc:  # a stage whose optional dependency is missing stays out of the CLI
+            logging.getLogger(__name__).debug("command module %s unavailable: %s", name, exc)
+    return mods
+
+
+# Command modules of later stages; each exposes add_parser(subparsers) setting `func`.
+_OPTIONAL: list[str] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"tesserae {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

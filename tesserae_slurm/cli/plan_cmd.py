@@ -1,0 +1,81 @@
+"""`tesserae plan STATE.json`: one full round decision from a state snapshot (an admin's dry run)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..engine import EngineConfig, RoundRequest, decide
+from ..model import InputError
+from ..model.codec import cluster_from_json, decision_to_json, job_from_json, placement_from_json
+from ..profiles import profile_from_spec
+from .jsonio import dump_json, load_json
+from .render import render_placement, table
+
+_STATE_KEYS = {"cluster", "jobs", "current", "packing", "migration", "objective", "profile", "pairs"}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="compute one round decision from a state snapshot",
+                       description="Place, pack and migrate the jobs of STATE.json (see docs/formats.md).")
+    p.add_argument("state", metavar="STATE.json", help="state snapshot ('-' for stdin)")
+    p.add_argument("--json", action="store_true", help="print the decision as JSON")
+    p.set_defaults(func=run)
+
+
+def request_from_state(state: Any, where: str) -> tuple[RoundRequest, Any]:
+    if not isinstance(state, Mapping):
+        raise InputError(f"{where}: expected a JSON object")
+    unknown = set(state) - _STATE_KEYS
+    if unknown:
+        raise InputError(f"{where}: unknown keys {sorted(unknown)}; valid: {sorted(_STATE_KEYS)}")
+    for key in ("cluster", "jobs"):
+        if key not in state:
+            raise InputError(f"{where}: missing {key!r}")
+    if not isinstance(state["jobs"], list):
+        raise InputError(f"{where}: \"jobs\" must be a list in priority order")
+    cluster = cluster_from_json(state["cluster"])
+    jobs = tuple(job_from_json(j, f"jobs[{i}]") for i, j in enumerate(state["jobs"]))
+    current = placement_from_json(state["current"], "current") if state.get("current") is not None else None
+    pairs = state.get("pairs", [])
+    if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise InputError(f"{where}: \"pairs\" must be a list of [job, job]")
+    cfg = {}
+    for key, choices in (("packing", ("on", "off", "single")), ("migration", ("tesserae", "flat", "gavel")),
+                         ("objective", ("throughput", "paper-sum"))):
+        if key in state:
+            if state[key] not in choices:
+                raise InputError(f"{where}: {key} must be one of {', '.join(choices)}, got {state[key]!r}")
+            cfg[key] = state[key]
+    req = RoundRequest(cluster, jobs, current, tuple((str(a), str(b)) for a, b in pairs), EngineConfig(**cfg))
+    return req, profile_from_spec(state.get("profile", "a100"))
+
+
+def run(args: argparse.Namespace) -> int:
+    req, profile = request_from_state(load_json(args.state), args.state)
+    decision = decide(req, profile, clock=time.perf_counter)
+    if args.json:
+        dump_json(decision_to_json(decision))
+        return 0
+    print(render_placement(decision.placement, highlight=set(decision.migrated)))
+    print()
+    rows = []
+    for j in req.jobs:
+        partner = next((p.partner if p.placed == j.id else p.placed for p in decision.packed
+                        if j.id in (p.placed, p.partner)), "")
+        state = ("START" if j.id in decision.started else "MIGRATE" if j.id in decision.migrated
+                 else "KEEP" if j.id in decision.kept else "PENDING")
+        reason = next((f"({p.reason.value}) {p.detail}".strip() for p in decision.pending if p.job_id == j.id), "")
+        speed = decision.speeds.get(j.id)
+        rows.append([j.id, j.num_gpus, j.model, state, partner, decision.strategies.get(j.id, ""),
+                     "" if speed is None else f"{speed:.2f}", reason])
+    for j in decision.preempted:
+        rows.append([j, "", "", "PREEMPT", "", "", "", ""])
+    print(table(["JOBID", "GPUS", "MODEL", "ACTION", "PACKED_WITH", "STRATEGY", "SPEED", "REASON"], rows))
+    t = decision.timings
+    print(f"\nmigrations: {len(decision.migrated)}  cost: {decision.migration_cost:g}  "
+          f"time: placement {t.placement*1e3:.2f} ms, packing {t.packing*1e3:.2f} ms, "
+          f"migration {t.migration*1e3:.2f} ms")
+    return 0

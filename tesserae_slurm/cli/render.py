@@ -1,0 +1,28 @@
+"""Plain-text tables for placements and decisions (fixed-width, squeue style)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..model import Placement
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header)] + [fmt.format(*r) for r in rows]).rstrip()
+
+
+def render_placement(p: Placement, highlight: set[str] | None = None) -> str:
+    """One row per node, one column per GPU; '*' marks highlighted (e.g. migrated) jobs."""
+    highlight = highlight or set()
+    width = max((len(g) for g in p.nodes.values()), default=0)
+
+    def cell(slot: frozenset[str]) -> str:
+        if not slot:
+            return "-"
+        return "+".join(f"{j}*" if j in highlight else j for j in sorted(slot))
+
+    rows = [[node] + [cell(s) for s in gpus] + [""] * (width - len(gpus)) for node, gpus in p.nodes.items()]
+    return table(["NODE"] + [f"GPU{i}" for i in range(width)], rows)

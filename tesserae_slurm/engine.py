@@ -1,0 +1,163 @@
+"""The decision engine: one pure function from a round's inputs to a RoundDecision.
+
+Flow (paper Listing 1): consolidated placement in policy order -> packing of pending jobs onto
+placed ones -> migration minimization against the current physical placement. No I/O, no Slurm;
+the only clock is the one the shell passes in, used for stage timings alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .model import (
+    Cluster, InputError, Job, PackedPair, PendingJob, Placement, RoundDecision, StageTimings,
+)
+from .placement.consolidate import Unit, place_units
+from .placement.migrate import MigrationAlgorithm, migrate
+from .placement.pack import PackingMode, pack
+from .profiles import ThroughputProfile
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    packing: PackingMode = "on"
+    migration: MigrationAlgorithm = "tesserae"
+    objective: Literal["throughput", "paper-sum"] = "throughput"
+
+
+@dataclass(frozen=True)
+class RoundRequest:
+    cluster: Cluster
+    jobs: tuple[Job, ...]  # active jobs in the policy's priority order
+    current: Placement | None = None  # physical placement now (None: empty cluster)
+    pairs: tuple[tuple[str, str], ...] = ()  # co-locations decided by the policy itself (Gavel LPs)
+    config: EngineConfig = field(default_factory=EngineConfig)
+
+
+def _no_clock() -> float:
+    return 0.0
+
+
+def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> list[Unit]:
+    """Policy-chosen pairs are placed as one unit at the position of their first member."""
+    by_id = {j.id: j for j in jobs}
+    partner: dict[str, str] = {}
+    for a, b in pairs:
+        if a not in by_id or b not in by_id:
+            raise InputError(f"pair ({a!r}, {b!r}) names a job that is not active")
+        if a in partner or b in partner or a == b:
+            raise InputError(f"job in more than one pair: ({a!r}, {b!r})")
+        if by_id[a].num_gpus != by_id[b].num_gpus:
+            raise InputError(f"pair ({a!r}, {b!r}) has different GPU counts")
+        partner[a], partner[b] = b, a
+    units, seen = [], set()
+    for j in jobs:
+        if j.id in seen:
+            continue
+        seen.add(j.id)
+        if j.id in partner:
+            seen.add(partner[j.id])
+            units.append(Unit((j, by_id[partner[j.id]])))
+        else:
+            units.append(Unit((j,)))
+    return units
+
+
+def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
+    partner_of = {p.placed: p.partner for p in pairs}
+    if not partner_of:
+        return plan
+    return Placement({
+        node: tuple(slot | {partner_of[j] for j in slot if j in partner_of} for slot in gpus)
+        for node, gpus in plan.nodes.items()
+    })
+
+
+def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = None) -> RoundDecision:
+    now = clock or _no_clock
+    cluster, cfg = req.cluster, req.config
+    ids = [j.id for j in req.jobs]
+    if len(set(ids)) != len(ids):
+        raise InputError("a job id appears twice in the job list")
+    by_id = {j.id: j for j in req.jobs}
+    node_type = {n.name: n.gpu_type for n in cluster.nodes}
+    if req.current is not None:
+        req.current.check_fits(cluster)
+
+    t0 = now()
+    units = _units(req.jobs, req.pairs)
+    placed = place_units(cluster, units)
+    t1 = now()
+
+    gpu_type_of = {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()}
+    policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a])
+                    for a, b in req.pairs if a in gpu_type_of]
+    pairs: list[PackedPair] = list(policy_pairs)
+    pending: list[PendingJob] = list(placed.pending)
+    if cfg.packing != "off" and not req.pairs:
+        placed_jobs = [by_id[j] for j in placed.placed]
+        waiting = [by_id[p.job_id] for p in placed.pending]
+        result = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective)
+        pairs.extend(result.pairs)
+        packed_ids = {p.partner for p in result.pairs}
+        pending = [p for p in pending if p.job_id not in packed_ids]
+    logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
+    t2 = now()
+
+    if req.current is None:
+        final, migrated, cost = logical, (), 0.0
+    else:
+        res = migrate(req.current, logical, algorithm=cfg.migration, node_types=node_type)
+        final, migrated, cost = res.placement, res.migrated, res.cost
+    t3 = now()
+
+    strategies, speeds = _speeds(final, pairs, by_id, profile, node_type)
+    before = req.current.jobs() if req.current is not None else set()
+    after = final.jobs()
+    order = {j: i for i, j in enumerate(ids)}
+    key = lambda j: (order.get(j, len(order)), j)  # noqa: E731 - policy order, unknown ids last
+    migrated_set = set(migrated)
+    return RoundDecision(
+        placement=final,
+        started=tuple(sorted(after - before, key=key)),
+        preempted=tuple(sorted(before - after, key=key)),
+        migrated=tuple(sorted(migrated_set, key=key)),
+        kept=tuple(sorted((after & before) - migrated_set, key=key)),
+        packed=tuple(pairs),
+        pending=tuple(pending),
+        strategies=strategies,
+        speeds=speeds,
+        migration_cost=cost,
+        timings=StageTimings(placement=t1 - t0, packing=t2 - t1, migration=t3 - t2),
+    )
+
+
+def _policy_pair(a: Job, b: Job, profile: ThroughputProfile, gpu_type: str) -> PackedPair:
+    best = profile.best_pair(a, b, gpu_type)
+    if best is None:  # the policy packed a pair the profile cannot run together: record it as 0 speed
+        return PackedPair(a.id, b.id, 0.0, 0.0)
+    return PackedPair(a.id, b.id, best.a_speed, best.b_speed, best.a_strategy, best.b_strategy)
+
+
+def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job],
+            profile: ThroughputProfile, node_type: dict[str, str]) -> tuple[dict[str, str], dict[str, float]]:
+    strategies: dict[str, str] = {}
+    speeds: dict[str, float] = {}
+    for p in pairs:
+        speeds[p.placed], speeds[p.partner] = p.placed_speed, p.partner_speed
+        if p.placed_strategy:
+            strategies[p.placed] = p.placed_strategy
+        if p.partner_strategy:
+            strategies[p.partner] = p.partner_strategy
+    for j, refs in final.job_gpus().items():
+        if j in speeds or j not in by_id:
+            continue
+        speed, strategy = profile.best_isolated(by_id[j], node_type[refs[0][0]])
+        speeds[j] = speed
+        if strategy:
+            strategies[j] = strategy
+    return strategies, speeds
