@@ -1,0 +1,198 @@
+"""The daemon's state in SQLite through SQLAlchemy 2.x (WAL mode).
+
+Only the daemon writes; admin commands open the file read-only. Actions are recorded as *intent*
+before they touch Slurm and marked done or failed after, so a crash between two actions leaves a
+trail the next start reconciles (see daemon/reconcile.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Boolean, Float, ForeignKey, Integer, String, Text, create_engine, event, select, update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from ..model import InputError
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    job_id: Mapped[str] = mapped_column(String, primary_key=True)  # Slurm job id
+    name: Mapped[str] = mapped_column(String, default="")
+    user: Mapped[str] = mapped_column(String, default="")
+    num_gpus: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str] = mapped_column(String, default="")
+    batch_size: Mapped[str] = mapped_column(String, default="")
+    parallelism: Mapped[str] = mapped_column(Text, default="[]")  # JSON list
+    no_pack: Mapped[bool] = mapped_column(Boolean, default=False)
+    submit_time: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String, default="PENDING", index=True)
+    reason: Mapped[str] = mapped_column(String, default="")
+    attained_service: Mapped[float] = mapped_column(Float, default=0.0)  # GPU-seconds
+    executed_time: Mapped[float] = mapped_column(Float, default=0.0)  # wall seconds placed
+    rounds_run: Mapped[int] = mapped_column(Integer, default=0)
+    nodes: Mapped[str] = mapped_column(String, default="")  # comma-joined physical nodes
+    gpus: Mapped[str] = mapped_column(String, default="")  # "node1:0-1;node2:0-3"
+    packed_with: Mapped[str] = mapped_column(String, default="")
+    strategy: Mapped[str] = mapped_column(String, default="")
+    preemptions: Mapped[int] = mapped_column(Integer, default=0)
+    migrations: Mapped[int] = mapped_column(Integer, default=0)
+    last_seen: Mapped[float] = mapped_column(Float, default=0.0)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class RoundRow(Base):
+    __tablename__ = "rounds"
+    round_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    started_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    policy: Mapped[str] = mapped_column(String)
+    dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String, default="planned")  # planned|applied|failed|skipped
+    error: Mapped[str] = mapped_column(Text, default="")
+    scheduling_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    placement_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    packing_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    migration_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    decision_json: Mapped[str] = mapped_column(Text, default="{}")  # model.codec.decision_to_json
+
+
+class PlacementRow(Base):
+    __tablename__ = "placements"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.round_id"), index=True)
+    job_id: Mapped[str] = mapped_column(String, index=True)
+    gpus: Mapped[str] = mapped_column(String)
+    partner: Mapped[str] = mapped_column(String, default="")
+    strategy: Mapped[str] = mapped_column(String, default="")
+    speed: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class ActionRow(Base):
+    __tablename__ = "actions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.round_id"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)  # order of execution within the round
+    job_id: Mapped[str] = mapped_column(String, index=True)
+    kind: Mapped[str] = mapped_column(String)  # start|preempt|migrate|keep
+    status: Mapped[str] = mapped_column(String, default="intent", index=True)  # intent|done|failed|skipped
+    detail: Mapped[str] = mapped_column(Text, default="{}")  # JSON: target gpus, partner, strategy ...
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Float, index=True)
+    kind: Mapped[str] = mapped_column(String)
+    job_id: Mapped[str] = mapped_column(String, default="", index=True)
+    round_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+@dataclass
+class Store:
+    engine: Engine
+    read_only: bool = False
+
+    @staticmethod
+    def open(path: str | Path, read_only: bool = False) -> "Store":
+        path = Path(path)
+        if read_only:
+            if not path.exists():
+                raise InputError(f"state database {path} does not exist (has the daemon run yet?)")
+            url = f"sqlite:///file:{path.resolve()}?mode=ro&uri=true"
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite:///{path}"
+        engine = create_engine(url, future=True)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        if not read_only:
+            with engine.begin() as conn:
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+            Base.metadata.create_all(engine)
+        return Store(engine, read_only)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction: committed on success, rolled back on any exception."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            with s.begin():
+                yield s
+
+    # --- queries used by the admin CLI and the loop ----------------------------------------------
+    def jobs(self, states: Sequence[str] | None = None) -> list[JobRow]:
+        with self.session() as s:
+            q = select(JobRow).order_by(JobRow.submit_time, JobRow.job_id)
+            if states:
+                q = q.where(JobRow.state.in_(list(states)))
+            return list(s.scalars(q))
+
+    def job(self, job_id: str) -> JobRow | None:
+        with self.session() as s:
+            return s.get(JobRow, job_id)
+
+    def rounds(self, limit: int = 20) -> list[RoundRow]:
+        with self.session() as s:
+            return list(s.scalars(select(RoundRow).order_by(RoundRow.round_id.desc()).limit(limit)))
+
+    def round(self, round_id: int) -> RoundRow | None:
+        with self.session() as s:
+            return s.get(RoundRow, round_id)
+
+    def actions(self, round_id: int | None = None, status: str | None = None,
+                job_id: str | None = None) -> list[ActionRow]:
+        with self.session() as s:
+            q = select(ActionRow).order_by(ActionRow.round_id, ActionRow.seq)
+            if round_id is not None:
+                q = q.where(ActionRow.round_id == round_id)
+            if status is not None:
+                q = q.where(ActionRow.status == status)
+            if job_id is not None:
+                q = q.where(ActionRow.job_id == job_id)
+            return list(s.scalars(q))
+
+    def placements(self, round_id: int) -> list[PlacementRow]:
+        with self.session() as s:
+            return list(s.scalars(select(PlacementRow).where(PlacementRow.round_id == round_id)))
+
+    def events(self, job_id: str | None = None, limit: int = 50) -> list[EventRow]:
+        with self.session() as s:
+            q = select(EventRow).order_by(EventRow.id.desc()).limit(limit)
+            if job_id is not None:
+                q = q.where(EventRow.job_id == job_id)
+            return list(s.scalars(q))
+
+    def add_event(self, now: float, kind: str, message: str, job_id: str = "", round_id: int | None = None) -> None:
+        with self.session() as s:
+            s.add(EventRow(time=now, kind=kind, job_id=job_id, round_id=round_id, message=message))
+
+    def mark_action(self, action_id: int, status: str, now: float, error: str = "") -> None:
+        with self.session() as s:
+            s.execute(update(ActionRow).where(ActionRow.id == action_id)
+                      .values(status=status, finished_at=now, error=error))
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))

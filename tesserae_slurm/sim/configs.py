@@ -1,0 +1,51 @@
+"""Named scheduler configurations: a policy and a placement setup, selectable by one name.
+
+A new configuration is one entry in CONFIGS; no code. ``policy_pairs`` marks policies (Gavel's packed
+LPs, POP) that choose co-locations themselves: the engine places their pairs and skips its matching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine import EngineConfig
+from ..model import InputError
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    name: str
+    policy: str
+    engine: EngineConfig
+    policy_options: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+def _cfg(name: str, policy: str, packing: str, migration: str, desc: str, **opts: Any) -> SchedulerConfig:
+    return SchedulerConfig(name, policy, EngineConfig(packing=packing, migration=migration), opts, desc)  # type: ignore[arg-type]
+
+
+CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
+    _cfg("fifo", "fifo", "off", "tesserae", "FIFO order, consolidated placement, no packing"),
+    _cfg("las", "las", "off", "tesserae", "least attained service, no packing"),
+    _cfg("srtf", "srtf", "off", "tesserae", "shortest remaining time first (oracle durations), no packing"),
+    _cfg("tiresias", "tiresias", "off", "tesserae", "Tiresias 2D-LAS, consolidated, no packing"),
+    _cfg("tiresias-single", "tiresias", "single", "tesserae",
+         "Tiresias + Tesserae packing of 1-GPU jobs only (the paper's Tiresias(Single))"),
+    _cfg("tesserae-t", "tiresias", "on", "tesserae", "Tiresias + Tesserae packing + migration minimization"),
+    _cfg("tesserae-t-nomig", "tiresias", "on", "gavel", "Tesserae-T with Gavel's migration rule (no relabeling)"),
+    _cfg("themis", "ftf", "off", "tesserae", "finish-time fairness order (Themis rho), no packing"),
+    _cfg("tesserae-ftf", "ftf-lp", "on", "tesserae", "Gavel FTF (non-packed LP) priorities + Tesserae packing"),
+    _cfg("gavel", "gavel", "on", "gavel", "Gavel LAS LP with pair variables, Gavel round mechanism"),
+    _cfg("gavel-ftf", "gavel-ftf", "on", "gavel", "Gavel finish-time-fairness LP with packing"),
+    _cfg("pop", "pop", "on", "gavel", "POP: Gavel LAS LP on k random partitions"),
+)}
+
+
+def get_config(name: str) -> SchedulerConfig:
+    try:
+        return CONFIGS[name]
+    except KeyError:
+        raise InputError(f"unknown policy configuration {name!r}; known: {', '.join(CONFIGS)}") from None

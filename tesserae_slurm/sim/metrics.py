@@ -1,0 +1,127 @@
+"""Simulation results and the metrics users compare schedulers by (avg JCT, makespan, FTF, ...)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    num_gpus: int
+    model: str
+    submit_time: float
+    start_time: float  # first time placed
+    finish_time: float
+    duration: float  # isolated run time (trace), seconds
+    preemptions: int
+    migrations: int
+    rounds_packed: int
+    rounds_run: int
+    avg_contention: float  # mean active jobs per GPU over the job's life (for Themis-style FTF)
+
+    @property
+    def jct(self) -> float:
+        return self.finish_time - self.submit_time
+
+    @property
+    def ftf(self) -> float:
+        """rho = JCT / (T_exclusive * max(1, contention)) (Shockwave's 'themis' variant, policies.md §9)."""
+        return self.jct / (self.duration * max(1.0, self.avg_contention))
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    time: float
+    active: int
+    running: int
+    packed_pairs: int
+    migrations: int
+    preemptions: int
+    busy_gpus: int
+    scheduling_ms: float
+    placement_ms: float
+    packing_ms: float
+    migration_ms: float
+
+    @property
+    def decision_ms(self) -> float:
+        return self.scheduling_ms + self.placement_ms + self.packing_ms + self.migration_ms
+
+
+@dataclass(frozen=True)
+class SimResult:
+    policy: str
+    trace: str
+    cluster: str
+    round_duration: float
+    seed: int
+    jobs: tuple[JobRecord, ...]
+    rounds: tuple[RoundRecord, ...]
+    total_gpus: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def avg_jct(self) -> float:
+        return statistics.fmean(j.jct for j in self.jobs) if self.jobs else 0.0
+
+    @property
+    def makespan(self) -> float:
+        if not self.jobs:
+            return 0.0
+        return max(j.finish_time for j in self.jobs) - min(j.submit_time for j in self.jobs)
+
+    @property
+    def migrations(self) -> int:
+        return sum(r.migrations for r in self.rounds)
+
+    @property
+    def preemptions(self) -> int:
+        return sum(r.preemptions for r in self.rounds)
+
+    def gpu_utilization(self) -> float:
+        """Busy GPU-rounds over available GPU-rounds while any job was active."""
+        rounds = [r for r in self.rounds if r.active]
+        if not rounds:
+            return 0.0
+        return sum(r.busy_gpus for r in rounds) / (self.total_gpus * len(rounds))
+
+    def summary(self) -> dict[str, Any]:
+        ftf = np.array([j.ftf for j in self.jobs]) if self.jobs else np.zeros(1)
+        jct = np.array([j.jct for j in self.jobs]) if self.jobs else np.zeros(1)
+        dec = np.array([r.decision_ms for r in self.rounds]) if self.rounds else np.zeros(1)
+        stage = {k: float(np.median([getattr(r, f"{k}_ms") for r in self.rounds])) if self.rounds else 0.0
+                 for k in ("scheduling", "placement", "packing", "migration")}
+        return {
+            "policy": self.policy, "trace": self.trace, "cluster": self.cluster,
+            "round_s": self.round_duration, "seed": self.seed, "jobs": len(self.jobs),
+            "avg_jct_s": self.avg_jct, "median_jct_s": float(np.median(jct)),
+            "p99_jct_s": float(np.percentile(jct, 99)), "makespan_s": self.makespan,
+            "migrations": self.migrations, "preemptions": self.preemptions,
+            "ftf": {"worst": float(ftf.max()), "median": float(np.median(ftf)), "mean": float(ftf.mean())},
+            "gpu_utilization": self.gpu_utilization(),
+            "decision_ms": {"median": float(np.median(dec)), "p99": float(np.percentile(dec, 99)),
+                            "stages_median": stage},
+            "rounds": len(self.rounds),
+            "settings": self.settings,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.summary()
+        out["per_job"] = [
+            {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "submit": j.submit_time,
+             "start": j.start_time, "finish": j.finish_time, "duration": j.duration, "jct": j.jct,
+             "ftf": j.ftf, "preemptions": j.preemptions, "migrations": j.migrations,
+             "rounds_packed": j.rounds_packed, "rounds_run": j.rounds_run}
+            for j in self.jobs
+        ]
+        return out
+
+
+def cdf(values: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    xs = np.sort(np.asarray(values, dtype=float))
+    return xs, np.arange(1, len(xs) + 1) / max(1, len(xs))
