@@ -1,0 +1,131 @@
+"""Job-level lookups for the engine: profile classes, fallbacks, and dense class x class matrices.
+
+Thousands of jobs share a handful of (model, batch, GPU count, allowed strategies) combinations, so
+the packing stage maps every job to a ``JobClass`` and builds its weight matrix by fancy-indexing a
+small class x class matrix instead of looking up each job pair. Results are memoized on the profile.
+
+Fallbacks (documented in docs/profiles.md): a job of a known model on a GPU count or GPU type the
+table did not measure runs alone at 1.0 -- its best isolated throughput, by the definition of
+normalization -- under its first requested strategy (or none), and is never packed. A pair of
+measured keys that the table never co-located (two LLMs) is not packable either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..model import InputError, Job
+from .keys import JobClass, PairOption, fold_strategy
+
+if TYPE_CHECKING:
+    from .table import ThroughputProfile
+
+
+def job_class(profile: ThroughputProfile, job: Job) -> JobClass:
+    memo_key = ("class", job.model, job.batch_size, job.num_gpus, job.parallelism)
+    hit = profile._memo.get(memo_key)
+    if hit is not None:
+        return hit
+    key = profile.key(job.model, job.batch_size, job.num_gpus)
+    candidates: tuple[str, ...] = ()
+    if job.parallelism:
+        if not profile.is_strategied(key.model):
+            raise InputError(f"job {job.id}: {key.model} has no parallelism strategies in profile "
+                             f"{profile.name}; drop its parallelism list")
+        known = profile.strategies(key.model, key.num_gpus)
+        if not known:  # unmeasured GPU count: nothing to check against, keep the job's spelling
+            candidates = tuple(dict.fromkeys(s.strip() for s in job.parallelism))
+        else:
+            by_fold = {fold_strategy(s): s for s in known}
+            for s in job.parallelism:
+                if fold_strategy(s) not in by_fold:
+                    raise InputError(f"job {job.id}: unknown strategy {s!r} for {key.model} on {key.num_gpus} "
+                                     f"GPUs in profile {profile.name}; known: {', '.join(known)}")
+            wanted = {fold_strategy(s) for s in job.parallelism}
+            candidates = tuple(s for s in known if fold_strategy(s) in wanted)
+            if len(candidates) == len(known):
+                candidates = ()
+    cls = JobClass(key, candidates)
+    profile._memo[memo_key] = cls
+    return cls
+
+
+def _runs(profile: ThroughputProfile, cls: JobClass, gpu: str) -> tuple[tuple[str | None, float], ...]:
+    """Isolated (strategy, speed) the class may use on ``gpu``; empty = unmeasured (fallback)."""
+    runs = profile._ix.runs.get((gpu, cls.key), ())
+    if cls.candidates:
+        runs = tuple(r for r in runs if r[0] in cls.candidates)
+    return runs
+
+
+def class_isolated(profile: ThroughputProfile, cls: JobClass, gpu_type: str) -> tuple[float, str | None]:
+    """(best normalized speed alone, its strategy); ties go to the strategy listed first."""
+    gpu = profile._gpu(gpu_type)
+    runs = _runs(profile, cls, gpu)
+    if not runs:
+        return 1.0, (cls.candidates[0] if cls.candidates else None)
+    best = max(range(len(runs)), key=lambda i: (runs[i][1], -i))
+    return runs[best][1], runs[best][0]
+
+
+def class_best_pair(profile: ThroughputProfile, a: JobClass, b: JobClass, gpu_type: str) -> PairOption | None:
+    """Feasible option with the largest speed sum the two classes may use; ties: first listed."""
+    gpu = profile._gpu(gpu_type)
+    memo_key = ("pair", gpu, a, b)
+    if memo_key in profile._memo:
+        return profile._memo[memo_key]
+    best: PairOption | None = None
+    if a.key.num_gpus == b.key.num_gpus and _runs(profile, a, gpu) and _runs(profile, b, gpu):
+        for opt in profile._ix.options.get((gpu, a.key, b.key), ()):
+            if not opt.feasible:
+                continue
+            if a.candidates and opt.a_strategy not in a.candidates:
+                continue
+            if b.candidates and opt.b_strategy not in b.candidates:
+                continue
+            if best is None or opt.total > best.total:
+                best = opt
+    profile._memo[memo_key] = best
+    return best
+
+
+@dataclass(frozen=True)
+class PairMatrix:
+    """Best packed pair for every (row class, column class) on one GPU type.
+
+    ``total[i, j]`` is the best speed sum of a class-i job packed with a class-j job (NaN: no
+    feasible measured pair); ``option[i, j]`` indexes ``options`` (-1: none), whose entries are
+    oriented row job = ``a``. ``isolated[i]`` is class i's best speed alone.
+    """
+
+    gpu_type: str
+    classes: tuple[JobClass, ...]
+    total: np.ndarray
+    option: np.ndarray
+    options: tuple[PairOption, ...]
+    isolated: np.ndarray
+    isolated_strategy: tuple[str | None, ...]
+
+
+def pair_matrix(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_type: str) -> PairMatrix:
+    gpu = profile._gpu(gpu_type)
+    n = len(classes)
+    total = np.full((n, n), np.nan)
+    option = np.full((n, n), -1, dtype=np.int64)
+    options: list[PairOption] = []
+    seen: dict[PairOption, int] = {}
+    for i, a in enumerate(classes):
+        for j, b in enumerate(classes):
+            best = class_best_pair(profile, a, b, gpu)
+            if best is not None:
+                total[i, j] = best.total
+                option[i, j] = seen.setdefault(best, len(options))
+                if option[i, j] == len(options):
+                    options.append(best)
+    iso = [class_isolated(profile, c, gpu) for c in classes]
+    return PairMatrix(gpu, tuple(classes), total, option, tuple(options),
+                      np.array([s for s, _ in iso], dtype=float), tuple(s for _, s in iso))

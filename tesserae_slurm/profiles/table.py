@@ -1,0 +1,269 @@
+"""ThroughputProfile: one immutable lookup over isolated and packed speeds, whatever the source.
+
+The profile holds canonical records (built by ``build.build_profile`` from a loader's rows) and an
+index derived from them. Key-level lookups (``isolated_speed``, ``pair_options`` ...) are strict:
+anything the table did not measure is an ``InputError`` naming the key. Job-level lookups
+(``best_isolated``, ``best_pair``, ``pair_matrix``; see ``classes.py``) are what the engine uses and
+apply the documented fallbacks instead (docs/profiles.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..model import InputError, Job
+from .classes import PairMatrix, class_best_pair, class_isolated, job_class, pair_matrix
+from .keys import (
+    IsolatedRecord,
+    JobClass,
+    PairOption,
+    PairRecord,
+    ProfileKey,
+    embedded_batch,
+    fold,
+    fold_strategy,
+    normalize_batch,
+)
+
+
+@dataclass(frozen=True)
+class _Index:
+    """Dictionaries derived from the records; rebuilt whenever a profile is constructed."""
+
+    gpu_types: tuple[str, ...]
+    models: dict[str, str]  # fold(name) -> canonical name
+    model_order: tuple[str, ...]
+    batches: dict[str, tuple[str, ...]]  # model -> measured batches (any GPU count / type)
+    fixed_batch: dict[tuple[str, int], str]  # (strategied model, gpus) -> its one batch
+    strategied: frozenset[str]
+    runs: dict[tuple[str, ProfileKey], tuple[tuple[str | None, float], ...]]  # isolated, by strategy
+    throughput: dict[tuple[str, ProfileKey], float]
+    strategies: dict[tuple[str, int], tuple[str, ...]]  # (model, gpus) -> strategies, any GPU type
+    options: dict[tuple[str, ProfileKey, ProfileKey], tuple[PairOption, ...]]  # both orientations
+    gpu_counts: dict[str, tuple[int, ...]]
+
+
+def _index(isolated: Sequence[IsolatedRecord], pairs: Sequence[PairRecord], name: str) -> _Index:
+    models: dict[str, str] = {}
+    batches: dict[str, list[str]] = {}
+    runs: dict[tuple[str, ProfileKey], list[tuple[str | None, float]]] = {}
+    throughput: dict[tuple[str, ProfileKey], float] = {}
+    strategies: dict[tuple[str, int], list[str]] = {}
+    fixed: dict[tuple[str, int], str] = {}
+    strategied: set[str] = set()
+    counts: dict[str, set[int]] = {}
+    gpus: list[str] = []
+    for r in isolated:
+        k = r.key
+        models.setdefault(fold(k.model), k.model)
+        if r.gpu_type not in gpus:
+            gpus.append(r.gpu_type)
+        bl = batches.setdefault(k.model, [])
+        if k.batch_size not in bl:
+            bl.append(k.batch_size)
+        counts.setdefault(k.model, set()).add(k.num_gpus)
+        rl = runs.setdefault((r.gpu_type, k), [])
+        if any(s == r.strategy for s, _ in rl):
+            raise InputError(f"profile {name}: duplicate isolated entry for {k} strategy {r.strategy!r} on {r.gpu_type}")
+        rl.append((r.strategy, r.speed))
+        if r.throughput is not None:
+            throughput.setdefault((r.gpu_type, k), r.throughput)
+        if r.strategy is not None:
+            strategied.add(k.model)
+            if fixed.setdefault((k.model, k.num_gpus), k.batch_size) != k.batch_size:
+                raise InputError(f"profile {name}: {k.model} on {k.num_gpus} GPUs has two batch sizes "
+                                 f"({fixed[(k.model, k.num_gpus)]!r}, {k.batch_size!r}); an LLM has one")
+            sl = strategies.setdefault((k.model, k.num_gpus), [])
+            if r.strategy not in sl:
+                sl.append(r.strategy)
+    mixed = sorted({r.key.model for r in isolated if r.strategy is None} & strategied)
+    if mixed:
+        raise InputError(f"profile {name}: {mixed[0]} has entries with and without a parallelism strategy")
+    options: dict[tuple[str, ProfileKey, ProfileKey], list[PairOption]] = {}
+    for p in pairs:
+        for side, key, strat in (("a", p.a, p.option.a_strategy), ("b", p.b, p.option.b_strategy)):
+            known = runs.get((p.gpu_type, key))
+            if known is None or all(s != strat for s, _ in known):
+                raise InputError(f"profile {name}: pair side {side} {key} strategy {strat!r} on {p.gpu_type} "
+                                 "has no isolated entry")
+        options.setdefault((p.gpu_type, p.a, p.b), []).append(p.option)
+        mirror = p.option.swapped()
+        if p.a != p.b or mirror != p.option:
+            options.setdefault((p.gpu_type, p.b, p.a), []).append(mirror)
+    return _Index(
+        gpu_types=tuple(gpus), models=models, model_order=tuple(models.values()),
+        batches={m: tuple(b) for m, b in batches.items()}, fixed_batch=fixed, strategied=frozenset(strategied),
+        runs={k: tuple(v) for k, v in runs.items()}, throughput=throughput,
+        strategies={k: tuple(v) for k, v in strategies.items()},
+        options={k: tuple(v) for k, v in options.items()},
+        gpu_counts={m: tuple(sorted(c)) for m, c in counts.items()},
+    )
+
+
+@dataclass(frozen=True)
+class ThroughputProfile:
+    """Normalized isolated and packed speeds per GPU type; build one with a loader (``loaders.py``).
+
+    ``isolated`` has one record per (GPU type, key, strategy); ``pairs`` one record per measured
+    unordered co-location (lookups answer both orders). Equality compares the data, not the name.
+    """
+
+    name: str = field(compare=False)
+    isolated: tuple[IsolatedRecord, ...]
+    pairs: tuple[PairRecord, ...]
+    datasets: Mapping[str, str] = field(default_factory=dict, compare=False)  # model -> CSV dataset column
+    _ix: _Index = field(init=False, repr=False, compare=False)
+    _memo: dict[Any, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_ix", _index(self.isolated, self.pairs, self.name))
+        object.__setattr__(self, "_memo", {})
+
+    # ---- what the profile knows -------------------------------------------------------------
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        return self._ix.gpu_types
+
+    def models(self) -> tuple[str, ...]:
+        return self._ix.model_order
+
+    def keys(self, gpu_type: str) -> tuple[ProfileKey, ...]:
+        g = self._gpu(gpu_type)
+        return tuple(k for (gt, k) in self._ix.runs if gt == g)
+
+    def is_strategied(self, model: str) -> bool:
+        return self._model(model) in self._ix.strategied
+
+    # ---- key resolution ----------------------------------------------------------------------
+    def key(self, model: str, batch_size: str = "", num_gpus: int = 1) -> ProfileKey:
+        """Canonical key for a model/batch as a user wrote them; the GPU count is not checked here.
+
+        LLMs (models with strategies) have one batch per GPU count: the job's batch is ignored.
+        Gavel job types carry their batch in the name ("ResNet-50 (batch size 64)"); the family plus
+        a batch ("ResNet-50", "64") resolves to the same job type.
+        """
+        batch = normalize_batch(batch_size)
+        canon = self._ix.models.get(fold(model))
+        if canon is None and batch:
+            canon = self._ix.models.get(fold(f"{model} (batch size {batch})"))
+        if canon is None:
+            raise InputError(f"unknown model {model!r} in profile {self.name}; known models: "
+                             f"{', '.join(self._ix.model_order)}")
+        emb = embedded_batch(canon)
+        if emb is not None:
+            if batch and batch != emb:
+                raise InputError(f"batch size {batch_size!r} contradicts {canon!r} in profile {self.name}")
+            return ProfileKey(canon, emb, num_gpus)
+        if canon in self._ix.strategied:
+            fixed = self._ix.fixed_batch.get((canon, num_gpus))
+            if fixed is None:  # unmeasured GPU count: any of the model's batches stands for it
+                fixed = self._ix.batches[canon][0]
+            return ProfileKey(canon, fixed, num_gpus)
+        known = self._ix.batches[canon]
+        if known == ("",):
+            return ProfileKey(canon, "", num_gpus)
+        if batch not in known:
+            raise InputError(f"unknown batch size {batch_size!r} for {canon} in profile {self.name}; "
+                             f"known: {', '.join(known)}")
+        return ProfileKey(canon, batch, num_gpus)
+
+    def _model(self, model: str) -> str:
+        canon = self._ix.models.get(fold(model))
+        if canon is None:
+            raise InputError(f"unknown model {model!r} in profile {self.name}; known models: "
+                             f"{', '.join(self._ix.model_order)}")
+        return canon
+
+    def _gpu(self, gpu_type: str) -> str:
+        g = gpu_type.strip().lower()
+        if g not in self._ix.gpu_types:
+            raise InputError(f"unknown GPU type {gpu_type!r} for profile {self.name}; known: "
+                             f"{', '.join(self._ix.gpu_types)}")
+        return g
+
+    def _measured(self, key: ProfileKey, gpu_type: str) -> tuple[ProfileKey, str]:
+        """Canonical (key, GPU type) that the table measured, else InputError naming the key."""
+        g = self._gpu(gpu_type)
+        k = self.key(key.model, key.batch_size, key.num_gpus)
+        if (g, k) not in self._ix.runs:
+            counts = self._ix.gpu_counts.get(k.model, ())
+            raise InputError(
+                f"unknown profile key {(key.model, key.batch_size, key.num_gpus)!r} on {g} in profile "
+                f"{self.name}; {k.model} measured on {', '.join(map(str, counts))} GPUs with batch "
+                f"{', '.join(self._ix.batches[k.model])}; known models: {', '.join(self._ix.model_order)}")
+        return k, g
+
+    # ---- strict key-level lookups ------------------------------------------------------------
+    def strategies(self, model: str, num_gpus: int, gpu_type: str | None = None) -> tuple[str, ...]:
+        """Parallelism strategies measured for ``model`` on ``num_gpus`` (empty: none / unmeasured)."""
+        canon = self._model(model)
+        if gpu_type is None or canon not in self._ix.strategied:
+            return self._ix.strategies.get((canon, num_gpus), ())
+        runs = self._ix.runs.get((self._gpu(gpu_type), self.key(canon, "", num_gpus)), ())
+        return tuple(s for s, _ in runs if s is not None)
+
+    def isolated_speed(self, key: ProfileKey, gpu_type: str, strategy: str | None = None) -> float:
+        """Normalized speed alone: under ``strategy``, or under the best one when it is ``None``."""
+        k, g = self._measured(key, gpu_type)
+        runs = self._ix.runs[(g, k)]
+        if strategy is None:
+            return max(speed for _, speed in runs)
+        want = fold_strategy(strategy)
+        for s, speed in runs:
+            if s is not None and fold_strategy(s) == want:
+                return speed
+        known = [s for s, _ in runs if s is not None]
+        raise InputError(f"unknown strategy {strategy!r} for {k} on {g} in profile {self.name}; known: "
+                         f"{', '.join(known) if known else 'none (model has no strategies)'}")
+
+    def isolated_throughput(self, key: ProfileKey, gpu_type: str) -> float | None:
+        """Absolute steps/s alone where the source measured it (Gavel); ``None`` otherwise (A100)."""
+        k, g = self._measured(key, gpu_type)
+        return self._ix.throughput.get((g, k))
+
+    def pair_options(self, a_key: ProfileKey, b_key: ProfileKey, gpu_type: str) -> tuple[PairOption, ...]:
+        """Every measured strategy combination of ``a`` packed with ``b``, infeasible ones included.
+
+        Symmetric: ``pair_options(b, a)`` holds the same options swapped. Empty when the pair was never
+        measured (e.g. two LLMs), which the engine treats as "not packable".
+        """
+        a, g = self._measured(a_key, gpu_type)
+        b, _ = self._measured(b_key, gpu_type)
+        return self._ix.options.get((g, a, b), ())
+
+    # ---- job-level lookups used by the engine (fallbacks, memoized; see classes.py) -----------
+    def job_class(self, job: Job) -> JobClass:
+        return job_class(self, job)
+
+    def best_isolated(self, job: Job, gpu_type: str) -> tuple[float, str | None]:
+        return class_isolated(self, self.job_class(job), gpu_type)
+
+    def best_pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
+        if a.num_gpus != b.num_gpus:
+            return None
+        return class_best_pair(self, self.job_class(a), self.job_class(b), gpu_type)
+
+    def pair_matrix(self, classes: Sequence[JobClass], gpu_type: str) -> PairMatrix:
+        return pair_matrix(self, classes, gpu_type)
+
+    # ---- derived profiles ----------------------------------------------------------------------
+    def with_noise(self, noise: float, rng: np.random.Generator) -> ThroughputProfile:
+        """The paper's sensitivity study: every measured speed times a factor from U[1-n, 1+n].
+
+        Pair speeds and the per-strategy isolated speeds of LLMs are measurements and get a factor
+        each; the isolated 1.0 of other jobs is the normalization itself and stays. 0.0 stays 0.0.
+        """
+        if not 0.0 <= noise <= 1.0:
+            raise InputError(f"profile noise must be in [0, 1], got {noise}")
+        f = rng.uniform(1.0 - noise, 1.0 + noise, size=(len(self.pairs), 2))
+        pairs = tuple(replace(p, option=replace(p.option, a_speed=p.option.a_speed * float(f[i, 0]),
+                                                 b_speed=p.option.b_speed * float(f[i, 1])))
+                      for i, p in enumerate(self.pairs))
+        g = rng.uniform(1.0 - noise, 1.0 + noise, size=len(self.isolated))
+        iso = tuple(replace(r, speed=r.speed * float(g[i])) if r.strategy is not None else r
+                    for i, r in enumerate(self.isolated))
+        return ThroughputProfile(f"{self.name}+noise{noise:g}", iso, pairs, dict(self.datasets))
