@@ -1,0 +1,1 @@
+"""Shipped traces (package data); see README.md here for provenance."""
