@@ -1,0 +1,190 @@
+"""SlurmBackend: the operations the daemon needs from Slurm, and their CLI implementation.
+
+The CLI backend composes `commands` (argv) -> `runner` (the one subprocess seam) -> `parse`
+(pure). It holds no state besides the client environment, so it is safe to share.
+`make_backend` picks pyslurm only when it is importable and built for the running Slurm.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal as _signal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from ..model.errors import InputError
+from . import commands, parse
+from .runner import SlurmCommandError, SlurmError, SlurmRunner, SlurmUnavailable
+from .types import SlurmJob, SlurmNode
+
+log = logging.getLogger(__name__)
+
+# A batch script given as: its text (str, must start with "#!"), a path, or argv [script, args...].
+Script = str | os.PathLike[str] | Sequence[str]
+Signal = int | str | _signal.Signals
+
+
+class SlurmBackendError(SlurmError):
+    """The requested backend cannot be used here (e.g. pyslurm built for another Slurm)."""
+
+
+@runtime_checkable
+class SlurmBackend(Protocol):
+    """What the daemon asks of Slurm. Every method raises SlurmError subclasses on failure."""
+
+    def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]: ...
+
+    def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]: ...
+
+    def submit(
+        self, script: Script, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> int: ...
+
+    def place(self, job_id: int, nodes: Sequence[str], extra_updates: Mapping[str, str] | None = None) -> None: ...
+
+    def release(self, job_ids: Iterable[int]) -> None: ...
+
+    def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None: ...
+
+    def requeue_hold(self, job_id: int) -> None: ...
+
+    def cancel(self, job_id: int) -> None: ...
+
+    def update_comment(self, job_id: int, comment: str | None = None, admin_comment: str | None = None) -> None: ...
+
+    def ping(self) -> None: ...
+
+    def slurm_version(self) -> tuple[int, int]: ...
+
+
+class SlurmCliBackend:
+    """SlurmBackend over squeue/sinfo/sbatch/scontrol/scancel.
+
+    `env` is laid over os.environ for every call (typically {"SLURM_CONF": ...}); pass `runner`
+    to share one or to inject a fake in tests.
+    """
+
+    name = "cli"
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        runner: SlurmRunner | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.runner = runner if runner is not None else SlurmRunner(env, timeout_s=timeout_s)
+
+    # ---- queries -----------------------------------------------------------------------------
+
+    def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:
+        out = self.runner.run(commands.squeue_json())
+        return _reported_as_unavailable(lambda: parse.parse_squeue_json(out, partition))
+
+    def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
+        out = self.runner.run(commands.sinfo_json())
+        return _reported_as_unavailable(lambda: parse.parse_sinfo_json(out, partition))
+
+    def ping(self) -> None:
+        """Return if slurmctld answers; raise SlurmUnavailable with Slurm's own line otherwise."""
+        try:
+            out = self.runner.run(commands.scontrol_ping(), retries=0)
+        except SlurmCommandError as exc:  # scontrol ping exits 1 when the controller is DOWN
+            out = exc.stdout
+            if not out.strip():
+                raise SlurmUnavailable(str(exc)) from exc
+        try:
+            up = parse.parse_ping(out)
+        except parse.SlurmParseError as exc:
+            raise SlurmUnavailable(str(exc)) from exc
+        if not up:
+            first = out.strip().splitlines()[0]
+            raise SlurmUnavailable(f"slurmctld unreachable: {first} (scontrol ping)")
+
+    def slurm_version(self) -> tuple[int, int]:
+        return parse.parse_version(self.runner.run(commands.sinfo_version(), retries=0))
+
+    # ---- actions -----------------------------------------------------------------------------
+
+    def submit(self, script: Script, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> int:
+        """sbatch the script; returns the job id. Holding (`--hold`) is the caller's choice.
+
+        `script` is the script text (a str starting with "#!", sent on stdin), a path, an
+        argv list [script_path, arg, ...], or [] with `--wrap CMD` in extra_args; `env` is added to sbatch's (and so the job's)
+        environment. Submission is never retried: a lost answer could mean a duplicate job.
+        """
+        text, argv = _script_parts(script)
+        out = self.runner.run(commands.sbatch(argv, extra_args), input_text=text, env=env, retries=0)
+        return parse.parse_sbatch_parsable(out)
+
+    def place(self, job_id: int, nodes: Sequence[str], extra_updates: Mapping[str, str] | None = None) -> None:
+        self.runner.run(commands.scontrol_place(job_id, nodes, extra_updates))
+
+    def release(self, job_ids: Iterable[int]) -> None:
+        ids = list(job_ids)
+        if ids:
+            self.runner.run(commands.scontrol_release(ids))
+
+    def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
+        self.runner.run(commands.scancel_signal(job_id, sig, batch_only))
+
+    def requeue_hold(self, job_id: int) -> None:
+        self.runner.run(commands.scontrol_requeuehold(job_id))
+
+    def cancel(self, job_id: int) -> None:
+        self.runner.run(commands.scancel(job_id))
+
+    def update_comment(self, job_id: int, comment: str | None = None, admin_comment: str | None = None) -> None:
+        updates: dict[str, str] = {}
+        if comment is not None:
+            updates["Comment"] = comment
+        if admin_comment is not None:
+            updates["AdminComment"] = admin_comment
+        if updates:
+            self.runner.run(commands.scontrol_update_job(job_id, updates))
+
+
+def _script_parts(script: Script) -> tuple[str | None, list[str]]:
+    if isinstance(script, str):
+        if not script.startswith("#!"):
+            raise InputError("batch script text must start with '#!' (pass a Path or [path, args] for a file)")
+        return script, []
+    if isinstance(script, os.PathLike):
+        return None, [os.fspath(script)]
+    # An empty argv is allowed: the script then comes from `--wrap` in extra_args.
+    return None, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in script]
+
+
+def _reported_as_unavailable(fn):  # type: ignore[no-untyped-def]
+    """squeue/sinfo --json exit 0 with an `errors` list when the controller is unreachable."""
+    try:
+        return fn()
+    except parse.SlurmReportedError as exc:
+        raise SlurmUnavailable(str(exc)) from exc
+
+
+def make_backend(
+    prefer: str = "auto",
+    env: Mapping[str, str] | None = None,
+    *,
+    runner: SlurmRunner | None = None,
+) -> SlurmBackend:
+    """`auto`: pyslurm if importable and matching the running Slurm, else the CLI; `cli`; `pyslurm`."""
+    if prefer not in ("auto", "cli", "pyslurm"):
+        raise InputError(f"unknown Slurm backend {prefer!r} (choose auto, cli or pyslurm)")
+    cli = SlurmCliBackend(env, runner=runner)
+    if prefer == "cli":
+        return cli
+    from . import (
+        pyslurm_backend,  # local: keeps pyslurm out of the import graph unless asked
+    )
+
+    try:
+        return pyslurm_backend.PyslurmBackend.create(cli, env=env)
+    except SlurmBackendError as exc:
+        if prefer == "pyslurm":
+            raise
+        log.info("using the CLI Slurm backend: %s", exc)
+        return cli
+

@@ -1,0 +1,1 @@
+"""Slurm layer and dev cluster tests (a package, so module names cannot clash with other test folders)."""

@@ -1,0 +1,220 @@
+"""SlurmCliBackend against the real local Slurm (session `devcluster` fixture, 4 nodes x 4 GPUs).
+
+Every job is submitted held and placed explicitly, as the daemon does; each test cancels its
+own jobs. Waiting uses generous deadlines only to bound a hang, never to assert speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import pytest
+
+from tesserae_slurm.slurm import (
+    SlurmCliBackend,
+    SlurmCommandError,
+    SlurmError,
+    SlurmJob,
+    SlurmJobState,
+)
+
+PARTITION = "tesserae"
+
+JOB_SCRIPT = """#!/bin/bash
+trap 'echo "USR1 restart=${SLURM_RESTART_COUNT:-0}" >> "$MARKER_DIR/usr1.$SLURM_JOB_ID"' USR1
+echo "start job=$SLURM_JOB_ID restart=${SLURM_RESTART_COUNT:-0} node=$SLURMD_NODENAME cvd=$CUDA_VISIBLE_DEVICES x=$TESSERAE_X"
+printf 'arg1=%s\\n' "$1"
+# payload in the background + wait, so the trap runs as soon as a signal arrives
+while :; do sleep 300 & wait $!; done
+"""
+
+
+def wait_for(predicate, what: str, timeout_s: float = 30.0):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture
+def backend(devcluster):
+    return SlurmCliBackend(devcluster.env())
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    script = tmp_path / "job.sh"
+    script.write_text(JOB_SCRIPT)
+    script.chmod(0o755)
+    return tmp_path
+
+
+@pytest.fixture
+def submit(backend, workdir):
+    """Submit a held job running job.sh; cancel everything submitted when the test ends."""
+    submitted: list[int] = []
+
+    def _submit(name: str = "t", gpus: int = 2, args: tuple[str, ...] = (), extra: tuple[str, ...] = (), env=None):
+        job_id = backend.submit(
+            [workdir / "job.sh", *args],
+            [
+                "--hold", "--requeue", "--open-mode=append", f"--chdir={workdir}",
+                f"--output={workdir}/out.%j", f"--gres=gpu:{gpus}", "--job-name", name, *extra,
+            ],
+            env={"MARKER_DIR": str(workdir), **(env or {})},
+        )  # fmt: skip
+        submitted.append(job_id)
+        return job_id
+
+    yield _submit
+    for job_id in submitted:
+        with contextlib.suppress(SlurmError):
+            backend.cancel(job_id)
+
+
+def job(backend, job_id: int) -> SlurmJob:
+    by_id = {j.job_id: j for j in backend.list_jobs(PARTITION)}
+    return by_id[job_id]
+
+
+def running(backend, job_id: int):
+    j = job(backend, job_id)
+    return j if j.state is SlurmJobState.RUNNING else None
+
+
+def output(workdir: Path, job_id: int) -> str:
+    path = workdir / f"out.{job_id}"
+    return path.read_text() if path.exists() else ""
+
+
+def test_nodes_listed_with_fake_gpus(backend):
+    nodes = backend.list_nodes(PARTITION)
+    assert [n.name for n in nodes] == ["node1", "node2", "node3", "node4"]
+    assert all(n.gpus == 4 and n.shards == 8 and n.available for n in nodes)
+
+
+def test_held_jobs_are_listed_pending(backend, submit):
+    a, b = submit("held-a"), submit("held-b", gpus=1)
+    jobs = {j.job_id: j for j in backend.list_jobs(PARTITION)}
+    assert jobs[a].name == "held-a" and jobs[b].name == "held-b"
+    for job_id, gpus in ((a, 2), (b, 1)):
+        j = jobs[job_id]
+        assert j.state is SlurmJobState.PENDING and j.held and j.reason == "JobHeldUser"
+        assert j.gpus_per_node == gpus and j.nodes == () and j.requeue
+
+
+def test_place_and_release_runs_on_chosen_node_with_gpu_indices(backend, submit, workdir):
+    a, b = submit("pack-a"), submit("pack-b")
+    backend.place(a, ["node4"], {"Comment": "tesserae:placed"})
+    backend.place(b, ["node4"])
+    backend.release([a, b])
+    ja = wait_for(lambda: running(backend, a), f"job {a} RUNNING")
+    jb = wait_for(lambda: running(backend, b), f"job {b} RUNNING")
+    assert ja.nodes == ("node4",) and jb.nodes == ("node4",)
+    assert ja.comment == "tesserae:placed"
+    ia, ib = ja.gpu_indices("node4"), jb.gpu_indices("node4")
+    assert len(ia) == 2 and len(ib) == 2 and sorted(ia + ib) == [0, 1, 2, 3]
+    # the job itself sees the indices squeue reports
+    for j, idx in ((a, ia), (b, ib)):
+        text = wait_for(lambda j=j: output(workdir, j), f"output of job {j}")
+        assert f"node=node4 cvd={','.join(map(str, idx))} " in text
+
+
+def test_signal_requeue_hold_replace_and_cancel(backend, submit, workdir):
+    jid = submit("preempt-me", gpus=1)
+    backend.place(jid, ["node2"])
+    backend.release([jid])
+    wait_for(lambda: "restart=0" in output(workdir, jid), "job start")
+
+    backend.signal(jid, "USR1", batch_only=True)
+    marker = workdir / f"usr1.{jid}"
+    wait_for(lambda: marker.exists() and marker.read_text(), "USR1 trap marker")
+    assert marker.read_text().strip() == "USR1 restart=0"
+
+    backend.requeue_hold(jid)
+    held = wait_for(
+        lambda: (j := job(backend, jid)).state is SlurmJobState.PENDING and j.requeued_held and j,
+        "requeue-held state",
+    )
+    assert held.reason == "job requeued in held state" and held.restart_count == 1 and held.held
+
+    backend.place(jid, ["node1"])  # StartTime=now overrides the ~120 s requeue delay
+    backend.release([jid])
+    again = wait_for(lambda: running(backend, jid), "restart RUNNING")
+    assert again.nodes == ("node1",) and again.restart_count == 1
+    wait_for(lambda: "restart=1" in output(workdir, jid), "second start in appended output")
+    assert "restart=0" in output(workdir, jid)  # --open-mode=append kept the first run
+
+    backend.cancel(jid)
+    done = wait_for(lambda: (j := job(backend, jid)).state.is_finished and j, "CANCELLED")
+    assert done.state is SlurmJobState.CANCELLED
+
+
+def test_update_comment_on_held_job(backend, submit):
+    jid = submit("comments")
+    backend.update_comment(jid, comment="tesserae round=7", admin_comment='{"plan": [1, 2]}')
+    j = job(backend, jid)
+    assert (j.comment, j.admin_comment) == ("tesserae round=7", '{"plan": [1, 2]}')
+    backend.update_comment(jid, admin_comment="only-admin")
+    j = job(backend, jid)
+    assert (j.comment, j.admin_comment) == ("tesserae round=7", "only-admin")
+
+
+def test_shell_metacharacters_arrive_verbatim_and_run_nothing(backend, submit, workdir):
+    nasty = f"x$(touch {workdir}/pwned1); `touch {workdir}/pwned2` 'sq' \"dq\" & | > end"
+    jid = submit(nasty, gpus=1, args=(nasty,), extra=("--comment", nasty))
+    backend.update_comment(jid, admin_comment=nasty)
+    j = job(backend, jid)
+    assert (j.name, j.comment, j.admin_comment) == (nasty, nasty, nasty)
+    backend.place(jid, ["node3"], {"Comment": nasty})
+    backend.release([jid])
+    text = wait_for(lambda: "arg1=" in output(workdir, jid) and output(workdir, jid), "job output")
+    assert f"arg1={nasty}\n" in text
+    assert not (workdir / "pwned1").exists() and not (workdir / "pwned2").exists()
+
+
+def test_submit_script_text_on_stdin_with_env(backend, workdir):
+    text = "#!/bin/bash\necho \"x=$TESSERAE_X\"\n"
+    jid = backend.submit(
+        text,
+        ["--hold", f"--output={workdir}/out.%j", f"--chdir={workdir}", "--job-name", "stdin-script"],
+        env={"TESSERAE_X": "42"},
+    )
+    try:
+        assert job(backend, jid).name == "stdin-script"
+        backend.place(jid, ["node1"])
+        backend.release([jid])
+        assert wait_for(lambda: output(workdir, jid), "stdin job output") == "x=42\n"
+        done = wait_for(lambda: (j := job(backend, jid)).state.is_finished and j, "stdin job done")
+        assert done.state is SlurmJobState.COMPLETED and done.exit_code == 0
+    finally:
+        backend.cancel(jid)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        lambda b: b.release([999999]),
+        lambda b: b.place(999999, ["node1"]),
+        lambda b: b.requeue_hold(999999),
+        lambda b: b.signal(999999, "USR1"),
+        lambda b: b.update_comment(999999, comment="x"),
+    ],
+    ids=["release", "place", "requeue-hold", "signal", "comment"],
+)
+def test_unknown_job_id_fails_once_with_one_line(backend, action):
+    with pytest.raises(SlurmCommandError) as info:
+        action(backend)
+    assert "Invalid job id" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_unknown_node_is_refused(backend, submit):
+    jid = submit("bad-node")
+    with pytest.raises(SlurmCommandError, match="Invalid node name"):
+        backend.place(jid, ["node99"])
