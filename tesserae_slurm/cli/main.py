@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -26,14 +27,19 @@ def _command_modules() -> list:
     mods = [demo_cmd, plan_cmd, migrate_cmd, bench_cmd]
     for name in _OPTIONAL:
         try:
-            mods.append(__import__(name, fromlist=["add_parser"]))
-        except ImportError as exc:  # a stage whose optional dependency is missing stays out of the CLI
+            mods.append(importlib.import_module(name))
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").startswith("tesserae_slurm"):
+                raise  # our own module: a bug, not a missing optional dependency
+            # a stage whose optional dependency (SQLAlchemy, YAML, torch) is missing stays out of the CLI
             logging.getLogger(__name__).debug("command module %s unavailable: %s", name, exc)
     return mods
 
 
-# Command modules of later stages; each exposes add_parser(subparsers) setting `func`.
-_OPTIONAL: list[str] = []
+# Command modules with optional dependencies; each exposes add_parser(subparsers) setting `func`.
+_OPTIONAL: list[str] = [
+    "tesserae_slurm.devcluster.cli",
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """Named scheduler configurations: a policy and a placement setup, selectable by one name.
 
-A new configuration is one entry in CONFIGS; no code. ``policy_pairs`` marks policies (Gavel's packed
-LPs, POP) that choose co-locations themselves: the engine places their pairs and skips its matching.
+A new configuration is one entry in CONFIGS; no code. Policies that choose co-locations themselves
+(Gavel's packed LPs, POP) return pairs in their Ranking; the engine places those pairs as units, so
+their configurations run the engine with ``packing="off"`` (the engine never adds pairs of its own).
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
     _cfg("tesserae-t-nomig", "tiresias", "on", "gavel", "Tesserae-T with Gavel's migration rule (no relabeling)"),
     _cfg("themis", "ftf", "off", "tesserae", "finish-time fairness order (Themis rho), no packing"),
     _cfg("tesserae-ftf", "ftf-lp", "on", "tesserae", "Gavel FTF (non-packed LP) priorities + Tesserae packing"),
-    _cfg("gavel", "gavel", "on", "gavel", "Gavel LAS LP with pair variables, Gavel round mechanism"),
-    _cfg("gavel-ftf", "gavel-ftf", "on", "gavel", "Gavel finish-time-fairness LP with packing"),
-    _cfg("pop", "pop", "on", "gavel", "POP: Gavel LAS LP on k random partitions"),
+    _cfg("gavel", "gavel", "off", "gavel", "Gavel LAS LP with pair variables, Gavel round mechanism"),
+    _cfg("gavel-ftf", "gavel-ftf", "off", "gavel", "Gavel finish-time-fairness LP with packing"),
+    _cfg("pop", "pop", "off", "gavel", "POP: Gavel LAS LP on k random partitions"),
 )}
 
 
