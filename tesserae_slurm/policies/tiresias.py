@@ -1,0 +1,123 @@
+"""Tiresias discretized 2D-LAS (SymbioticLab/Tiresias ``dlas-gpu``; policies.md §4), round by round.
+
+K queues Q0 (highest) .. Q(K-1). A job enters the tail of Q0; once its attained service since its
+last promotion reaches ``queue_limits[q]`` it moves down (to the tail of the next queue; several
+levels at once if one round crossed several limits); the last queue never demotes. Within a queue
+the order is entry order, except that jobs that ran last round are moved ahead of those that waited
+(each group keeping its order), so running jobs keep their place and jobs do not swap back and
+forth. Starvation guard (``promote_knob`` P > 0): a waiting job below Q0 that has run since its last
+promotion goes back to the tail of Q0, with its service and counters reset, once it has waited
+``P x`` the wall time it ran since that promotion. P = 0 (the default, as in the reference code)
+turns promotion off.
+
+Service is GPU-seconds (``service="gpu-time"``, the default, Tiresias' 2D attained service) or wall
+seconds (``"time"``, Tiresias' ``dlas``). Thresholds are checked at round boundaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from ..model import InputError, JobView
+from .base import Ranking, SchedulingInput
+from .las import SERVICES, service_of
+
+DEFAULT_QUEUE_LIMITS = (3250.0, 7200.0)  # Tiresias jobs.py: 3 queues, Q0->Q1 at 3250, Q1->Q2 at 7200
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    """One job's place in the queues; counters are relative to its last promotion (or arrival)."""
+
+    queue: int
+    seq: int  # entry order within its queue (lower = earlier)
+    service_base: float  # the job's attained service at its last promotion (policy units)
+    executed_base: float  # wall seconds run at its last promotion
+    pending_s: float = 0.0  # wall seconds waited since the last promotion, counted once it has run since
+
+
+@dataclass(frozen=True)
+class TiresiasState:
+    jobs: Mapping[str, QueuedJob] = field(default_factory=lambda: MappingProxyType({}))
+    next_seq: int = 0
+    last_now: float | None = None
+    promotions: int = 0  # total so far (reported by shells)
+    demotions: int = 0
+
+
+@dataclass(frozen=True)
+class TiresiasPolicy:
+    queue_limits: Sequence[float] = DEFAULT_QUEUE_LIMITS
+    promote_knob: float = 0.0
+    service: str = "gpu-time"
+    name: str = "tiresias"
+
+    def __post_init__(self) -> None:
+        limits = tuple(float(x) for x in self.queue_limits)
+        if any(x <= 0 for x in limits) or any(b <= a for a, b in zip(limits, limits[1:])):
+            raise InputError(f"tiresias: queue_limits must be positive and increasing, got {list(limits)}")
+        if self.promote_knob < 0:
+            raise InputError(f"tiresias: promote_knob must be >= 0 (0 = off), got {self.promote_knob}")
+        if self.service not in SERVICES:
+            raise InputError(f"tiresias: service must be one of {', '.join(SERVICES)}, got {self.service!r}")
+        object.__setattr__(self, "queue_limits", limits)
+
+    @property
+    def num_queues(self) -> int:
+        return len(self.queue_limits) + 1
+
+    def initial_state(self) -> TiresiasState:
+        return TiresiasState()
+
+    def rank(self, inp: SchedulingInput, state: TiresiasState) -> tuple[Ranking, TiresiasState]:
+        elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
+        views = {v.id: v for v in inp.jobs}
+        jobs: dict[str, QueuedJob] = {}
+        # 1. waiting time since the last promotion, for jobs known last round that did not run
+        for jid, q in state.jobs.items():
+            v = views.get(jid)
+            if v is None:
+                continue  # finished or cancelled
+            if not v.running and v.executed_time - q.executed_base > 0:
+                q = replace(q, pending_s=q.pending_s + elapsed)
+            jobs[jid] = q
+        # 2. in each queue, last round's running jobs ahead of the waiting ones (stable)
+        seq = state.next_seq
+        ordered = sorted(jobs, key=lambda j: (jobs[j].queue, not views[j].running, jobs[j].seq))
+        for jid in ordered:
+            jobs[jid] = replace(jobs[jid], seq=seq)
+            seq += 1
+        # 3. arrivals at the tail of Q0, in arrival order
+        for v in inp.jobs:
+            if v.id not in jobs:
+                jobs[v.id] = QueuedJob(0, seq, 0.0, 0.0)
+                seq += 1
+        # 4. demotion / promotion, in current queue order
+        demotions, promotions = state.demotions, state.promotions
+        for jid in sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)):
+            q, v = jobs[jid], views[jid]
+            level = self._level(service_of(v, self.service) - q.service_base, q.queue)
+            if level != q.queue:
+                jobs[jid] = replace(q, queue=level, seq=seq)
+                seq += 1
+                demotions += 1
+            elif self._promote(q, v):
+                jobs[jid] = QueuedJob(0, seq, service_of(v, self.service), v.executed_time)
+                seq += 1
+                promotions += 1
+        order = tuple(sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)))
+        new_state = TiresiasState(MappingProxyType(jobs), seq, inp.now, promotions, demotions)
+        return Ranking(order), new_state
+
+    def _level(self, service: float, queue: int) -> int:
+        while queue < len(self.queue_limits) and service >= self.queue_limits[queue]:
+            queue += 1
+        return queue
+
+    def _promote(self, q: QueuedJob, v: JobView) -> bool:
+        if self.promote_knob <= 0 or q.queue == 0 or v.running:
+            return False
+        ran = v.executed_time - q.executed_base
+        return ran > 0 and q.pending_s >= self.promote_knob * ran
