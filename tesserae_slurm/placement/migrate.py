@@ -1,0 +1,308 @@
+"""Migration minimization (paper Algorithms 2 and 3, appendix Algorithm 4): map the next round's
+logical plan onto the physical GPUs so that as few jobs as possible change GPUs.
+
+Cost (paper): jobs present in only one of the two plans are dropped; mapping new GPU ``v`` onto
+physical GPU ``u`` costs ``1/(2*num_gpus(j))`` for every job ``j`` in the symmetric difference of the
+two GPUs' job sets (a move-out and a move-in each cost half a job, amortized over its GPUs).
+
+``tesserae``: every new node goes whole onto one physical node of the same size and GPU type, so
+multi-GPU jobs stay consolidated. For each (old node, new node) pair a GPU-level assignment gives the
+pair's cost, and one node-level assignment picks the node bijection: the exact minimum over all
+relabelings that keep nodes whole. Two facts make it cheap:
+
+* a node pair that shares no job costs ``A_old + B_new`` (the total weight on each side) under *any*
+  GPU matching, so only pairs that share a job are solved (a batch of tiny assignment problems);
+* hence the node-level problem is "maximize the savings ``A + B - C``" over a sparse graph whose
+  edges are the sharing pairs. Its connected components are solved independently (one dense
+  assignment each); every other node pair saves nothing, so the rest are paired freely (same name
+  first, so idle nodes stay put).
+
+``flat`` (Algorithm 4) is the same savings matching over single GPUs: cheaper, but it may split a
+consolidated job across nodes. ``gavel`` is Gavel's rule: no relabeling, a job migrates when its
+GPUs change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import permutations
+from typing import Literal
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from ..model import InputError, Placement
+
+MigrationAlgorithm = Literal["tesserae", "flat", "gavel"]
+ALGORITHMS: tuple[str, ...] = ("tesserae", "flat", "gavel")
+_PERMUTATION_LIMIT = 6  # nodes of up to 6 GPUs: enumerate the g! GPU matchings in one numpy batch
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    placement: Placement  # the new plan on the physical node names and GPU indices of ``old``
+    migrated: tuple[str, ...]  # jobs in both plans whose physical GPUs changed (sorted)
+    cost: float  # the paper's cost of the chosen mapping
+    node_map: Mapping[str, str] = field(default_factory=dict)  # new node -> physical node ({} for flat)
+
+
+@dataclass(frozen=True)
+class _Slots:
+    """A plan as arrays: per node, per GPU, up to two job indices of the common jobs (-1 = none)."""
+
+    names: tuple[str, ...]
+    sizes: np.ndarray  # GPUs per node
+    offset: np.ndarray  # index of each node's GPU 0 in the flat GPU arrays
+    jobs: np.ndarray  # (total GPUs, 2) common-job indices, -1 padded
+    weight: np.ndarray  # (total GPUs,) summed weight of the common jobs on each GPU
+
+
+def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tesserae",
+            node_types: Mapping[str, str] | None = None) -> MigrationResult:
+    """Map ``new`` (logical) onto ``old`` (physical); ``node_types`` keeps GPU types apart."""
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"migration algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    types = dict(node_types or {})
+    old_key = [(len(g), types.get(n)) for n, g in old.nodes.items()]
+    new_key = [(len(g), types.get(n)) for n, g in new.nodes.items()]
+    if sorted(old_key, key=repr) != sorted(new_key, key=repr):
+        raise InputError(f"shape mismatch: the two plans must have the same nodes sizes (and GPU types); "
+                         f"old {_shape_text(old_key)}, new {_shape_text(new_key)}")
+
+    old_gpus, new_gpus = old.job_gpus(), new.job_gpus()
+    common = sorted(set(old_gpus) & set(new_gpus))
+    index = {j: i for i, j in enumerate(common)}
+    w_old = np.array([1.0 / (2 * len(old_gpus[j])) for j in common])
+    w_new = np.array([1.0 / (2 * len(new_gpus[j])) for j in common])
+    o = _slots(old, index, w_old)
+    n = _slots(new, index, w_new)
+
+    if algorithm == "gavel":
+        node_map = _identity_nodes(old, new)
+        gpu_map = {(nn, v): (node_map[nn], v) for nn, gpus in new.nodes.items() for v in range(len(gpus))}
+    elif algorithm == "tesserae":
+        node_map, gpu_map = _tesserae(o, n, w_old, w_new, old_key, new_key)
+    else:
+        gpu_map = _flat(o, n, w_old, w_new, old_key, new_key)
+        node_map = {}
+
+    placed: dict[str, list[frozenset[str]]] = {name: [frozenset()] * len(g) for name, g in old.nodes.items()}
+    for (nn, v), (on, u) in gpu_map.items():
+        placed[on][u] = new.nodes[nn][v]
+    final = Placement({name: tuple(slots) for name, slots in placed.items()})
+    final_gpus = final.job_gpus()
+    migrated = tuple(j for j in common if final_gpus[j] != old_gpus[j])
+    return MigrationResult(final, migrated, mapping_cost(old, final), dict(node_map))
+
+
+def mapping_cost(old: Placement, final: Placement) -> float:
+    """The paper's cost of moving from ``old`` to ``final`` (same node names), GPU by GPU."""
+    old_gpus, new_gpus = old.job_gpus(), final.job_gpus()
+    common = set(old_gpus) & set(new_gpus)
+    total = 0.0
+    for name, gpus in old.nodes.items():
+        for u, before in enumerate(gpus):
+            after = final.nodes[name][u]
+            total += sum(1.0 / (2 * len(old_gpus[j])) for j in (before - after) & common)
+            total += sum(1.0 / (2 * len(new_gpus[j])) for j in (after - before) & common)
+    return total
+
+
+# ---- array form ------------------------------------------------------------------------------------
+def _slots(p: Placement, index: Mapping[str, int], weight: np.ndarray) -> _Slots:
+    names = tuple(p.nodes)
+    sizes = np.array([len(p.nodes[name]) for name in names], dtype=np.int64)
+    offset = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    jobs = np.full((int(sizes.sum()), 2), -1, dtype=np.int64)
+    g = 0
+    for name in names:
+        for slot in p.nodes[name]:
+            ids = sorted(index[j] for j in slot if j in index)
+            jobs[g, : len(ids)] = ids
+            g += 1
+    w = np.where(jobs >= 0, np.append(weight, 0.0)[jobs], 0.0).sum(axis=1) if len(jobs) else np.zeros(0)
+    return _Slots(names, sizes, offset, jobs, w)
+
+
+def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -> np.ndarray:
+    """Savings of putting GPU b onto GPU a: total (old + new) weight of the jobs both hold.
+
+    ``a_jobs``/``b_jobs`` broadcast against each other with a trailing axis of 2 slots.
+    """
+    eq = (a_jobs[..., :, None] == b_jobs[..., None, :]) & (a_jobs[..., :, None] >= 0)
+    w = np.append(w_sum, 0.0)[a_jobs]  # -1 -> the appended 0
+    return (eq * w[..., :, None]).sum(axis=(-1, -2))
+
+
+def _groups(keys: Sequence[tuple[int, str | None]]) -> dict[tuple[int, str | None], list[int]]:
+    out: dict[tuple[int, str | None], list[int]] = {}
+    for i, k in enumerate(keys):
+        out.setdefault(k, []).append(i)
+    return out
+
+
+def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.ndarray,
+                          a_names: Sequence[str], b_names: Sequence[str]) -> list[tuple[int, int]]:
+    """A perfect matching of ``len(a_names)`` a-items onto as many b-items maximizing total savings.
+
+    Only the given edges save anything (savings > 0); components of the edge graph are solved
+    exactly with one assignment each, the remaining items are paired by equal name, then in order.
+    """
+    na, nb = len(a_names), len(b_names)
+    pairs: list[tuple[int, int]] = []
+    if len(edges_a):
+        graph = coo_matrix((np.ones(len(edges_a)), (edges_a, na + edges_b)), shape=(na + nb, na + nb))
+        _, label = connected_components(graph, directed=False)
+        comp = label[edges_a]
+        order = np.argsort(comp, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, comp[order][1:] != comp[order][:-1], True])
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            idx = order[s:e]
+            ea, eb, sv = edges_a[idx], edges_b[idx], savings[idx]
+            ra, ia = np.unique(ea, return_inverse=True)
+            rb, ib = np.unique(eb, return_inverse=True)
+            dense = np.zeros((len(ra), len(rb)))
+            dense[ia, ib] = sv
+            r, c = linear_sum_assignment(dense, maximize=True)
+            keep = dense[r, c] > _EPS
+            pairs += [(int(ra[i]), int(rb[j])) for i, j in zip(r[keep], c[keep])]
+    used_a = {a for a, _ in pairs}
+    used_b = {b for _, b in pairs}
+    free_a = [i for i in range(na) if i not in used_a]
+    free_b = [j for j in range(nb) if j not in used_b]
+    by_name = {b_names[j]: j for j in free_b}
+    rest_a = []
+    for i in free_a:
+        j = by_name.pop(a_names[i], None)
+        if j is None:
+            rest_a.append(i)
+        else:
+            pairs.append((i, j))
+    rest_b = [j for j in free_b if b_names[j] in by_name]
+    pairs += list(zip(rest_a, rest_b))
+    return pairs
+
+
+# ---- algorithms ------------------------------------------------------------------------------------
+def _identity_nodes(old: Placement, new: Placement) -> dict[str, str]:
+    """Gavel's rule: no relabeling. Same names map to themselves; otherwise the i-th node to the i-th."""
+    if set(old.nodes) == set(new.nodes):
+        mapping = {name: name for name in new.nodes}
+    else:
+        mapping = dict(zip(new.nodes, old.nodes))
+    for nn, on in mapping.items():
+        if len(new.nodes[nn]) != len(old.nodes[on]):
+            raise InputError(f"gavel: new node {nn!r} has {len(new.nodes[nn])} GPUs but physical node {on!r} has "
+                             f"{len(old.nodes[on])}; without relabeling the i-th nodes must match")
+    return mapping
+
+
+def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
+              old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
+              ) -> tuple[dict[str, str], dict[tuple[str, int], tuple[str, int]]]:
+    w_sum = w_old + w_new
+    node_map: dict[str, str] = {}
+    gpu_map: dict[tuple[str, int], tuple[str, int]] = {}
+    new_groups = _groups(new_key)
+    for key, old_nodes in _groups(old_key).items():
+        new_nodes = new_groups[key]
+        g = key[0]
+        oi, ni = np.array(old_nodes), np.array(new_nodes)
+        # (node, GPU, slot) job tables of this group
+        o_jobs = o.jobs[o.offset[oi][:, None] + np.arange(g)]
+        n_jobs = n.jobs[n.offset[ni][:, None] + np.arange(g)]
+        po, pn = _sharing_pairs(o_jobs, n_jobs)
+        perm_of: dict[tuple[int, int], tuple[int, ...]] = {}
+        savings = np.zeros(len(po))
+        if len(po):
+            a = o.weight[o.offset[oi][po][:, None] + np.arange(g)]  # (P, g) weight on each old GPU
+            b = n.weight[n.offset[ni][pn][:, None] + np.arange(g)]
+            sav = _common_savings(o_jobs[po][:, :, None, :], n_jobs[pn][:, None, :, :], w_sum)  # (P, g, g)
+            cost = a[:, :, None] + b[:, None, :] - sav
+            best_cost, perms = _batch_assignment(cost)
+            savings = a.sum(axis=1) + b.sum(axis=1) - best_cost
+            perm_of = {(int(x), int(y)): p for x, y, p in zip(po, pn, perms)}
+        pairs = _max_savings_matching(po, pn, savings, [o.names[i] for i in old_nodes],
+                                      [n.names[i] for i in new_nodes])
+        for x, y in pairs:
+            on, nn = o.names[old_nodes[x]], n.names[new_nodes[y]]
+            node_map[nn] = on
+            perm = perm_of.get((x, y), tuple(range(g)))  # no shared job: every GPU matching costs the same
+            for u, v in enumerate(perm):
+                gpu_map[(nn, v)] = (on, u)
+    return node_map, gpu_map
+
+
+def _sharing_pairs(o_jobs: np.ndarray, n_jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(old node, new node) index pairs of one group that hold at least one common job."""
+    def node_job(jobs: np.ndarray) -> np.ndarray:
+        nodes = np.broadcast_to(np.arange(jobs.shape[0])[:, None, None], jobs.shape)
+        rows = np.stack([jobs.ravel(), nodes.ravel()], axis=1)
+        return np.unique(rows[rows[:, 0] >= 0], axis=0)  # sorted by job, then node
+
+    oj, nj = node_job(o_jobs), node_job(n_jobs)
+    if not len(oj) or not len(nj):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    # join on job: every old node of a job x every new node of it (jobs span only a few nodes)
+    lo = np.searchsorted(nj[:, 0], oj[:, 0], side="left")
+    hi = np.searchsorted(nj[:, 0], oj[:, 0], side="right")
+    counts = hi - lo
+    rep = np.repeat(np.arange(len(oj)), counts)
+    starts = np.repeat(lo, counts)
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    pairs = np.stack([oj[rep, 1], nj[starts + within, 1]], axis=1)
+    pairs = np.unique(pairs, axis=0)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _batch_assignment(cost: np.ndarray) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Minimum-cost perfect matching of each (g x g) matrix in a batch; returns costs and perms.
+
+    ``perm[u] = v``: old GPU ``u`` receives new GPU ``v``. Ties go to the first permutation in
+    lexicographic order, so the identity (GPU indices kept) wins when it is optimal.
+    """
+    p, g, _ = cost.shape
+    if g <= _PERMUTATION_LIMIT:
+        perms = np.array(list(permutations(range(g))), dtype=np.int64)  # (g!, g), identity first
+        totals = cost[:, np.arange(g), perms].sum(axis=2)  # (P, g!)
+        best = np.argmin(totals, axis=1)
+        return totals[np.arange(p), best], [tuple(int(x) for x in perms[b]) for b in best]
+    costs, out = np.empty(p), []
+    for i in range(p):
+        r, c = linear_sum_assignment(cost[i])
+        costs[i] = cost[i][r, c].sum()
+        out.append(tuple(int(x) for x in c))
+    return costs, out
+
+
+def _flat(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
+          old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
+          ) -> dict[tuple[str, int], tuple[str, int]]:
+    """Appendix Algorithm 4: one GPU-level matching over the whole cluster (per GPU type)."""
+    w_sum = w_old + w_new
+    o_ref = [(name, u) for name, size in zip(o.names, o.sizes) for u in range(int(size))]
+    n_ref = [(name, v) for name, size in zip(n.names, n.sizes) for v in range(int(size))]
+    o_type = np.repeat([k[1] or "" for k in old_key], o.sizes)
+    n_type = np.repeat([k[1] or "" for k in new_key], n.sizes)
+    gpu_map: dict[tuple[str, int], tuple[str, int]] = {}
+    for t in dict.fromkeys(o_type.tolist()):
+        oi, ni = np.flatnonzero(o_type == t), np.flatnonzero(n_type == t)
+        po, pn = _sharing_pairs(o.jobs[oi][:, None, :], n.jobs[ni][:, None, :])
+        savings = _common_savings(o.jobs[oi][po], n.jobs[ni][pn], w_sum) if len(po) else np.zeros(0)
+        pairs = _max_savings_matching(po, pn, savings, [f"{o_ref[i][0]}:{o_ref[i][1]}" for i in oi],
+                                      [f"{n_ref[i][0]}:{n_ref[i][1]}" for i in ni])
+        for x, y in pairs:
+            gpu_map[n_ref[ni[y]]] = o_ref[oi[x]]
+    return gpu_map
+
+
+def _shape_text(keys: Sequence[tuple[int, str | None]]) -> str:
+    counts: dict[str, int] = {}
+    for size, t in keys:
+        label = f"{size}" + (f":{t}" if t else "")
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{c}x{label}" for label, c in sorted(counts.items())) or "no nodes"
