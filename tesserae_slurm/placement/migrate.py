@@ -70,7 +70,7 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     old_key = [(len(g), types.get(n)) for n, g in old.nodes.items()]
     new_key = [(len(g), types.get(n)) for n, g in new.nodes.items()]
     if sorted(old_key, key=repr) != sorted(new_key, key=repr):
-        raise InputError(f"shape mismatch: the two plans must have the same nodes sizes (and GPU types); "
+        raise InputError(f"shape mismatch: the two plans must have the same node sizes (and GPU types); "
                          f"old {_shape_text(old_key)}, new {_shape_text(new_key)}")
 
     old_gpus, new_gpus = old.job_gpus(), new.job_gpus()
