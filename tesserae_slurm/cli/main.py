@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from ..model import InputError
-from . import bench_cmd, demo_cmd, migrate_cmd, plan_cmd
+from . import bench_cmd, demo_cmd, migrate_cmd, plan_cmd, sim_cmd
 
 EXIT_INPUT = 2
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_modules() -> list:
-    mods = [demo_cmd, plan_cmd, migrate_cmd, bench_cmd]
+    mods = [demo_cmd, plan_cmd, migrate_cmd, bench_cmd, sim_cmd]
     for name in _OPTIONAL:
         try:
             mods.append(importlib.import_module(name))

@@ -4,42 +4,52 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..model import Cluster, InputError
-from ..sim.compare import RunSpec, run_many, run_one, write_report
-from ..sim.configs import CONFIGS
+from ..sim.compare import RunSpec, run_many, write_report
+from ..sim.configs import CONFIGS, get_config
+from ..sim.restart import RestartCost
 from ..sim.trace_source import resolve_trace
 from .jsonio import dump_json
 from .progress import Progress
 from .render import table
 
 DEFAULT_COMPARE = ("tiresias", "tiresias-single", "tesserae-t", "tesserae-t-nomig")
+TRACE_HELP = ("trace file (CSV, Gavel/Shockwave/Philly .trace), a shipped name (demo, sample, tesserae-900, "
+              "shockwave-120) or gen:tesserae|gavel:JOBS[:RATE[:SEED]] (default: demo)")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trace", default="demo",
-                   help="trace file (CSV, Gavel/Shockwave/Philly .trace) or a shipped name: "
-                        "demo, sample, tesserae-900, shockwave-120 (default: demo)")
-    p.add_argument("--cluster", default="20x4:a100", help="NODESxGPUS[:TYPE][,...] (default 20x4:a100)")
-    p.add_argument("--profile", default=None, help="a100 (default for A100 clusters) | gavel | PATH")
-    p.add_argument("--round", type=float, default=360.0, dest="round_s", help="round length in seconds")
-    p.add_argument("--seed", type=int, default=0)
+def add_common(p: argparse.ArgumentParser, *, cluster: str = "20x4:a100", trace: str = "demo") -> None:
+    p.add_argument("--trace", default=trace, help=TRACE_HELP)
+    p.add_argument("--cluster", default=cluster, help=f"NODESxGPUS[:TYPE][,...] (default {cluster})")
+    p.add_argument("--profile", default=None,
+                   help="a100 | gavel | PATH (default: a100 when every node is a100, else gavel)")
+    p.add_argument("--round", type=float, default=360.0, dest="round_s", help="round length in seconds (360)")
+    p.add_argument("--seed", type=int, default=0, help="seed for profile noise and randomized policies (0)")
     p.add_argument("--noise", type=float, default=0.0,
-                   help="profile noise n: decisions see values x U[1-n, 1+n]; true values drive progress")
+                   help="profile noise n in [0, 1]: decisions see values x U[1-n, 1+n]; true values drive progress")
+    p.add_argument("--restart-s", type=float, default=None, metavar="S",
+                   help="restart overhead of every model, seconds (default: 30, LLMs 90; docs/simulator.md)")
+    p.add_argument("--restart-model", action="append", default=[], metavar="MODEL=S",
+                   help="restart overhead of one model (repeatable)")
     p.add_argument("--check", action="store_true", help="check invariants on every round (slower)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("simulate", help="simulate one policy configuration on a trace")
-    _common(s)
-    s.add_argument("--policy", default="tesserae-t", help=f"one of: {', '.join(CONFIGS)}")
+    add_common(s)
+    s.add_argument("--policy", default="tesserae-t", help=f"configuration: {', '.join(CONFIGS)} (tesserae-t)")
+    s.add_argument("--policy-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="policy option, VALUE as JSON (e.g. promote_knob=2, queue_limits=[3600]); repeatable")
     s.add_argument("--json", metavar="OUT", help="write the result JSON here ('-' for stdout)")
     s.set_defaults(func=run_simulate)
 
-    c = sub.add_parser("compare", help="simulate several policies on the same trace and write a report")
-    _common(c)
+    c = sub.add_parser("compare", help="simulate several configurations on the same trace and write a report")
+    add_common(c)
     c.add_argument("--policies", default=",".join(DEFAULT_COMPARE),
                    help=f"comma-separated (default {','.join(DEFAULT_COMPARE)}); known: {', '.join(CONFIGS)}")
     c.add_argument("--out", default="out/compare", help="report directory (default out/compare)")
@@ -47,56 +57,106 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run_compare)
 
 
-def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
-    trace, name = resolve_trace(args.trace)
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"{what}: expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def restart_from_args(args: argparse.Namespace) -> RestartCost:
+    base = RestartCost() if args.restart_s is None else RestartCost.uniform(args.restart_s)
+    overrides = {}
+    for model, text in _pairs(args.restart_model, "--restart-model").items():
+        try:
+            overrides[model] = float(text)
+        except ValueError:
+            raise InputError(f"--restart-model {model}: expected seconds, got {text!r}") from None
+    return base.with_overrides(overrides)
+
+
+def specs_from_args(args: argparse.Namespace, policies: list[str],
+                    policy_options: dict[str, Any] | None = None) -> list[RunSpec]:
+    """One RunSpec per policy; validates every argument first (InputError: one line, exit 2)."""
+    unknown = [p for p in policies if p not in CONFIGS]
+    if unknown or not policies:
+        raise InputError(f"unknown policy configuration(s) {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(CONFIGS)}")
+    if not (args.round_s > 0 and math.isfinite(args.round_s)):
+        raise InputError(f"--round must be > 0 seconds, got {args.round_s:g}")
+    if not 0.0 <= args.noise <= 1.0:
+        raise InputError(f"--noise must be in [0, 1], got {args.noise:g}")
     cluster = Cluster.from_spec(args.cluster)
     profile = args.profile or ("a100" if set(cluster.gpu_types) <= {"a100"} else "gavel")
-    return RunSpec(trace, name, args.cluster, policy, profile, args.round_s, args.seed, args.noise, args.check)
+    models = profile.lower() if profile.lower() in ("a100", "gavel") else None
+    trace, name = resolve_trace(args.trace, models=models)
+    if not len(trace):
+        raise InputError(f"trace {name}: no jobs")
+    restart = restart_from_args(args)
+    return [RunSpec(tuple(trace), name, args.cluster, p, profile, args.round_s, args.seed, args.noise,
+                    args.check, restart, tuple(sorted((policy_options or {}).items()))) for p in policies]
+
+
+def _policy_options(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, text in _pairs(items, "--policy-opt").items():
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    if args.policy not in CONFIGS:
-        raise InputError(f"unknown policy configuration {args.policy!r}; known: {', '.join(CONFIGS)}")
-    spec = _spec(args, args.policy)
+    spec = specs_from_args(args, [args.policy], _policy_options(args.policy_opt))[0]
+    get_config(spec.policy)
     bar = Progress(args.policy, len(spec.trace))
-    from ..sim.runner import simulate  # local: keeps `tesserae --help` light
-    from ..sim.configs import get_config
-    from ..profiles import profile_from_spec
-    res = simulate(spec.trace, Cluster.from_spec(spec.cluster_spec), get_config(spec.policy),
-                   profile_from_spec(spec.profile), round_s=spec.round_s, seed=spec.seed, noise=spec.noise,
-                   check_invariants=spec.check_invariants, trace_name=spec.trace_name, on_round=bar)
-    bar.close()
+    from ..sim.compare import run_one
+    try:
+        res = run_one(spec, on_round=bar)
+    finally:
+        bar.close()
     if args.json == "-":
         dump_json(res.to_json())
         return 0
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(res.to_json(), indent=1))
-    _print_summaries([res.summary()])
+        out = Path(args.json)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(res.to_json(), indent=1))
+        except OSError as exc:
+            raise InputError(f"{out}: cannot write ({exc.strerror})") from None
+    print(summary_table([res.summary()]))
+    if args.json:
+        print(f"\nresult: {args.json}")
     return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    unknown = [p for p in policies if p not in CONFIGS]
-    if unknown:
-        raise InputError(f"unknown policy configuration(s) {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
-    specs = [_spec(args, p) for p in policies]
-    print(f"comparing {len(policies)} policies on {specs[0].trace_name} ({len(specs[0].trace)} jobs), "
-          f"cluster {args.cluster}, round {args.round_s:g} s ...", file=sys.stderr)
-    results = run_many(specs, workers=args.workers) if len(specs) > 1 else [run_one(specs[0])]
+    if len(set(policies)) != len(policies):
+        raise InputError(f"--policies lists a configuration twice: {args.policies}")
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
+    specs = specs_from_args(args, policies)
+    print(f"comparing {len(policies)} configurations on {specs[0].trace_name} ({len(specs[0].trace)} jobs), "
+          f"cluster {args.cluster}, round {args.round_s:g} s ...", file=sys.stderr, flush=True)
+    results = run_many(specs, workers=args.workers)
     out = Path(args.out)
     write_report(results, out, title=f"{specs[0].trace_name} on {args.cluster}")
-    _print_summaries([r.summary() for r in results])
+    print(summary_table([r.summary() for r in results]))
     print(f"\nreport: {out / 'report.md'} (plots and results.json beside it)")
     return 0
 
 
-def _print_summaries(summaries: list[dict]) -> None:
+def summary_table(summaries: list[dict[str, Any]]) -> str:
     base = summaries[0]["avg_jct_s"]
     rows = [[s["policy"], f"{s['avg_jct_s'] / 3600:.2f}", f"{base / s['avg_jct_s']:.2f}x",
              f"{s['makespan_s'] / 3600:.2f}", s["migrations"], s["preemptions"], f"{s['ftf']['worst']:.2f}",
              f"{s['ftf']['median']:.2f}", f"{s['gpu_utilization']:.0%}",
              f"{s['decision_ms']['median']:.1f}/{s['decision_ms']['p99']:.1f}"] for s in summaries]
-    print(table(["POLICY", "AVG_JCT_H", "VS_FIRST", "MAKESPAN_H", "MIGRATIONS", "PREEMPTIONS", "FTF_WORST",
-                 "FTF_MEDIAN", "GPU_UTIL", "DECISION_MS(med/p99)"], rows))
+    return table(["POLICY", "AVG_JCT_H", "VS_FIRST", "MAKESPAN_H", "MIGRATIONS", "PREEMPTIONS", "FTF_WORST",
+                  "FTF_MEDIAN", "GPU_UTIL", "DECISION_MS(med/p99)"], rows)

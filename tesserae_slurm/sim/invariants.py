@@ -1,10 +1,25 @@
-"""Runtime checks of a round decision (opt-in in the simulator, always on in tests)."""
+"""Invariants of a simulation: checked on every round when asked (``--check``), always in tests.
+
+Per decision: no GPU holds more than two jobs; packed jobs have the same GPU count and the same GPUs;
+every placed job has exactly its GPU count; no job is lost (every active job is placed or pending);
+started/preempted/migrated/kept match the placements. Per round: every job's work is conserved
+(work done + work left = its duration, nothing left below zero) and no job finishes twice. Per run:
+every trace job finishes exactly once, with all its work done, no earlier than its isolated duration
+allows (duration / the fastest speed any GPU type gives).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..model import MAX_JOBS_PER_GPU, Job, Placement, RoundDecision
+from .traces.record import TraceJob
+
+if TYPE_CHECKING:
+    from .metrics import SimResult
+
+REL_TOL = 1e-7
 
 
 class InvariantError(AssertionError):
@@ -42,3 +57,33 @@ def check_round(d: RoundDecision, jobs: Mapping[str, Job], current: Placement) -
     for j in d.kept:
         if old[j] != gpus[j]:
             raise InvariantError(f"job {j} is 'kept' but its GPUs changed")
+
+
+def check_progress(work: Mapping[str, tuple[float, float, float]], finished: set[str], done_before: set[str]) -> None:
+    """``work``: job -> (duration, work done, work left) after this round's progress."""
+    twice = finished & done_before
+    if twice:
+        raise InvariantError(f"jobs finished twice: {sorted(twice)}")
+    for j, (duration, done, left) in work.items():
+        if left < -REL_TOL * duration or done < 0:
+            raise InvariantError(f"job {j}: negative work (done {done}, left {left})")
+        if abs(done + left - duration) > REL_TOL * max(1.0, duration):
+            raise InvariantError(f"job {j}: work not conserved: done {done} + left {left} != {duration}")
+        if (j in finished) != (left == 0.0):
+            raise InvariantError(f"job {j}: finished={j in finished} but {left} s of work left")
+
+
+def check_result(result: SimResult, trace: Sequence[TraceJob], max_speed: float) -> None:
+    ids = [r.job_id for r in result.jobs]
+    if len(ids) != len(set(ids)):
+        raise InvariantError("a job finished twice")
+    missing = {t.job_id for t in trace} - set(ids)
+    if missing or len(ids) != len(trace):
+        raise InvariantError(f"jobs lost: {sorted(missing)[:5]}")
+    for r in result.jobs:
+        if abs(r.work_done - r.duration) > REL_TOL * max(1.0, r.duration):
+            raise InvariantError(f"job {r.job_id}: did {r.work_done} s of work, needs {r.duration}")
+        if r.jct < r.duration / max_speed - 1e-6 * max(1.0, r.duration):
+            raise InvariantError(f"job {r.job_id}: JCT {r.jct} below its isolated duration {r.duration}")
+        if not r.submit_time <= r.start_time <= r.finish_time:
+            raise InvariantError(f"job {r.job_id}: submit {r.submit_time}, start {r.start_time}, finish {r.finish_time}")

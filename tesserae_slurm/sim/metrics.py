@@ -17,12 +17,14 @@ class JobRecord:
     submit_time: float
     start_time: float  # first time placed
     finish_time: float
-    duration: float  # isolated run time (trace), seconds
+    duration: float  # isolated run time on the reference GPU (trace), seconds
     preemptions: int
     migrations: int
     rounds_packed: int
     rounds_run: int
-    avg_contention: float  # mean active jobs per GPU over the job's life (for Themis-style FTF)
+    avg_contention: float  # mean active jobs per GPU over the job's life (for the FTF ratio)
+    packed_s: float = 0.0  # seconds computed next to a partner
+    work_done: float = 0.0  # reference seconds of work done (= duration once finished)
 
     @property
     def jct(self) -> float:
@@ -30,7 +32,12 @@ class JobRecord:
 
     @property
     def ftf(self) -> float:
-        """rho = JCT / (T_exclusive * max(1, contention)) (Shockwave's 'themis' variant, policies.md §9)."""
+        """Finish-time fairness rho = JCT / (T_isolated x max(1, c)) (policies.md §9).
+
+        T_isolated is the job's duration alone; c the mean number of active jobs per GPU over its
+        life, so ``T_isolated x max(1, c)`` is its finish time with a fair 1/N share of the cluster
+        (Shockwave's "themis" variant). rho <= 1: at least as good as a fair share.
+        """
         return self.jct / (self.duration * max(1.0, self.avg_contention))
 
 
@@ -42,15 +49,20 @@ class RoundRecord:
     packed_pairs: int
     migrations: int
     preemptions: int
-    busy_gpus: int
-    scheduling_ms: float
+    busy_gpus: int  # GPUs holding at least one job at the start of the round
+    scheduling_ms: float  # policy ranking
     placement_ms: float
     packing_ms: float
     migration_ms: float
+    busy_gpu_s: float = 0.0  # GPU-seconds a GPU held an unfinished job (exact, finishes inside the round)
+    finished: int = 0
 
     @property
     def decision_ms(self) -> float:
         return self.scheduling_ms + self.placement_ms + self.packing_ms + self.migration_ms
+
+
+STAGES = ("scheduling", "placement", "packing", "migration")
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,7 @@ class SimResult:
 
     @property
     def makespan(self) -> float:
+        """First submission to last completion."""
         if not self.jobs:
             return 0.0
         return max(j.finish_time for j in self.jobs) - min(j.submit_time for j in self.jobs)
@@ -84,28 +97,37 @@ class SimResult:
         return sum(r.preemptions for r in self.rounds)
 
     def gpu_utilization(self) -> float:
-        """Busy GPU-rounds over available GPU-rounds while any job was active."""
-        rounds = [r for r in self.rounds if r.active]
-        if not rounds:
+        """Busy GPU-seconds over the cluster's GPU-seconds, from the first round to the last finish."""
+        if not self.rounds or not self.jobs:
             return 0.0
-        return sum(r.busy_gpus for r in rounds) / (self.total_gpus * len(rounds))
+        rounds = [r for r in self.rounds if r.active]
+        span = len(rounds) * self.round_duration
+        last = self.rounds[-1]
+        span -= last.time + self.round_duration - max(j.finish_time for j in self.jobs)
+        return sum(r.busy_gpu_s for r in rounds) / (self.total_gpus * span) if span > 0 else 0.0
 
     def summary(self) -> dict[str, Any]:
         ftf = np.array([j.ftf for j in self.jobs]) if self.jobs else np.zeros(1)
         jct = np.array([j.jct for j in self.jobs]) if self.jobs else np.zeros(1)
         dec = np.array([r.decision_ms for r in self.rounds]) if self.rounds else np.zeros(1)
-        stage = {k: float(np.median([getattr(r, f"{k}_ms") for r in self.rounds])) if self.rounds else 0.0
-                 for k in ("scheduling", "placement", "packing", "migration")}
+
+        def stage(k: str, q: float) -> float:
+            return float(np.percentile([getattr(r, f"{k}_ms") for r in self.rounds], q)) if self.rounds else 0.0
+
         return {
             "policy": self.policy, "trace": self.trace, "cluster": self.cluster,
             "round_s": self.round_duration, "seed": self.seed, "jobs": len(self.jobs),
             "avg_jct_s": self.avg_jct, "median_jct_s": float(np.median(jct)),
             "p99_jct_s": float(np.percentile(jct, 99)), "makespan_s": self.makespan,
             "migrations": self.migrations, "preemptions": self.preemptions,
-            "ftf": {"worst": float(ftf.max()), "median": float(np.median(ftf)), "mean": float(ftf.mean())},
+            "ftf": {"worst": float(ftf.max()), "median": float(np.median(ftf)), "mean": float(ftf.mean()),
+                    "p90": float(np.percentile(ftf, 90)), "share_above_1": float(np.mean(ftf > 1.0))},
             "gpu_utilization": self.gpu_utilization(),
+            "packed_share": (sum(j.packed_s for j in self.jobs) / sum(j.jct for j in self.jobs)) if self.jobs else 0.0,
             "decision_ms": {"median": float(np.median(dec)), "p99": float(np.percentile(dec, 99)),
-                            "stages_median": stage},
+                            "max": float(dec.max()),
+                            "stages_median": {k: stage(k, 50) for k in STAGES},
+                            "stages_p99": {k: stage(k, 99) for k in STAGES}},
             "rounds": len(self.rounds),
             "settings": self.settings,
         }
@@ -116,7 +138,7 @@ class SimResult:
             {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "submit": j.submit_time,
              "start": j.start_time, "finish": j.finish_time, "duration": j.duration, "jct": j.jct,
              "ftf": j.ftf, "preemptions": j.preemptions, "migrations": j.migrations,
-             "rounds_packed": j.rounds_packed, "rounds_run": j.rounds_run}
+             "rounds_packed": j.rounds_packed, "rounds_run": j.rounds_run, "packed_s": j.packed_s}
             for j in self.jobs
         ]
         return out

@@ -1,17 +1,20 @@
 """Round-based simulator: the same engine calls the daemon makes, on a virtual clock.
 
-Jobs arrive by trace time; every round the policy ranks active jobs, the engine decides, and each
-placed job advances by (round - restart overhead) x its true normalized speed. Completion inside a
-round is exact. With profile noise, decisions see the noisy table while the true one drives progress
-(the paper's sensitivity study).
+Every round (default 360 s) the jobs that have arrived are ranked by the policy, the engine decides
+(``engine.decide``, exactly as the daemon calls it), and each placed job advances by its true speed
+on its GPUs (alone or packed, chosen strategy, GPU type; ``speeds.py``) after any restart overhead
+(``restart.py``), with completion inside the round computed exactly (``progress.py``). With profile
+noise n, decisions see a profile whose measured values are multiplied by U[1-n, 1+n], while the true
+profile drives progress (the paper's sensitivity study). Deterministic for a seed.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,25 +24,17 @@ from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
 from .configs import SchedulerConfig
-from .invariants import check_round
+from .invariants import check_progress, check_result, check_round
 from .metrics import JobRecord, RoundRecord, SimResult
+from .progress import Member, Outcome, run_alone, run_pair
+from .restart import RestartCost
 from .speeds import SpeedModel
 from .traces.record import TraceJob
 
 log = logging.getLogger(__name__)
 
-LLM_MODELS = frozenset({"Bert-Large", "GPT2-Medium"})
-
-
-@dataclass(frozen=True)
-class RestartCost:
-    """Seconds lost when a job resumes after preemption or migration (warm-up + checkpoint load)."""
-
-    default_s: float = 30.0
-    per_model: dict[str, float] = field(default_factory=lambda: {m: 90.0 for m in LLM_MODELS})
-
-    def of(self, model: str) -> float:
-        return self.per_model.get(model, self.default_s)
+STALL_ROUNDS = 1000  # rounds without any progress (and no arrival to wait for) before giving up
+ProgressCallback = Callable[[float, int, int], None]
 
 
 @dataclass
@@ -49,20 +44,21 @@ class _Live:
     trace: TraceJob
     job: Job
     remaining: float  # seconds of isolated work left on the reference GPU
-    attained: float = 0.0
-    executed: float = 0.0
+    done_work: float = 0.0
+    attained: float = 0.0  # GPU-seconds held
+    executed: float = 0.0  # wall seconds held
     rounds_run: int = 0
     start: float | None = None
     preemptions: int = 0
     migrations: int = 0
     rounds_packed: int = 0
+    packed_s: float = 0.0
     contention_sum: float = 0.0
     rounds_alive: int = 0
-    ever_ran: bool = False
     finish: float | None = None
 
 
-def _job_of(t: TraceJob) -> Job:
+def job_of(t: TraceJob) -> Job:
     return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, no_pack=t.no_pack)
 
 
@@ -78,132 +74,188 @@ def simulate(
     restart: RestartCost | None = None,
     check_invariants: bool = False,
     trace_name: str = "",
-    on_round: Callable[[float, int, int], None] | None = None,
+    on_round: ProgressCallback | None = None,
 ) -> SimResult:
+    """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring."""
+    if not (round_s > 0 and math.isfinite(round_s)):
+        raise InputError(f"round length must be > 0 seconds, got {round_s}")
     restart = restart or RestartCost()
-    rng = np.random.default_rng(seed)
-    speeds = SpeedModel(profile, cluster)
-    decision_profile = profile.with_noise(noise, rng) if noise > 0 else profile
+    true_speeds = SpeedModel(profile, cluster)
+    noise_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    decision_profile = profile.with_noise(noise, noise_rng) if noise > 0 else profile
+    lookup = SpeedModel(decision_profile, cluster, true_speeds.reference).lookup()
     policy = make_policy(config.policy, **dict(config.policy_options))
     pstate = policy.initial_state()
-    throughput = SpeedModel(decision_profile, cluster).lookup()
-
-    capacity = max(sum(n.num_gpus for n in cluster.nodes if n.gpu_type == g) for g in cluster.gpu_types)
-    for t in trace:
-        if t.num_gpus > capacity:
-            raise InputError(f"job {t.job_id} needs {t.num_gpus} GPUs but the cluster has at most {capacity} of one type")
-        speeds.check_job(_job_of(t))
+    _check_trace(trace, cluster, true_speeds)
 
     arrivals = sorted(trace, key=lambda t: t.submit_time)
-    next_arrival = 0
+    nxt = 0
     live: dict[str, _Live] = {}
     done: list[JobRecord] = []
     rounds: list[RoundRecord] = []
     current = Placement.empty(cluster)
     now = arrivals[0].submit_time if arrivals else 0.0
-    idle_rounds = 0
-
-    while next_arrival < len(arrivals) or live:
-        while next_arrival < len(arrivals) and arrivals[next_arrival].submit_time <= now:
-            t = arrivals[next_arrival]
-            live[t.job_id] = _Live(t, _job_of(t), remaining=t.duration)
-            next_arrival += 1
-        if not live:
-            now = arrivals[next_arrival].submit_time
+    stalled = 0
+    while nxt < len(arrivals) or live:
+        while nxt < len(arrivals) and arrivals[nxt].submit_time <= now:
+            t = arrivals[nxt]
+            live[t.job_id] = _Live(t, job_of(t), remaining=t.duration)
+            nxt += 1
+        if not live:  # idle cluster: jump to the next arrival
+            now = arrivals[nxt].submit_time
             continue
 
         running_before = current.jobs()
         views = tuple(
             JobView(s.job, s.trace.submit_time, s.attained, s.executed, s.rounds_run,
-                    running=s.job.id in running_before, total_work=s.trace.duration,
+                    running=jid in running_before, total_work=s.trace.duration,
                     remaining_work=s.remaining, priority_weight=s.trace.priority)
-            for s in live.values()
-        )
+            for jid, s in live.items())
         t0 = time.perf_counter()
-        ranking, pstate = policy.rank(SchedulingInput(now, round_s, views, cluster, throughput), pstate)
-        sched_ms = (time.perf_counter() - t0) * 1e3
+        ranking, pstate = policy.rank(SchedulingInput(now, round_s, views, cluster, lookup, seed), pstate)
+        sched_s = time.perf_counter() - t0
         ordered = tuple(live[j].job for j in ranking.order)
+        if len(ordered) != len(live):
+            raise RuntimeError(f"policy {config.policy} ranked {len(ordered)} of {len(live)} active jobs")
         decision = decide(RoundRequest(cluster, ordered, current, ranking.pairs, config.engine),
                           decision_profile, clock=time.perf_counter)
         if check_invariants:
             check_round(decision, {j.id: j for j in ordered}, current)
 
-        finished = _advance(decision, live, speeds, restart, now, round_s, done)
-        busy = sum(1 for gpus in decision.placement.nodes.values() for slot in gpus if slot)
+        outcomes = _advance(decision, live, true_speeds, restart, round_s)
+        finished = {jid for jid, o in outcomes.items() if o.finish is not None}
+        busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s)
+        _account(decision, live, outcomes, now, round_s, len(live) / cluster.total_gpus)
+        if check_invariants:
+            check_progress({jid: (s.trace.duration, s.done_work, s.remaining) for jid, s in live.items()},
+                           {jid for jid, o in outcomes.items() if o.finish is not None}, {r.job_id for r in done})
+        for jid in sorted(finished, key=lambda j: (outcomes[j].finish, j)):
+            done.append(_record(live.pop(jid), now))
+
         rounds.append(RoundRecord(
             time=now, active=len(views), running=len(decision.placement.jobs()),
             packed_pairs=len(decision.packed), migrations=len(decision.migrated),
-            preemptions=len(decision.preempted), busy_gpus=busy, scheduling_ms=sched_ms,
+            preemptions=len(decision.preempted), busy_gpus=_busy_gpus(decision.placement),
+            busy_gpu_s=busy_gpu_s, finished=len(finished), scheduling_ms=sched_s * 1e3,
             placement_ms=decision.timings.placement * 1e3, packing_ms=decision.timings.packing * 1e3,
             migration_ms=decision.timings.migration * 1e3,
         ))
         current = _without(decision.placement, finished)
-        idle_rounds = 0 if decision.placement.jobs() else idle_rounds + 1
-        if idle_rounds > 1000:
-            raise RuntimeError(f"simulation stalled at t={now}: {len(live)} active jobs, none placed for 1000 rounds")
+        progressed = any(o.work > 0 for o in outcomes.values())
+        stalled = 0 if progressed or nxt < len(arrivals) else stalled + 1
+        if stalled >= STALL_ROUNDS:
+            raise RuntimeError(f"simulation stalled at t={now:g} s: {len(live)} active jobs made no progress "
+                               f"for {STALL_ROUNDS} rounds (policy {config.policy})")
         now += round_s
         if on_round is not None:
-            on_round(now, len(done), len(trace))
+            on_round(now, len(done), len(arrivals))
 
-    return SimResult(
-        policy=config.name, trace=trace_name, cluster=_cluster_spec(cluster), round_duration=round_s,
-        seed=seed, jobs=tuple(sorted(done, key=lambda r: r.submit_time)), rounds=tuple(rounds),
+    result = SimResult(
+        policy=config.name, trace=trace_name, cluster=cluster_spec(cluster), round_duration=round_s,
+        seed=seed, jobs=tuple(sorted(done, key=lambda r: (r.submit_time, r.job_id))), rounds=tuple(rounds),
         total_gpus=cluster.total_gpus,
-        settings={"noise": noise, "restart_default_s": restart.default_s, "restart_per_model": restart.per_model,
-                  "packing": config.engine.packing, "migration": config.engine.migration},
+        settings={"noise": noise, "restart": restart.to_json(), "packing": config.engine.packing,
+                  "migration": config.engine.migration, "policy": config.policy,
+                  "policy_options": dict(config.policy_options), "reference_gpu": true_speeds.reference,
+                  "profile": profile.name},
     )
+    if check_invariants:
+        check_result(result, trace, true_speeds.max_factor)
+    return result
+
+
+def _check_trace(trace: Sequence[TraceJob], cluster: Cluster, speeds: SpeedModel) -> None:
+    capacity = max(sum(n.num_gpus for n in cluster.nodes if n.gpu_type == g) for g in cluster.gpu_types)
+    seen: set[str] = set()
+    for t in trace:
+        if t.job_id in seen:
+            raise InputError(f"trace: duplicate job id {t.job_id!r}")
+        seen.add(t.job_id)
+        if t.num_gpus > capacity:
+            raise InputError(f"job {t.job_id} needs {t.num_gpus} GPUs but the cluster has at most {capacity} "
+                             "GPUs of one type")
+        speeds.check_job(job_of(t))
 
 
 def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, restart: RestartCost,
-             now: float, round_s: float, done: list[JobRecord]) -> set[str]:
-    """Move every active job forward by one round; returns the ids that finished."""
+             round_s: float) -> dict[str, Outcome]:
+    """Each placed job's exact progress this round, group by group (a job alone or a packed pair)."""
     gpus_of = decision.placement.job_gpus()
-    partner = {p.placed: p for p in decision.packed} | {p.partner: p for p in decision.packed}
-    migrated = set(decision.migrated)
-    contention = len(live) / max(1, sum(len(g) for g in decision.placement.nodes.values()))
-    finished: set[str] = set()
+    migrated, started = set(decision.migrated), set(decision.started)
+    outcomes: dict[str, Outcome] = {}
+
+    def member(jid: str, gpu_type: str, packed_speed: float | None) -> Member:
+        s = live[jid]
+        resumed = jid in migrated or (jid in started and s.rounds_run > 0)
+        overhead = min(round_s, speeds.overhead(s.job, restart)) if resumed else 0.0
+        solo = speeds.solo(s.job, gpu_type, decision.strategies.get(jid))
+        return Member(s.remaining, overhead, solo, solo if packed_speed is None else packed_speed)
+
+    paired: set[str] = set()
+    for p in decision.packed:
+        if p.placed not in gpus_of or p.partner not in gpus_of:
+            continue
+        g = speeds.node_type[gpus_of[p.placed][0][0]]
+        a, b = live[p.placed].job, live[p.partner].job
+        sa, sb = speeds.packed(a, b, g, decision.strategies.get(a.id), decision.strategies.get(b.id))
+        oa, ob = run_pair(member(a.id, g, sa), member(b.id, g, sb), round_s)
+        outcomes[a.id], outcomes[b.id] = oa, ob
+        paired.update((a.id, b.id))
+    for jid, refs in gpus_of.items():
+        if jid not in paired:
+            outcomes[jid] = run_alone(member(jid, speeds.node_type[refs[0][0]], None), round_s)
+    return outcomes
+
+
+def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str, Outcome], now: float,
+             round_s: float, contention: float) -> None:
     for jid in decision.preempted:
         if jid in live:
             live[jid].preemptions += 1
-    for jid, s in live.items():
+    for jid in decision.migrated:
+        live[jid].migrations += 1
+    for s in live.values():
         s.contention_sum += contention
         s.rounds_alive += 1
-        refs = gpus_of.get(jid)
-        if not refs:
-            continue
-        node = refs[0][0]
-        speed = speeds.true_speed(s.job, node, decision, partner.get(jid))
-        resumed = jid in migrated or (jid in decision.started and s.ever_ran)
-        overhead = min(round_s, speeds.overhead(s.job, restart) if resumed else 0.0)
-        if jid in migrated:
-            s.migrations += 1
+    for jid, o in outcomes.items():
+        s = live[jid]
+        held = min(round_s, o.held)
+        s.remaining = 0.0 if o.finish is not None else s.remaining - o.work
+        s.done_work += o.work
+        s.executed += held
+        s.attained += held * s.job.num_gpus
+        s.rounds_run += 1
+        s.packed_s += o.packed_s
+        if o.packed_s > 0:
+            s.rounds_packed += 1
         if s.start is None:
             s.start = now
-        s.ever_ran = True
-        s.rounds_run += 1
-        if jid in partner:
-            s.rounds_packed += 1
-        work = (round_s - overhead) * speed
-        if speed > 0 and work >= s.remaining - 1e-9:
-            ran = overhead + s.remaining / speed
-            s.remaining = 0.0
-            s.finish = now + ran
-            finished.add(jid)
-        else:
-            ran = round_s
-            s.remaining -= work
-        s.executed += ran
-        s.attained += ran * s.job.num_gpus
-    for jid in finished:
-        s = live.pop(jid)
-        done.append(JobRecord(
-            job_id=jid, num_gpus=s.job.num_gpus, model=s.job.model, submit_time=s.trace.submit_time,
-            start_time=s.start if s.start is not None else now, finish_time=s.finish if s.finish is not None else now,
-            duration=s.trace.duration, preemptions=s.preemptions, migrations=s.migrations,
-            rounds_packed=s.rounds_packed, rounds_run=s.rounds_run,
-            avg_contention=s.contention_sum / max(1, s.rounds_alive),
-        ))
-    return finished
+        if o.finish is not None:
+            s.finish = now + o.finish
+
+
+def _record(s: _Live, now: float) -> JobRecord:
+    return JobRecord(
+        job_id=s.job.id, num_gpus=s.job.num_gpus, model=s.job.model, submit_time=s.trace.submit_time,
+        start_time=s.start if s.start is not None else now, finish_time=s.finish if s.finish is not None else now, duration=s.trace.duration,
+        preemptions=s.preemptions, migrations=s.migrations, rounds_packed=s.rounds_packed,
+        rounds_run=s.rounds_run, avg_contention=s.contention_sum / max(1, s.rounds_alive),
+        packed_s=s.packed_s, work_done=s.done_work,
+    )
+
+
+def _busy_gpus(p: Placement) -> int:
+    return sum(1 for gpus in p.nodes.values() for slot in gpus if slot)
+
+
+def _busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], round_s: float) -> float:
+    """GPU-seconds during which a GPU held at least one unfinished job this round."""
+    total = 0.0
+    for gpus in decision.placement.nodes.values():
+        for slot in gpus:
+            if slot:
+                total += max(min(round_s, outcomes[j].held) for j in slot)
+    return total
 
 
 def _without(p: Placement, gone: set[str]) -> Placement:
@@ -212,13 +264,12 @@ def _without(p: Placement, gone: set[str]) -> Placement:
     return Placement({n: tuple(slot - gone for slot in gpus) for n, gpus in p.nodes.items()})
 
 
-def _cluster_spec(c: Cluster) -> str:
-    parts: list[str] = []
+def cluster_spec(c: Cluster) -> str:
+    """``20x4:a100`` style text for a cluster (runs of equal nodes collapsed)."""
+    parts: list[tuple[int, int, str]] = []
     for n in c.nodes:
-        spec = f"{n.num_gpus}:{n.gpu_type}"
-        if parts and parts[-1].split("x", 1)[1] == spec:
-            k = int(parts[-1].split("x", 1)[0]) + 1
-            parts[-1] = f"{k}x{spec}"
+        if parts and parts[-1][1:] == (n.num_gpus, n.gpu_type):
+            parts[-1] = (parts[-1][0] + 1, n.num_gpus, n.gpu_type)
         else:
-            parts.append(f"1x{spec}")
-    return ",".join(parts)
+            parts.append((1, n.num_gpus, n.gpu_type))
+    return ",".join(f"{k}x{g}:{t}" for k, g, t in parts)
