@@ -1,0 +1,1 @@
+"""Throughput estimators: fill the gaps of a partial profile (docs/profiling.md)."""

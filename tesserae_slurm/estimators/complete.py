@@ -1,0 +1,105 @@
+"""From a partial profile to a completed one: which entries should exist, and who fills each.
+
+``target_entries`` is the universe a site wants in its table: every pair of same-GPU-count endpoints
+(two LLMs excepted: the engine never packs them) and every isolated run, over the GPU counts and LLM
+strategies the partial table knows plus the ones asked for. ``complete_table`` asks the estimators in
+order; the first that answers an entry fills it and tags it ``estimated:<name>``. Measured entries
+are never overwritten.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..profiles import ProfileKey, ThroughputProfile
+from .base import Estimator, predict_all, source_tag
+from .entries import Endpoint, Entry, SpeedTable, make_entry, profile_from_table, table_from_profile
+
+log = logging.getLogger(__name__)
+
+
+def _endpoints(table: SpeedTable) -> dict[str, set[Endpoint]]:
+    out: dict[str, set[Endpoint]] = {}
+    for e in table:
+        for ep in (e.job, e.partner):
+            if ep is not None:
+                out.setdefault(e.gpu_type, set()).add(ep)
+    return out
+
+
+def target_entries(table: SpeedTable, gpu_counts: Iterable[int] = (),
+                   strategies: Mapping[tuple[str, int], Sequence[str]] | None = None) -> list[Entry]:
+    """Every entry a complete table over ``table``'s endpoints would hold.
+
+    Models without strategies are extended to every count in ``gpu_counts`` (the linear model's
+    job); ``strategies`` adds candidate strategies per (LLM model, GPU count) for keys the table has.
+    """
+    counts = sorted(set(gpu_counts))
+    extra = {(m.lower(), n): tuple(s) for (m, n), s in (strategies or {}).items()}
+    out: dict[Entry, None] = {}
+    for gpu, eps in sorted(_endpoints(table).items()):
+        full: set[Endpoint] = set(eps)
+        for ep in eps:
+            if not ep.strategy:
+                for n in counts:
+                    full.add(Endpoint(ProfileKey(ep.key.model, ep.key.batch_size, n)))
+            else:
+                for s in extra.get((ep.key.model.lower(), ep.num_gpus), ()):
+                    full.add(Endpoint(ep.key, s))
+        by_count: dict[int, list[Endpoint]] = {}
+        for ep in sorted(full):
+            by_count.setdefault(ep.num_gpus, []).append(ep)
+            out[make_entry(gpu, ep)] = None
+        for group in by_count.values():
+            for i, a in enumerate(group):
+                for b in group[i:]:
+                    if a.strategy and b.strategy:
+                        continue
+                    out[make_entry(gpu, a, b)] = None
+    return list(out)
+
+
+def complete_table(observed: SpeedTable, targets: Iterable[Entry], estimators: Sequence[Estimator]) -> SpeedTable:
+    """``observed`` plus estimates for the missing ``targets``, first answering estimator wins."""
+    missing = [e for e in targets if e not in observed]
+    table = observed
+    for est in estimators:
+        if not missing:
+            break
+        got = predict_all(est.fit(observed), missing)
+        table = table.merged(got, source_tag(est.name))
+        missing = [e for e in missing if e not in got]
+    if missing:
+        log.info("%d entries left unfilled (no estimator had data for them), e.g. %s", len(missing), missing[0])
+    return table
+
+
+def complete_profile(partial: ThroughputProfile, estimators: Sequence[Estimator], gpu_counts: Iterable[int] = (),
+                     strategies: Mapping[tuple[str, int], Sequence[str]] | None = None,
+                     name: str | None = None) -> tuple[ThroughputProfile, SpeedTable]:
+    """The completed profile (what packing looks up) and its table with provenance per entry."""
+    observed = table_from_profile(partial)
+    table = complete_table(observed, target_entries(observed, gpu_counts, strategies), estimators)
+    return profile_from_table(table, name or f"{partial.name}+estimated", partial.datasets, partial), table
+
+
+def provenance_rows(table: SpeedTable) -> list[dict[str, object]]:
+    """One JSON-able row per entry that was not measured (measured is the default)."""
+    rows: list[dict[str, object]] = []
+    for e in sorted(table):
+        src = table.source(e)
+        if src == "measured":
+            continue
+        row: dict[str, object] = {"gpu_type": e.gpu_type, "a": _ep(e.job), "source": src}
+        if e.partner is not None:
+            row["b"] = _ep(e.partner)
+        rows.append(row)
+    return rows
+
+
+def _ep(ep: Endpoint) -> dict[str, object]:
+    out: dict[str, object] = {"model": ep.key.model, "batch_size": ep.key.batch_size, "num_gpus": ep.key.num_gpus}
+    if ep.strategy:
+        out["strategy"] = ep.strategy
+    return out

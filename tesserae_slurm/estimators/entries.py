@@ -1,0 +1,186 @@
+"""Entries of a throughput profile as flat data that estimators fit and predict.
+
+A profile is a set of *entries*: a job alone under a strategy (``partner is None``), or two jobs
+packed on the same GPUs. Every entry holds one or two normalized speeds (``Value``). Estimators work
+on a ``SpeedTable`` (entry -> value) and the completed table goes back into a ``ThroughputProfile``
+through ``build_profile``, so packing keeps using the ordinary lookups.
+
+Pairs are unordered: an entry is stored with its smaller endpoint first (``make_entry`` sorts), the
+same orientation ``profiles/build.py`` chooses.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+
+from ..profiles import IsolatedRecord, PairOption, PairRecord, ProfileKey, ThroughputProfile, build_profile
+
+MEASURED = "measured"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Endpoint:
+    """One job of an entry: its profile key and strategy ("" for models without strategies)."""
+
+    key: ProfileKey
+    strategy: str = ""
+
+    @property
+    def num_gpus(self) -> int:
+        return self.key.num_gpus
+
+    def __str__(self) -> str:
+        s = f" {self.strategy}" if self.strategy else ""
+        return f"{self.key.model}/{self.key.batch_size}@{self.key.num_gpus}{s}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Entry:
+    """A job alone (``partner`` None) or an unordered packed pair, on one GPU type."""
+
+    gpu_type: str
+    job: Endpoint
+    partner: Endpoint | None = None
+
+    @property
+    def isolated(self) -> bool:
+        return self.partner is None
+
+    @property
+    def num_gpus(self) -> int:
+        return self.job.num_gpus
+
+    def __str__(self) -> str:
+        return f"{self.job}" + (f" + {self.partner}" if self.partner else " alone") + f" on {self.gpu_type}"
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """Normalized speeds of an entry's job and partner (``b`` is NaN for an isolated entry).
+
+    0.0 on either side means infeasible (out of memory), as in the profile tables.
+    """
+
+    a: float
+    b: float = math.nan
+
+    @property
+    def feasible(self) -> bool:
+        return self.a > 0.0 and (math.isnan(self.b) or self.b > 0.0)
+
+    @property
+    def total(self) -> float:
+        return self.a + (0.0 if math.isnan(self.b) else self.b)
+
+
+def make_entry(gpu_type: str, job: Endpoint, partner: Endpoint | None = None) -> Entry:
+    """Canonical (sorted) entry; use ``oriented`` to read its value from ``job``'s side."""
+    if partner is not None and partner < job:
+        job, partner = partner, job
+    return Entry(gpu_type.strip().lower(), job, partner)
+
+
+def oriented(entry: Entry, value: Value, job: Endpoint) -> tuple[float, float]:
+    """(speed of ``job``, speed of the other one) in ``entry``."""
+    if entry.job == job:
+        return value.a, value.b
+    return value.b, value.a
+
+
+@dataclass(frozen=True)
+class SpeedTable:
+    """Entry -> value, with where each value came from ("measured", "estimated:linear", ...)."""
+
+    values: Mapping[Entry, Value]
+    sources: Mapping[Entry, str]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __contains__(self, entry: object) -> bool:
+        return entry in self.values
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.values)
+
+    def get(self, entry: Entry) -> Value | None:
+        return self.values.get(entry)
+
+    def source(self, entry: Entry) -> str:
+        return self.sources.get(entry, MEASURED)
+
+    def without(self, entries: Iterable[Entry]) -> SpeedTable:
+        drop = set(entries)
+        return SpeedTable({e: v for e, v in self.values.items() if e not in drop},
+                          {e: s for e, s in self.sources.items() if e not in drop})
+
+    def only(self, entries: Iterable[Entry]) -> SpeedTable:
+        keep = set(entries)
+        return SpeedTable({e: v for e, v in self.values.items() if e in keep},
+                          {e: s for e, s in self.sources.items() if e in keep})
+
+    def merged(self, values: Mapping[Entry, Value], source: str) -> SpeedTable:
+        """This table plus ``values`` (tagged ``source``); existing entries win."""
+        new = {e: v for e, v in values.items() if e not in self.values}
+        return SpeedTable({**self.values, **new}, {**self.sources, **{e: source for e in new}})
+
+    def pairs(self) -> list[Entry]:
+        return [e for e in self.values if e.partner is not None]
+
+    def isolated(self) -> list[Entry]:
+        return [e for e in self.values if e.partner is None]
+
+
+def table_from_profile(profile: ThroughputProfile) -> SpeedTable:
+    """Every isolated run and measured pair of ``profile`` as entries (all tagged measured)."""
+    values: dict[Entry, Value] = {}
+    for r in profile.isolated:
+        values[make_entry(r.gpu_type, Endpoint(r.key, r.strategy or ""))] = Value(r.speed)
+    for p in profile.pairs:
+        ea = Endpoint(p.a, p.option.a_strategy or "")
+        eb = Endpoint(p.b, p.option.b_strategy or "")
+        e = make_entry(p.gpu_type, ea, eb)
+        a, b = (p.option.a_speed, p.option.b_speed) if e.job == ea else (p.option.b_speed, p.option.a_speed)
+        values[e] = Value(a, b)
+    return SpeedTable(values, {})
+
+
+def profile_from_table(table: SpeedTable, name: str, datasets: Mapping[str, str] | None = None,
+                       template: ThroughputProfile | None = None) -> ThroughputProfile:
+    """The table as a profile; ``template`` lends written batch spellings and absolute throughputs."""
+    written: dict[tuple[str, ProfileKey, str], IsolatedRecord] = {}
+    if template is not None:
+        written = {(r.gpu_type, r.key, r.strategy or ""): r for r in template.isolated}
+    isolated: list[IsolatedRecord] = []
+    pairs: list[PairRecord] = []
+    runs = {(e.gpu_type, e.job) for e in table.values if e.partner is None}
+    for e, v in table.values.items():
+        if e.partner is not None and any(ep.strategy and (e.gpu_type, ep) not in runs for ep in (e.job, e.partner)):
+            log.warning("left out %s: its strategy has no isolated entry to normalize against", e)
+            continue
+        if e.partner is None:
+            t = written.get((e.gpu_type, e.job.key, e.job.strategy))
+            rec = IsolatedRecord(e.gpu_type, e.job.key, e.job.strategy or None, v.a)
+            if t is not None:
+                rec = replace(rec, throughput=t.throughput, written_batch=t.written_batch)
+            isolated.append(rec)
+        else:
+            wa = written.get((e.gpu_type, e.job.key, e.job.strategy))
+            wb = written.get((e.gpu_type, e.partner.key, e.partner.strategy))
+            pairs.append(PairRecord(e.gpu_type, e.job.key, e.partner.key,
+                                    PairOption(e.job.strategy or None, e.partner.strategy or None, v.a, v.b),
+                                    wa.written_batch if wa else "", wb.written_batch if wb else ""))
+    return build_profile(name, isolated, pairs, datasets)
+
+
+def strategied_models(table: SpeedTable) -> frozenset[str]:
+    out = set()
+    for e in table:
+        for ep in (e.job, e.partner):
+            if ep is not None and ep.strategy:
+                out.add(ep.key.model)
+    return frozenset(out)
