@@ -105,7 +105,7 @@ def solve_ftf(prob: Problem, terms: FtfTerms, time_limit_s: float | None = None,
         return FtfResult(prob.to_allocation(x_best, "optimal", 0.0), iso / prob.weight, 0)
     safe = lambda a: np.where(a > 0, a, 1.0)  # noqa: E731 - divisor guard; masked entries are unused
     t, ideal = terms.elapsed, terms.cumulative_isolated + np.where(iso > 0, rem / safe(iso), 0.0)
-    lo = float(np.max(((t + rem / safe(best)) / ideal)[active]))
+    lo = float(np.max((t[active] + rem[active] / best[active]) / ideal[active]))
     hi = float(np.max(rho_of(prob, terms, x_best)[active]))
     score = np.where(best > 0, 1.0 / safe(best), 0.0)
     bounds = np.column_stack([np.zeros(prob.num_vars), np.ones(prob.num_vars)])
