@@ -44,6 +44,8 @@ def _no_clock() -> float:
 
 def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> list[Unit]:
     """Policy-chosen pairs are placed as one unit at the position of their first member."""
+    if not pairs:
+        return [Unit((j,)) for j in jobs]
     by_id = {j.id: j for j in jobs}
     partner: dict[str, str] = {}
     for a, b in pairs:

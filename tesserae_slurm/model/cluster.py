@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InputError
 
@@ -15,14 +15,16 @@ class Node:
     gpu_type: str = "a100"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Cluster:
     nodes: tuple[Node, ...]
+    _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        names = [n.name for n in self.nodes]
-        if len(set(names)) != len(names):
+        by_name = {n.name: n for n in self.nodes}
+        if len(by_name) != len(self.nodes):
             raise InputError("cluster: duplicate node names")
+        object.__setattr__(self, "_by_name", by_name)
         for n in self.nodes:
             if n.num_gpus <= 0:
                 raise InputError(f"cluster: node {n.name!r} has {n.num_gpus} GPUs (must be > 0)")
@@ -32,10 +34,10 @@ class Cluster:
         return sum(n.num_gpus for n in self.nodes)
 
     def node(self, name: str) -> Node:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise InputError(f"unknown node {name!r}")
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise InputError(f"unknown node {name!r}") from None
 
     @property
     def gpu_types(self) -> tuple[str, ...]:

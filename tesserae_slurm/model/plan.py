@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 from .cluster import Cluster
 from .errors import InputError
@@ -19,6 +21,7 @@ class Placement:
     """Immutable placement. Node order is the order given (it matters for display only)."""
 
     nodes: Mapping[str, tuple[GpuSlot, ...]]
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for node, gpus in self.nodes.items():
@@ -53,17 +56,20 @@ class Placement:
         return {node: [sorted(slot) for slot in gpus] for node, gpus in self.nodes.items()}
 
     # --- queries ------------------------------------------------------------------------------
-    def job_gpus(self) -> dict[str, tuple[GpuRef, ...]]:
-        """Each job's GPUs, sorted, as (node, index) pairs."""
-        out: dict[str, list[GpuRef]] = {}
-        for node, gpus in self.nodes.items():
-            for idx, slot in enumerate(gpus):
-                for j in slot:
-                    out.setdefault(j, []).append((node, idx))
-        return {j: tuple(sorted(refs)) for j, refs in out.items()}
+    def job_gpus(self) -> Mapping[str, tuple[GpuRef, ...]]:
+        """Each job's GPUs, sorted, as (node, index) pairs (computed once; read-only)."""
+        memo = self._memo.get("job_gpus")
+        if memo is None:
+            out: dict[str, list[GpuRef]] = {}
+            for node, gpus in self.nodes.items():
+                for idx, slot in enumerate(gpus):
+                    for j in slot:
+                        out.setdefault(j, []).append((node, idx))
+            memo = self._memo["job_gpus"] = MappingProxyType({j: tuple(sorted(refs)) for j, refs in out.items()})
+        return memo
 
     def jobs(self) -> set[str]:
-        return {j for gpus in self.nodes.values() for slot in gpus for j in slot}
+        return set(self.job_gpus())
 
     def shape(self) -> tuple[int, ...]:
         return tuple(len(g) for g in self.nodes.values())

@@ -13,6 +13,7 @@ afterwards, so only which jobs share a node and a GPU matters here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+import heapq
 from dataclasses import dataclass
 
 from ..model import Cluster, Job, PendingJob, PendingReason, Placement
@@ -37,52 +38,91 @@ class Unit:
 
 
 class _FreeMap:
-    """Mutable working copy of free GPU indices per node (never escapes this module)."""
+    """Mutable working copy of free GPUs per node (never escapes this module).
+
+    GPUs are only ever taken during a walk, so a node's free GPUs are always its last ``free[i]``
+    indices, and per GPU type two families of lazy heaps answer every query in O(log nodes): nodes
+    by free count (best fit: fewest free GPUs that still fit, then node order) and idle nodes by
+    size (whole nodes for jobs larger than a node). Stale heap entries are dropped when met.
+    """
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.free: list[list[int]] = [list(range(n.num_gpus)) for n in cluster.nodes]
+        self.size = [n.num_gpus for n in cluster.nodes]
+        self.free = list(self.size)
         self.total_free = cluster.total_gpus
         self.capacity_by_type: dict[str, int] = {}
-        for n in cluster.nodes:
-            self.capacity_by_type[n.gpu_type] = self.capacity_by_type.get(n.gpu_type, 0) + n.num_gpus
+        self.by_free: dict[str, dict[int, list[int]]] = {}
+        self.idle: dict[str, dict[int, list[int]]] = {}
+        self.max_size: dict[str, int] = {}
+        for i, n in enumerate(cluster.nodes):
+            t = n.gpu_type
+            self.capacity_by_type[t] = self.capacity_by_type.get(t, 0) + n.num_gpus
+            self.by_free.setdefault(t, {}).setdefault(n.num_gpus, []).append(i)  # ascending: a valid heap
+            self.idle.setdefault(t, {}).setdefault(n.num_gpus, []).append(i)
+            self.max_size[t] = max(self.max_size.get(t, 0), n.num_gpus)
+        self.types = cluster.gpu_types
+        self.type_of = [n.gpu_type for n in cluster.nodes]
 
-    def take(self, node_idx: int, count: int) -> list[int]:
-        got, self.free[node_idx] = self.free[node_idx][:count], self.free[node_idx][count:]
+    def take(self, node_idx: int, count: int) -> range:
+        start = self.size[node_idx] - self.free[node_idx]
+        self.free[node_idx] -= count
         self.total_free -= count
-        return got
+        if self.free[node_idx]:
+            heapq.heappush(self.by_free[self.type_of[node_idx]].setdefault(self.free[node_idx], []), node_idx)
+        return range(start, start + count)
 
     def choose(self, n: int) -> list[tuple[int, int]] | None:
         """(node index, GPU count) pieces for an ``n``-GPU job on the fewest nodes, or None."""
-        for gtype in self.cluster.gpu_types:
-            nodes = [i for i, node in enumerate(self.cluster.nodes) if node.gpu_type == gtype]
-            pick = self._choose_in(nodes, n)
+        for gtype in self.types:
+            pick = self._choose_in(gtype, n)
             if pick is not None:
                 return pick
         return None
 
-    def _choose_in(self, nodes: list[int], n: int) -> list[tuple[int, int]] | None:
-        sizes = self.cluster.nodes
-        fits = [i for i in nodes if len(self.free[i]) >= n]
-        if fits:  # one node suffices: best fit, then node order
-            best = min(fits, key=lambda i: (len(self.free[i]), i))
-            return [(best, n)]
-        if n <= max((sizes[i].num_gpus for i in nodes), default=0):
-            return None  # would fit one node of this type, but none has room: do not spread it
-        idle = sorted((i for i in nodes if len(self.free[i]) == sizes[i].num_gpus),
-                      key=lambda i: (-sizes[i].num_gpus, i))
+    def _best_fit(self, gtype: str, n: int, exclude: frozenset[int] = frozenset()) -> int | None:
+        buckets = self.by_free[gtype]
+        for f in range(n, self.max_size[gtype] + 1):
+            heap = buckets.get(f)
+            if not heap:
+                continue
+            while heap and self.free[heap[0]] != f:
+                heapq.heappop(heap)  # stale: the node has fewer free GPUs by now
+            if not heap:
+                continue
+            if not exclude:
+                return heap[0]
+            held = []
+            while heap and (heap[0] in exclude or self.free[heap[0]] != f):
+                i = heapq.heappop(heap)
+                if self.free[i] == f:
+                    held.append(i)
+            found = heap[0] if heap else None
+            for i in held:
+                heapq.heappush(heap, i)
+            if found is not None:
+                return found
+        return None
+
+    def _choose_in(self, gtype: str, n: int) -> list[tuple[int, int]] | None:
+        if n <= self.max_size[gtype]:  # one node suffices: best fit; never spread such a job
+            best = self._best_fit(gtype, n)
+            return None if best is None else [(best, n)]
         pieces: list[tuple[int, int]] = []
         remaining = n
-        for i in idle:
-            if remaining >= sizes[i].num_gpus:
-                pieces.append((i, sizes[i].num_gpus))
-                remaining -= sizes[i].num_gpus
+        for s in sorted(self.idle[gtype], reverse=True):  # whole idle nodes, largest first, node order
+            heap = self.idle[gtype][s]
+            while remaining >= s and heap:
+                i = heapq.heappop(heap)
+                if self.free[i] == s:
+                    pieces.append((i, s))
+                    remaining -= s
         if remaining:
-            used = {i for i, _ in pieces}
-            rest = [i for i in nodes if i not in used and len(self.free[i]) >= remaining]
-            if not rest:
+            best = self._best_fit(gtype, remaining, frozenset(i for i, _ in pieces))
+            if best is None:
+                for i, s in pieces:  # give the idle nodes back: this job does not fit
+                    heapq.heappush(self.idle[gtype][s], i)
                 return None
-            best = min(rest, key=lambda i: (len(self.free[i]), i))
             pieces.append((best, remaining))
         return pieces
 

@@ -91,12 +91,24 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
         node_map = {}
 
     placed: dict[str, list[frozenset[str]]] = {name: [frozenset()] * len(g) for name, g in old.nodes.items()}
+    final_jobs = np.full_like(o.jobs, -1)  # common-job table of the final placement, in old's GPU order
+    old_row = {(name, u): int(off) + u for name, off in zip(o.names, o.offset) for u in range(len(old.nodes[name]))}
+    new_row = {(name, v): int(off) + v for name, off in zip(n.names, n.offset) for v in range(len(new.nodes[name]))}
     for (nn, v), (on, u) in gpu_map.items():
         placed[on][u] = new.nodes[nn][v]
+        final_jobs[old_row[(on, u)]] = n.jobs[new_row[(nn, v)]]
     final = Placement({name: tuple(slots) for name, slots in placed.items()})
     final_gpus = final.job_gpus()
     migrated = tuple(j for j in common if final_gpus[j] != old_gpus[j])
-    return MigrationResult(final, migrated, mapping_cost(old, final), dict(node_map))
+    return MigrationResult(final, migrated, _table_cost(o.jobs, final_jobs, w_old, w_new), dict(node_map))
+
+
+def _table_cost(before: np.ndarray, after: np.ndarray, w_old: np.ndarray, w_new: np.ndarray) -> float:
+    """``mapping_cost`` on the (GPU, slot) job tables: weights of the jobs leaving and entering each GPU."""
+    eq = (before[:, :, None] == after[:, None, :]) & (before[:, :, None] >= 0)
+    leaving = (before >= 0) & ~eq.any(axis=2)
+    entering = (after >= 0) & ~eq.any(axis=1)
+    return float(np.append(w_old, 0.0)[before][leaving].sum() + np.append(w_new, 0.0)[after][entering].sum())
 
 
 def mapping_cost(old: Placement, final: Placement) -> float:

@@ -1,7 +1,10 @@
 """Packing (paper Algorithm 3): pair pending jobs with placed ones by max-weight bipartite matching.
 
-One assignment problem per GPU count (only jobs of the same GPU count can share GPUs), solved with
-``scipy.optimize.linear_sum_assignment``. An edge joins a pending and a placed job when the profile
+One matching problem per GPU count (only jobs of the same GPU count can share GPUs). Jobs fall into
+a few profile classes, and jobs of one class are interchangeable, so the job-level matrix only repeats
+a small group x class matrix: medium problems go to ``scipy.optimize.linear_sum_assignment`` on the
+job-level matrix (capped to the jobs that can matter), large ones to the equivalent transportation LP
+between groups (HiGHS; integral at its vertices), which keeps memory linear in jobs. An edge joins a pending and a placed job when the profile
 measured them together, both speeds are > 0 (no OOM), neither job is ``no_pack``, the placed job has
 no partner yet, and packing raises total normalized throughput over the placed job alone: the edge
 weight -- the pair's speed sum under the best strategies both jobs allow (paper "Parallelism
@@ -33,7 +36,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
+from scipy.optimize import linear_sum_assignment, linprog
+from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
 from ..profiles import JobClass, PairMatrix, ThroughputProfile
@@ -43,6 +47,7 @@ Objective = Literal["throughput", "paper-sum"]
 MODES: tuple[str, ...] = ("off", "on", "single")
 OBJECTIVES: tuple[str, ...] = ("throughput", "paper-sum")
 RESOLUTION = 1e-6  # a gain below this is no gain
+ASSIGNMENT_LIMIT = 250_000  # job-level matrices up to ~500 x 500 go to the Hungarian; larger to the LP
 
 
 @dataclass(frozen=True)
@@ -59,8 +64,11 @@ class _Side:
 
 def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfile,
          gpu_type_of: Mapping[str, str], *, mode: PackingMode = "on", objective: Objective = "throughput",
-         exclude: Collection[str] = ()) -> PackingResult:
-    """Pack pending jobs onto placed ones; ``exclude``: placed ids that already have a partner."""
+         exclude: Collection[str] = (), _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
+    """Pack pending jobs onto placed ones; ``exclude``: placed ids that already have a partner.
+
+    ``_assignment_limit`` (tests only): largest job-level matrix solved directly; None = always.
+    """
     if mode not in MODES:
         raise InputError(f"packing mode must be one of {', '.join(MODES)}, got {mode!r}")
     if objective not in OBJECTIVES:
@@ -103,7 +111,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
             _Side(tuple(hosts[i] for i in rows), np.array([host_cls[i] for i in rows])),
             [host_gpu[i] for i in rows],
             _Side(tuple(guests[i] for i in cols), np.array([guest_cls[i] for i in cols])),
-            matrices, objective)
+            matrices, objective, _assignment_limit)
     order = {j.id: i for i, j in enumerate(placed)}
     pairs.sort(key=lambda p: order[p.placed])
     packed = {p.partner for p in pairs}
@@ -111,39 +119,80 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
 
 
 def _match_class(hosts: _Side, host_gpu: Sequence[str], guests: _Side, matrices: Mapping[str, PairMatrix],
-                 objective: Objective) -> list[PackedPair]:
-    """One assignment problem: placed jobs (rows) x pending jobs (columns) of one GPU count."""
+                 objective: Objective, assignment_limit: int | None) -> list[PackedPair]:
+    """One matching problem: placed jobs (rows) x pending jobs (columns) of one GPU count."""
     gpu_ids = {g: i for i, g in enumerate(matrices)}
     row_group = hosts.classes * len(gpu_ids) + np.array([gpu_ids[g] for g in host_gpu])
-    # Jobs of one group are interchangeable and at most min(rows, columns) get a partner, so only the
-    # earliest that many of each group enter the solver; this also shrinks the problem.
+    # Group-level values: a row group is (class, GPU type), a column group a class. Jobs of one group
+    # are interchangeable, so the job-level problem only repeats these rows and columns.
+    groups, group_of_row = np.unique(row_group, return_inverse=True)
+    classes, class_of_col = np.unique(guests.classes, return_inverse=True)
+    gpu_names = list(gpu_ids)
+    group_value = np.zeros((groups.size, classes.size))
+    for gi, g in enumerate(groups.tolist()):
+        mat = matrices[gpu_names[g % len(gpu_ids)]]
+        gain = mat.total[g // len(gpu_ids)] - mat.isolated[g // len(gpu_ids)]  # NaN: never measured
+        edge = gain > RESOLUTION  # False for NaN
+        row = np.where(edge, gain if objective == "throughput" else mat.total[g // len(gpu_ids)], 0.0)
+        group_value[gi] = row[classes]
+    if not (group_value > 0.0).any():
+        return []
+    # At most min(rows, columns) jobs get a partner: only the earliest that many of each group matter.
     rows = np.flatnonzero(_rank_in_group(row_group) < len(guests.jobs))
     cols = np.flatnonzero(_rank_in_group(guests.classes) < len(rows))
-    rc, qc = hosts.classes[rows], guests.classes[cols]
-    value = np.zeros((rows.size, cols.size))
-    row_gpu = [host_gpu[r] for r in rows.tolist()]
-    for g, mat in matrices.items():
-        sel = np.array([x == g for x in row_gpu], dtype=bool)
-        if sel.any():
-            # class-level value first (C x C, C small), then expand to jobs with two takes
-            gain = mat.total - mat.isolated[:, None]  # NaN where the pair was never measured
-            edge = gain > RESOLUTION  # False for NaN
-            per_class = np.where(edge, gain if objective == "throughput" else mat.total, 0.0)
-            value[sel] = np.take(np.take(per_class, rc[sel], axis=0), qc, axis=1)
-    edge = value > 0.0  # every edge's value exceeds RESOLUTION (paper-sum: weight > alone >= 0)
-    if not edge.any():
-        return []
-    r_idx, c_idx = linear_sum_assignment(value, maximize=True)
-    keep = edge[r_idx, c_idx]
-    chosen_rows = _earliest(rows[r_idx[keep]], row_group)
-    chosen_cols = _earliest(cols[c_idx[keep]], guests.classes)
+    if assignment_limit is None or rows.size * cols.size <= assignment_limit:
+        chosen = _assign_jobs(group_value, group_of_row, class_of_col, rows, cols, row_group, guests.classes)
+    else:
+        chosen = _transport(group_value, group_of_row, class_of_col)
     out = []
-    for r, c in zip(chosen_rows, chosen_cols):
+    for r, c in chosen:
         mat = matrices[host_gpu[r]]
         opt = mat.options[int(mat.option[hosts.classes[r], guests.classes[c]])]
         out.append(PackedPair(hosts.jobs[r].id, guests.jobs[c].id, opt.a_speed, opt.b_speed,
                               opt.a_strategy, opt.b_strategy))
     return out
+
+
+def _assign_jobs(group_value: np.ndarray, group_of_row: np.ndarray, class_of_col: np.ndarray, rows: np.ndarray,
+                 cols: np.ndarray, row_group: np.ndarray, col_class: np.ndarray) -> list[tuple[int, int]]:
+    """Job-level Hungarian on the (capped) rows x columns; fastest for small and medium problems."""
+    value = group_value[np.ix_(group_of_row[rows], class_of_col[cols])]
+    edge = value > 0.0  # every edge's value exceeds RESOLUTION (paper-sum: weight > alone >= 0)
+    if not edge.any():
+        return []
+    r_idx, c_idx = linear_sum_assignment(value, maximize=True)
+    keep = edge[r_idx, c_idx]
+    return list(zip(_earliest(rows[r_idx[keep]], row_group), _earliest(cols[c_idx[keep]], col_class)))
+
+
+def _transport(group_value: np.ndarray, group_of_row: np.ndarray, class_of_col: np.ndarray) -> list[tuple[int, int]]:
+    """The same optimum as a transportation problem between groups (an LP with group x class
+    variables whose vertices are integral), for problems too large for a job-level Hungarian.
+    The earliest jobs of each group get the partners, as in the job-level path."""
+    supply = np.bincount(group_of_row, minlength=group_value.shape[0])
+    demand = np.bincount(class_of_col, minlength=group_value.shape[1])
+    gi, ci = np.nonzero(group_value > 0.0)
+    k = gi.size
+    a_ub = coo_matrix((np.ones(2 * k), (np.r_[gi, supply.size + ci], np.r_[np.arange(k), np.arange(k)])),
+                      shape=(supply.size + demand.size, k)).tocsr()
+    res = linprog(-group_value[gi, ci], A_ub=a_ub, b_ub=np.r_[supply, demand], bounds=(0, None), method="highs-ds")
+    if res.status != 0:  # pragma: no cover - a bounded feasible LP (x = 0 is feasible)
+        raise RuntimeError(f"packing transportation LP failed: {res.message}")
+    units = np.rint(res.x).astype(np.int64)
+    if np.abs(res.x - units).max() > 1e-6:  # pragma: no cover - simplex returns a vertex
+        raise RuntimeError("packing transportation LP returned a fractional vertex")
+    hosts = np.argsort(group_of_row, kind="stable")  # each group's jobs, in input order
+    guests = np.argsort(class_of_col, kind="stable")
+    next_host = np.r_[0, np.cumsum(supply)[:-1]]
+    next_guest = np.r_[0, np.cumsum(demand)[:-1]]
+    chosen: list[tuple[int, int]] = []
+    for g, c, x in zip(gi.tolist(), ci.tolist(), units.tolist()):
+        if x:
+            h0, q0 = next_host[g], next_guest[c]
+            chosen += zip(hosts[h0:h0 + x].tolist(), guests[q0:q0 + x].tolist())
+            next_host[g] += x
+            next_guest[c] += x
+    return chosen
 
 
 def _rank_in_group(groups: np.ndarray) -> np.ndarray:

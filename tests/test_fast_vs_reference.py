@@ -1,0 +1,73 @@
+"""The fast placement stages make the same decisions as the straightforward references (issue 6)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
+from tesserae_slurm.engine import EngineConfig, RoundRequest, decide
+from tesserae_slurm.model import Cluster, Job, Node
+from tesserae_slurm.placement.consolidate import Unit, place_units
+from tesserae_slurm.placement.migrate import migrate
+from tesserae_slurm.placement.pack import pack
+from tesserae_slurm.placement.reference import (
+    migration_cost_reference,
+    pack_value_reference,
+    place_units_reference,
+)
+from tesserae_slurm.profiles import load_profile
+
+A100 = load_profile("a100")
+
+
+@st.composite
+def clusters(draw):
+    parts = draw(st.lists(st.tuples(st.integers(1, 4), st.sampled_from([1, 2, 4, 8]), st.sampled_from(["a", "b"])),
+                          min_size=1, max_size=4))
+    nodes = []
+    for count, size, t in parts:
+        for _ in range(count):
+            nodes.append(Node(f"n{len(nodes)}", size, t))
+    return Cluster(tuple(draw(st.permutations(nodes))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters(), st.lists(st.sampled_from([1, 1, 1, 2, 2, 3, 4, 6, 8, 12, 16]), max_size=40))
+def test_consolidation_matches_the_reference(cluster, sizes):
+    units = [Unit((Job(f"j{i}", n, "resnet50", "32"),)) for i, n in enumerate(sizes)]
+    assert place_units(cluster, units) == place_units_reference(cluster, units)
+
+
+def _objective(pairs, placed, profile, gpu_type_of):
+    by_id = {j.id: j for j in placed}
+    return sum(p.placed_speed + p.partner_speed - profile.best_isolated(by_id[p.placed], gpu_type_of[p.placed])[0]
+               for p in pairs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 400), st.sampled_from(["on", "single"]))
+def test_packing_reaches_the_reference_optimum(seed, n_jobs, mode):
+    rng = np.random.default_rng(seed)
+    jobs = synthetic_jobs(n_jobs, rng)
+    k = int(rng.integers(1, n_jobs))
+    placed, pending = jobs[:k], jobs[k:]
+    gpu_type_of = {j.id: "a100" for j in placed}
+    ref_value, _ = pack_value_reference(placed, pending, A100, gpu_type_of, mode=mode)
+    for limit in (None, 0):  # default solver choice, and the class-level transportation path forced
+        res = pack(placed, pending, A100, gpu_type_of, mode=mode, _assignment_limit=limit)
+        assert _objective(res.pairs, placed, A100, gpu_type_of) == pytest.approx(ref_value, abs=1e-6)
+        assert len({p.partner for p in res.pairs}) == len(res.pairs) == len({p.placed for p in res.pairs})
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 12))
+def test_migration_cost_matches_the_literal_algorithm(seed, nodes):
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.from_spec(f"{nodes}x4:a100")
+    jobs = synthetic_jobs(int(rng.integers(1, 60)), rng)
+    old = decide(RoundRequest(cluster, jobs), A100).placement
+    new = decide(RoundRequest(cluster, perturb_order(jobs, rng, 0.5), config=EngineConfig()), A100).placement
+    assert migrate(old, new).cost == pytest.approx(migration_cost_reference(old, new))
