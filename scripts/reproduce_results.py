@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""Regenerate docs/results.md: the paper's simulation comparisons, re-run with this code base.
+
+    .venv/bin/python scripts/reproduce_results.py                 # everything (slow: tens of minutes)
+    .venv/bin/python scripts/reproduce_results.py --only a100,noise
+    .venv/bin/python scripts/reproduce_results.py --jobs 12 --cluster 1x4 --out /tmp/r.md   # smoke run
+
+Every simulation's summary is cached under ``--cache`` (default out/reproduce) by a key of all its
+inputs, so an interrupted run resumes and the document can be re-rendered without re-simulating.
+Configurations whose policy module is missing are reported as not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import importlib
+import json
+import logging
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tesserae_slurm.policies.registry import POLICIES  # noqa: E402
+from tesserae_slurm.sim.compare import RunSpec, run_many  # noqa: E402
+from tesserae_slurm.sim.configs import get_config  # noqa: E402
+from tesserae_slurm.sim.trace_source import resolve_trace  # noqa: E402
+from tesserae_slurm.sim.traces import generate_gavel, load_shipped  # noqa: E402
+
+log = logging.getLogger("reproduce")
+
+NOISE_LEVELS = (0.0, 0.2, 0.5, 1.0)
+NOISE_SEEDS = (0, 1, 2, 3, 4)  # the paper ran the noisy simulation five times
+MAIN = ("tiresias", "tiresias-single", "gavel", "tesserae-t", "tesserae-t-nomig")
+FAIRNESS = ("gavel-ftf", "tesserae-ftf", "themis")
+HARDWARE = ("tiresias", "tiresias-single", "tesserae-t")
+
+
+@dataclass(frozen=True)
+class Setup:
+    trace: str  # --trace value (shipped name or gen: spec)
+    cluster: str
+    profile: str  # a100 | gavel (also the trace's model namespace)
+
+
+@dataclass
+class Study:
+    key: str
+    title: str
+    setup: Setup
+    configs: Sequence[str]
+    noise: Sequence[float] = (0.0,)
+    seeds: Sequence[int] = (0,)
+    results: dict[tuple[str, float, int], dict[str, Any]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+def available(config: str) -> bool:
+    """True when the configuration's policy module can be imported (the LP baselines are optional)."""
+    module = POLICIES[get_config(config).policy].split(":")[0]
+    try:
+        importlib.import_module(f"tesserae_slurm.policies.{module}")
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
+@functools.cache
+def gavel_rate(jobs_per_hour_tesserae: float = 80.0) -> float:
+    """Jobs/hour at which the Gavel-style trace offers the cluster the GPU-hours per hour that the
+    Tesserae-style trace offers at 80 jobs/hour (the paper does not state the Gavel trace's rate)."""
+    tess = load_shipped("tesserae-900")
+    per_job_tess = sum(j.duration * j.num_gpus for j in tess) / len(tess)
+    sample = generate_gavel(20_000, 80.0, 12345)
+    per_job_gavel = sum(j.duration * j.num_gpus for j in sample) / len(sample)
+    return round(jobs_per_hour_tesserae * per_job_tess / per_job_gavel, 1)
+
+
+def studies(args: argparse.Namespace) -> list[Study]:
+    n, cluster = args.jobs, args.cluster
+    tess = "tesserae-900" if n == 900 else f"gen:tesserae:{n}:80:0"
+    rate = gavel_rate()
+    gavel = f"gen:gavel:{n}:{rate:g}:0"
+    a100, v100 = f"{cluster}:a100", f"{cluster}:v100"
+    return [
+        Study("a100", "Tesserae-style trace on A100 (paper Figures 9 and 10a)", Setup(tess, a100, "a100"), MAIN),
+        Study("ftf", "Finish-time fairness (paper Figure 12)", Setup(tess, a100, "a100"), FAIRNESS),
+        Study("noise", "Profiling noise (paper Figure 14)", Setup(tess, a100, "a100"), ("tesserae-t",),
+              noise=NOISE_LEVELS, seeds=NOISE_SEEDS),
+        Study("v100", "V100 with Gavel's throughput table (paper Figure 10b)", Setup(tess, v100, "gavel"), HARDWARE),
+        Study("gavel-trace", "Gavel-style trace (paper Figure 15)", Setup(gavel, a100, "a100"), MAIN),  # slowest: last
+    ]
+
+
+def cache_key(spec: RunSpec) -> str:
+    ident = json.dumps([spec.trace_name, len(spec.trace), spec.cluster_spec, spec.policy, spec.profile,
+                        spec.round_s, spec.seed, spec.noise], sort_keys=True)
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def run_study(study: Study, cache: Path, workers: int, fresh: bool, simulate: bool = True) -> None:
+    """Fill ``study.results`` from the cache, simulating what is missing when ``simulate``."""
+    trace, name = resolve_trace(study.setup.trace, models=study.setup.profile)
+    todo: list[tuple[tuple[str, float, int], RunSpec, Path]] = []
+    for config in study.configs:
+        if not available(config):
+            study.missing.append(config)
+            continue
+        for noise in study.noise:
+            for seed in (study.seeds if noise > 0 else study.seeds[:1]):
+                spec = RunSpec(tuple(trace), name, study.setup.cluster, config, study.setup.profile,
+                               seed=seed, noise=noise)
+                path = cache / f"{study.key}-{config}-{noise:g}-{seed}-{cache_key(spec)}.json"
+                if path.exists() and (not fresh or not simulate):
+                    study.results[(config, noise, seed)] = json.loads(path.read_text())
+                else:
+                    todo.append(((config, noise, seed), spec, path))
+    if todo and simulate:
+        log.info("%s: %d simulations (%d cached)", study.key, len(todo), len(study.results))
+        t0 = time.perf_counter()
+        for (key, _, path), res in zip(todo, run_many([s for _, s, _ in todo], workers=workers), strict=True):
+            summary = res.summary()
+            path.write_text(json.dumps(summary, indent=1))
+            study.results[key] = summary
+        log.info("%s: done in %.0f s", study.key, time.perf_counter() - t0)
+
+
+# ---- rendering ---------------------------------------------------------------------------------
+def hours(s: float) -> str:
+    return f"{s / 3600:.2f}"
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "n/a"
+
+
+def main_table(study: Study) -> list[str]:
+    rows = ["| configuration | avg JCT (h) | makespan (h) | migrations | preemptions | FTF worst | GPU util | "
+            "decision ms (median / p99) |", "|---|---|---|---|---|---|---|---|"]
+    for config in study.configs:
+        s = study.results.get((config, 0.0, 0))
+        if s is None:
+            rows.append(f"| {config} | not run (policy not available) | | | | | | |")
+            continue
+        rows.append(f"| {config} | {hours(s['avg_jct_s'])} | {hours(s['makespan_s'])} | {s['migrations']} | "
+                    f"{s['preemptions']} | {s['ftf']['worst']:.2f} | {s['gpu_utilization']:.0%} | "
+                    f"{s['decision_ms']['median']:.1f} / {s['decision_ms']['p99']:.1f} |")
+    return rows
+
+
+@dataclass(frozen=True)
+class Claim:
+    what: str
+    paper: str
+    ours: Callable[[Study], str | None]
+    why: str
+
+
+def _get(study: Study, config: str) -> dict[str, Any] | None:
+    return study.results.get((config, 0.0, 0))
+
+
+def _ratio_of(a: str, b: str, metric: str) -> Callable[[Study], str | None]:
+    def f(study: Study) -> str | None:
+        x, y = _get(study, a), _get(study, b)
+        if x is None or y is None:
+            return None
+        return ratio(y[metric], x[metric])  # b / a: how much better a is
+    return f
+
+
+def _migration_cut(study: Study) -> str | None:
+    t, n = _get(study, "tesserae-t"), _get(study, "tesserae-t-nomig")
+    if t is None or n is None:
+        return None
+    return f"{(t['migrations'] - n['migrations']) / n['migrations']:+.0%} ({t['migrations']} vs {n['migrations']})"
+
+
+def _best_over_baselines(metric: str) -> Callable[[Study], str | None]:
+    def f(study: Study) -> str | None:
+        t = _get(study, "tesserae-t")
+        others = [(c, s) for c in study.configs if c != "tesserae-t" and (s := _get(study, c)) is not None]
+        if t is None or not others:
+            return None
+        worst_c, worst = max(others, key=lambda cs: cs[1][metric])
+        return f"{worst[metric] / t[metric]:.2f}x (vs {worst_c})"
+    return f
+
+
+def claims_table(study: Study, claims: Sequence[Claim]) -> list[str]:
+    rows = ["| comparison | paper | ours | why they differ |", "|---|---|---|---|"]
+    for c in claims:
+        ours = c.ours(study)
+        rows.append(f"| {c.what} | {c.paper} | {ours if ours is not None else 'not run'} | {c.why} |")
+    return rows
+
+
+WHY_GAVEL = ("Our Gavel baseline re-solves its LP only every 1920 s and on changes (Gavel's rule, policies.md §7), "
+             "charges the same restart overhead to its many lease changes, and packs from the same A100 table; "
+             "the paper does not say how its Gavel port charged migrations or how often it re-solved.")
+WHY_SINGLE = ("Tiresias(Single) already packs every 1-GPU job, and 60 % of the jobs are 1-GPU; the paper's Tiresias "
+              "queue thresholds and promotion knob are unpublished (we use Tiresias' code defaults, 3250/7200 "
+              "GPU-s, no promotion), and our restart overhead (30 s / 90 s) is an estimate.")
+WHY_MIG = ("Both count a migration whenever a job's GPUs change. Our consolidated placement is recomputed from "
+           "scratch every round (Listing 1), so even jobs that keep running often change nodes; Tesserae's "
+           "relabeling undoes part of that. The share it removes depends on how much the layout churns, which "
+           "depends on the placement's tie-breaking, not published in the paper.")
+WHY_JCT_MIG = ("Each avoided migration saves one restart overhead (30-90 s); the paper measured larger overheads on "
+               "its cluster (its Figure 3), so migrations cost more there.")
+WHY_GAVEL_TRACE = ("The paper does not give the Gavel-style trace's arrival rate; we offer the cluster the same "
+                   "GPU-hours per hour as the Tesserae trace at 80 jobs/hour ({rate} jobs/hour). Long jobs "
+                   "(up to 10^4 minutes) dominate this trace, so the ratio depends strongly on that load.")
+WHY_V100 = ("Gavel's V100 table has packed pairs only for 1-GPU jobs, so on V100 Tesserae-T can pack nothing that "
+            "Tiresias(Single) cannot; the paper measured its own V100 pairs. We map the A100 models onto Gavel "
+            "job types (docs/traces.md).")
+
+
+def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -> str:
+    by = {s.key: s for s in all_studies}
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=False).stdout.strip() or "unknown"
+    out = ["# Results: the paper's simulation comparisons, re-run", "",
+           f"Generated by `scripts/reproduce_results.py` (commit {commit}; this invocation {elapsed / 60:.0f} min with "
+           f"{args.workers} worker processes, cached runs reused); do not edit by hand. Every number below comes from "
+           "`tesserae_slurm.sim` with the defaults of docs/simulator.md: 360 s rounds, restart overhead 30 s "
+           "(LLMs 90 s), no policy tuned to a trace. 'x' ratios are baseline / Tesserae (> 1: Tesserae better).",
+           ""]
+    a100 = by.get("a100")
+    if a100 is not None and a100.results:
+        s = a100.setup
+        out += [f"## 1. {a100.title}", "", f"Trace `{s.trace}`, cluster `{s.cluster}`, profile `{s.profile}`.", ""]
+        out += main_table(a100) + [""]
+        out += claims_table(a100, [
+            Claim("Tesserae-T vs Gavel, avg JCT", "1.41x", _ratio_of("tesserae-t", "gavel", "avg_jct_s"), WHY_GAVEL),
+            Claim("Tesserae-T migrations vs Gavel's migration rule", "-36 %", _migration_cut, WHY_MIG),
+            Claim("Tesserae-T vs Gavel's migration rule, avg JCT", "1.22x",
+                  _ratio_of("tesserae-t", "tesserae-t-nomig", "avg_jct_s"), WHY_JCT_MIG),
+            Claim("Tesserae-T vs Tiresias(Single), avg JCT", "1.54x",
+                  _ratio_of("tesserae-t", "tiresias-single", "avg_jct_s"), WHY_SINGLE),
+            Claim("Tesserae-T vs Tiresias(Single), makespan", "1.20x",
+                  _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), WHY_SINGLE),
+            Claim("Tesserae-T vs Tiresias (no packing), avg JCT", "(not reported)",
+                  _ratio_of("tesserae-t", "tiresias", "avg_jct_s"), "for reference"),
+        ]) + [""]
+    ftf = by.get("ftf")
+    if ftf is not None and ftf.results:
+        out += [f"## 2. {ftf.title}", "", f"Trace `{ftf.setup.trace}`, cluster `{ftf.setup.cluster}`. FTF rho = JCT / "
+                "(isolated duration x max(1, mean active jobs per GPU over the job's life)); docs/simulator.md.", "",
+                "| configuration | FTF worst | FTF p90 | FTF median | share of jobs with rho > 1 | avg JCT (h) |",
+                "|---|---|---|---|---|---|"]
+        for config in ftf.configs:
+            r = _get(ftf, config)
+            if r is None:
+                out.append(f"| {config} | not run (policy not available) | | | | |")
+                continue
+            f = r["ftf"]
+            out.append(f"| {config} | {f['worst']:.2f} | {f['p90']:.2f} | {f['median']:.2f} | "
+                       f"{f['share_above_1']:.0%} | {hours(r['avg_jct_s'])} |")
+        g, t = _get(ftf, "gavel-ftf"), _get(ftf, "tesserae-ftf")
+        verdict = "not run"
+        if g and t:
+            verdict = ("lower (as in the paper)" if t["ftf"]["worst"] < g["ftf"]["worst"]
+                       else "higher (the paper finds it lower)")
+        out += ["", f"Paper: Tesserae-FTF has the lowest worst-case FTF ratio, below Gavel-FTF. Ours: Tesserae-FTF's "
+                f"worst rho is {verdict}. Why we may differ: the paper defines rho only as T_shared / T_fair and does "
+                "not say how T_fair is computed or which FTF variant it ran (policies.md §9-10); ours orders by "
+                "Gavel's non-packed FTF allocation and lets packing slow some jobs, and the worst case is one job, "
+                "so it swings with tie-breaks. Compare the distributions (p90, median, share above 1) as well.", ""]
+    gt = by.get("gavel-trace")
+    if gt is not None and gt.results:
+        rate = gt.setup.trace.split(":")[3]
+        out += [f"## 3. {gt.title}", "", f"Trace `{gt.setup.trace}` (Gavel's generator: 70/10/15/5 % of 1/2/4/8-GPU "
+                f"jobs, durations 10^U(1.5,3) min w.p. 0.8 else 10^U(3,4) min; {rate} jobs/hour, see below), "
+                f"cluster `{gt.setup.cluster}`.", ""]
+        out += main_table(gt) + [""]
+        out += claims_table(gt, [
+            Claim("Tesserae-T vs the worst baseline, avg JCT", "up to 1.87x", _best_over_baselines("avg_jct_s"),
+                  WHY_GAVEL_TRACE.format(rate=rate)),
+            Claim("Tesserae-T vs the worst baseline, makespan", "up to 1.32x", _best_over_baselines("makespan_s"),
+                  WHY_GAVEL_TRACE.format(rate=rate)),
+        ]) + [""]
+    nz = by.get("noise")
+    if nz is not None and nz.results:
+        base = nz.results.get(("tesserae-t", 0.0, 0))
+        out += [f"## 4. {nz.title}", "", f"Tesserae-T on `{nz.setup.trace}`, `{nz.setup.cluster}`: decisions see "
+                "every profiled speed x U[1-n, 1+n]; true speeds drive progress. Noisy levels: mean (min-max) over "
+                f"seeds {', '.join(map(str, nz.seeds))}.", "",
+                "| noise n | avg JCT (h) | vs n = 0 | makespan (h) | vs n = 0 |", "|---|---|---|---|---|"]
+        worst = 1.0
+        for n in nz.noise:
+            runs = [v for (c, nn, _), v in nz.results.items() if nn == n]
+            if not runs or base is None:
+                continue
+            j = [r["avg_jct_s"] for r in runs]
+            m = [r["makespan_s"] for r in runs]
+            worst = max(worst, max(j) / base["avg_jct_s"])
+            out.append(f"| {n:g} | {hours(statistics.fmean(j))} ({hours(min(j))}-{hours(max(j))}) | "
+                       f"{statistics.fmean(j) / base['avg_jct_s']:.2f}x | {hours(statistics.fmean(m))} | "
+                       f"{statistics.fmean(m) / base['makespan_s']:.2f}x |")
+        out += ["", f"Paper: avg JCT grows by at most 1.12x at n = 1.0 and makespan is robust. Ours: at most "
+                f"{worst:.2f}x over all runs. Noise only changes which pairs and LLM strategies the engine picks "
+                "(the Tiresias order does not use speeds), so its effect is bounded by the packing gain itself.", ""]
+    v = by.get("v100")
+    if v is not None and v.results and a100 is not None:
+        out += [f"## 5. {v.title}", "", f"The same trace mapped onto Gavel job types (docs/traces.md), cluster "
+                f"`{v.setup.cluster}`, profile `gavel`; durations are taken as V100 times.", ""]
+        out += main_table(v) + [""]
+        out += claims_table(v, [
+            Claim("V100: Tesserae-T vs Tiresias(Single), avg JCT", "1.08x",
+                  _ratio_of("tesserae-t", "tiresias-single", "avg_jct_s"), WHY_V100),
+            Claim("V100: Tesserae-T vs Tiresias(Single), makespan", "1.03x",
+                  _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), WHY_V100),
+        ]) + ["", "As in the paper, the gain on V100 is much smaller than on A100 (section 1): fewer pairs fit and "
+              "pay off on the smaller, slower GPU.", ""]
+    missing = sorted({c for s in all_studies for c in s.missing})
+    not_run = [s.key for s in all_studies if not s.results]
+    if not_run:
+        out += ["## Studies not run yet", "", f"{', '.join(not_run)}: run `scripts/reproduce_results.py --only "
+                f"{','.join(not_run)}`.", ""]
+    if missing:
+        out += ["## Not run", "", f"Configurations whose policy module is not available in this checkout: "
+                f"{', '.join(missing)}. Re-run the script once they exist.", ""]
+    out += ["## Reproduce", "", "```sh", ".venv/bin/python scripts/reproduce_results.py   # writes docs/results.md",
+            "```", "", f"Cached run summaries: `{args.cache}/` (delete it, or pass `--fresh`, to re-simulate).", ""]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results.md"))
+    ap.add_argument("--cache", default=str(ROOT / "out" / "reproduce"))
+    ap.add_argument("--jobs", type=int, default=900, help="jobs per trace (900; fewer for a smoke run)")
+    ap.add_argument("--cluster", default="20x4", help="NODESxGPUS without type (20x4 = 80 GPUs)")
+    ap.add_argument("--only", default="", help="comma-separated studies: a100, ftf, gavel-trace, noise, v100")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--fresh", action="store_true", help="ignore cached results")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    every = studies(args)
+    unknown = set(filter(None, args.only.split(","))) - {s.key for s in every}
+    if unknown:
+        ap.error(f"unknown studies {sorted(unknown)}; known: {', '.join(s.key for s in every)}")
+    t0 = time.perf_counter()
+    for study in every:  # --only limits what is simulated; the document shows everything cached
+        run_study(study, cache, args.workers, args.fresh, simulate=not args.only or study.key in args.only.split(","))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(render(every, args, time.perf_counter() - t0))
+    log.info("wrote %s", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
