@@ -6,8 +6,11 @@ weight packing maximizes)? Profiling every strategy for every partner is what th
 impractical; instead a site measures a few strategies per problem: the first at random (paper: "we
 first profile ... with randomly generated strategies"), the next ones by expected improvement times
 the probability of fitting in memory (constrained EI) under a Gaussian process, until the budget is
-spent. The GP is shared by all problems of one LLM (``gp.py``: tasks), so what was learned packing it
-with one partner carries over to the next. The same GP then predicts the strategies left unmeasured
+spent. The GP is shared by the packed problems of one LLM (``gp.py``: tasks), so what was learned
+packing it with one partner carries over to the next. The LLM alone is a problem of its own: its
+objective (speed alone, where DP usually wins) has another shape than a pair's speed sum (where a
+pipeline that leaves memory and compute to the partner usually wins), and sharing a GP between the
+two misleads both. The same GP then predicts the strategies left unmeasured
 (``BayesOpt`` estimator).
 
 Everything is pure: the measurement is an ``Oracle`` callable (the shipped table in evaluations, a
@@ -168,7 +171,8 @@ def suggest(problem: StrategyProblem, observed: Mapping[str, Value], history: Se
         return None
     if len(observed) < n_init:
         return _pick_random(unmeasured, rng)
-    obs = list(history) + [Observation(problem.partner, s, v) for s, v in observed.items()]
+    same_kind = [o for o in history if (o.task is None) == (problem.partner is None)]  # alone vs packed
+    obs = same_kind + [Observation(problem.partner, s, v) for s, v in observed.items()]
     sur = fit_surrogate(obs, problem.llm.num_gpus, grid)
     pred = sur.predict(problem.partner, unmeasured)
     feasible_totals = [v.total for v in observed.values() if v.feasible]
@@ -211,7 +215,7 @@ class BayesOptFit:
     observations: Mapping[tuple[str, ProfileKey], list[Observation]]
     grid: tuple[GpHyper, ...]
     min_observations: int
-    _cache: dict[tuple[str, ProfileKey], Surrogate] = field(default_factory=dict)
+    _cache: dict[tuple[str, ProfileKey, bool], Surrogate] = field(default_factory=dict)
 
     def predict(self, entry: Entry) -> Value | None:
         side = llm_side(entry)
@@ -219,12 +223,13 @@ class BayesOptFit:
             return None
         llm, partner = side
         group = (entry.gpu_type, llm.key)
-        obs = self.observations.get(group, [])
+        packed = partner is not None
+        obs = [o for o in self.observations.get(group, []) if (o.task is not None) == packed]
         if len(obs) < self.min_observations or not any(o.task == partner for o in obs):
             return None
-        sur = self._cache.get(group)
+        sur = self._cache.get((*group, packed))
         if sur is None:
-            sur = self._cache[group] = fit_surrogate(obs, llm.key.num_gpus, self.grid)
+            sur = self._cache[(*group, packed)] = fit_surrogate(obs, llm.key.num_gpus, self.grid)
         p = sur.predict(partner, [llm.strategy])
         if p["p_feasible"][0] < 0.5 or sur.total is None:
             return Value(0.0, 0.0 if partner is not None else math.nan)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from ..profiles import ProfileKey, ThroughputProfile
 from .base import Estimator, predict_all, source_tag
 from .entries import Endpoint, Entry, SpeedTable, make_entry, profile_from_table, table_from_profile
+from .linear import is_data_parallel
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,8 @@ def target_entries(table: SpeedTable, gpu_counts: Iterable[int] = (),
                    strategies: Mapping[tuple[str, int], Sequence[str]] | None = None) -> list[Entry]:
     """Every entry a complete table over ``table``'s endpoints would hold.
 
-    Models without strategies are extended to every count in ``gpu_counts`` (the linear model's
-    job); ``strategies`` adds candidate strategies per (LLM model, GPU count) for keys the table has.
+    Data-parallel endpoints (models without strategies, LLMs under ``DP``) are extended to every
+    count in ``gpu_counts`` (the linear model's job); ``strategies`` adds candidate strategies per (LLM model, GPU count) for keys the table has.
     """
     counts = sorted(set(gpu_counts))
     extra = {(m.lower(), n): tuple(s) for (m, n), s in (strategies or {}).items()}
@@ -41,12 +42,11 @@ def target_entries(table: SpeedTable, gpu_counts: Iterable[int] = (),
     for gpu, eps in sorted(_endpoints(table).items()):
         full: set[Endpoint] = set(eps)
         for ep in eps:
-            if not ep.strategy:
+            if is_data_parallel(ep):
                 for n in counts:
-                    full.add(Endpoint(ProfileKey(ep.key.model, ep.key.batch_size, n)))
-            else:
-                for s in extra.get((ep.key.model.lower(), ep.num_gpus), ()):
-                    full.add(Endpoint(ep.key, s))
+                    full.add(Endpoint(ProfileKey(ep.key.model, ep.key.batch_size, n), ep.strategy))
+            for s in extra.get((ep.key.model.lower(), ep.num_gpus), ()) if ep.strategy else ():
+                full.add(Endpoint(ep.key, s))
         by_count: dict[int, list[Endpoint]] = {}
         for ep in sorted(full):
             by_count.setdefault(ep.num_gpus, []).append(ep)

@@ -1,0 +1,155 @@
+"""`tesserae profile`'s engine: plan the runs, skip the finished ones, measure the rest, build the table.
+
+The imperative shell of profiling: it owns the worker processes, the results file and (on CUDA)
+the MPS control daemon. Everything it learns is appended to the results file as soon as a run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..model import InputError
+from .measure import Protocol, median_rate
+from .runs import PlannedRun, ResultsFile, RunRecord, plan_runs
+from .tables import ProfileBuild, profile_from_runs
+from .worker import OK, WorkerPool
+from .zoo import JobSpec, check_spec
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[[int, int, str], None]  # (done, total, run id now starting or finished)
+
+
+@dataclass(frozen=True)
+class ProfilerConfig:
+    jobs: tuple[JobSpec, ...]
+    device: str = "cpu"  # cpu | cuda | cuda:N
+    gpu_type: str = "cpu"  # the label the table is written for
+    protocol: Protocol = field(default_factory=Protocol)
+    memory_cap_mib: float | None = None  # a pair (or job) whose peaks sum above this is infeasible
+    threads: int = 1  # intra-op threads per job
+    cores: tuple[int, ...] = ()  # CPU: the cores that form "the device" (default: one)
+    mps: str = "auto"  # CUDA: auto | on | off
+
+    def settings(self) -> dict[str, Any]:
+        """What a results file must agree on to be resumed."""
+        return {"device": self.device, "gpu_type": self.gpu_type, "protocol": asdict(self.protocol),
+                "memory_cap_mib": self.memory_cap_mib, "threads": self.threads, "cores": list(self.cores),
+                "sizes": sorted({j.size for j in self.jobs})}
+
+
+def default_gpu_label(device_name: str) -> str:
+    """"NVIDIA A100-SXM4-40GB" -> "a100"; anything unrecognized -> "gpu"."""
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4})\b", device_name)
+    return m.group(1).lower() if m else "gpu"
+
+
+def default_cores() -> tuple[int, ...]:
+    if hasattr(os, "sched_getaffinity"):
+        return (min(os.sched_getaffinity(0)),)
+    return ()
+
+
+def _check_device(device: str) -> None:
+    if device == "cpu":
+        return
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        raise InputError(f"unknown device {device!r}: use cpu, cuda or cuda:N")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError(f"device {device}: no CUDA device is visible here (torch {torch.__version__})")
+
+
+def _mps_env(config: ProfilerConfig) -> tuple[dict[str, str], Any]:
+    """Start a private MPS control daemon for CUDA pairs when asked/possible (untested: no GPU here)."""
+    if config.device == "cpu" or config.mps == "off":
+        return {}, None
+    from ..harness.mps import mps_available, start_mps
+
+    ok, why = mps_available()
+    if not ok:
+        if config.mps == "on":
+            raise InputError(f"--mps on: {why}")
+        log.info("profiling without MPS: %s", why)
+        return {}, None
+    setup = start_mps(f"profiler-{os.getpid()}", 0)
+    return dict(setup.env), setup
+
+
+def run_profile(config: ProfilerConfig, results_path: str | Path, resume: bool = False,
+                progress: ProgressFn | None = None, name: str = "profile",
+                pool_factory: Callable[..., WorkerPool] = WorkerPool) -> tuple[ProfileBuild, int]:
+    """Measure what the results file lacks; (the profile, how many runs this call measured)."""
+    if not config.jobs:
+        raise InputError("nothing to profile: no models given")
+    for j in config.jobs:
+        check_spec(j)
+    _check_device(config.device)
+    results = ResultsFile(results_path, config.settings())
+    done = results.load(resume)
+    plan = plan_runs(config.jobs)
+    todo = [r for r in plan if r.run_id not in done or done[r.run_id].status not in (OK, "oom")]
+    total = len(plan)
+    finished = total - len(todo)
+    if progress:
+        progress(finished, total, "")
+    measured = 0
+    if todo:
+        env, mps = _mps_env(config)
+        cap = None if config.memory_cap_mib is None else int(config.memory_cap_mib * 2 ** 20)
+        cores = config.cores or (default_cores() if config.device == "cpu" else ())
+        try:
+            with pool_factory(config.device, config.threads, env, 2, "spawn", cores) as pool:
+                for planned in todo:
+                    if progress:
+                        progress(finished, total, planned.run_id)
+                    rec = _measure(pool, planned, config.protocol, cap, done)
+                    results.append(rec)
+                    done[rec.run_id] = rec
+                    finished += 1
+                    measured += 1
+                    if progress:
+                        progress(finished, total, planned.run_id)
+        finally:
+            if mps is not None:
+                from ..harness.mps import stop_mps
+
+                stop_mps(mps)
+    recs = [done[r.run_id] for r in plan if r.run_id in done]
+    return profile_from_runs(recs, config.gpu_type, name), measured
+
+
+def _measure(pool: WorkerPool, planned: PlannedRun, protocol: Protocol, cap: int | None,
+             done: dict[str, RunRecord]) -> RunRecord:
+    # a pair whose job could not run alone is not measured: there is nothing to normalize it by
+    for j in planned.jobs if len(planned.jobs) > 1 else ():
+        alone = done.get(f"alone {j.label}")
+        if alone is None or alone.status != OK:
+            return RunRecord(planned.run_id, planned.jobs, "skipped",
+                             message=f"{j.label} did not run alone ({alone.status if alone else 'not run'})")
+    out = pool.run(planned.jobs, protocol, cap)
+    mib = tuple(round(p / 2 ** 20, 3) for p in out.peaks)
+    if out.status != OK:
+        log.info("%s: %s %s", planned.run_id, out.status, out.message)
+        return RunRecord(planned.run_id, planned.jobs, out.status, peak_mib=mib, message=out.message)
+    return RunRecord(planned.run_id, planned.jobs, OK, tuple(median_rate(w) for w in out.rates), out.rates, mib,
+                     alone=tuple(median_rate(w) for w in out.solo))
+
+
+def jobs_from_args(models: Sequence[str], batches: Sequence[str], size: str, gpt_layers: int,
+                   gpt_batches: Sequence[str]) -> tuple[JobSpec, ...]:
+    """Cartesian product of zoo models and batch sizes (GPT gets its own ``global/micro`` batches)."""
+    out: list[JobSpec] = []
+    for m in models:
+        mid = m.strip().lower()
+        for b in (gpt_batches if mid == "gpt" else batches):
+            spec = JobSpec(mid, b.strip(), size, gpt_layers)
+            check_spec(spec)
+            out.append(spec)
+    return tuple(dict.fromkeys(out))
