@@ -38,7 +38,10 @@ def _command_modules() -> list:
 
 # Command modules with optional dependencies; each exposes add_parser(subparsers) setting `func`.
 _OPTIONAL: list[str] = [
+    "tesserae_slurm.cli.profile_cmd", "tesserae_slurm.cli.estimate_cmd",
     "tesserae_slurm.devcluster.cli",
+    "tesserae_slurm.cli.daemon_cmd",
+    "tesserae_slurm.cli.admin_cmd",
 ]
 
 
