@@ -25,7 +25,8 @@ class SchedulerConfig:
 
 
 def _cfg(name: str, policy: str, packing: str, migration: str, desc: str, **opts: Any) -> SchedulerConfig:
-    return SchedulerConfig(name, policy, EngineConfig(packing=packing, migration=migration), opts, desc)  # type: ignore[arg-type]
+    engine = EngineConfig(packing=packing, migration=migration)  # type: ignore[arg-type]
+    return SchedulerConfig(name, policy, engine, opts, desc)
 
 
 CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (

@@ -59,7 +59,8 @@ def check_round(d: RoundDecision, jobs: Mapping[str, Job], current: Placement) -
             raise InvariantError(f"job {j} is 'kept' but its GPUs changed")
 
 
-def check_progress(work: Mapping[str, tuple[float, float, float]], finished: set[str], done_before: set[str]) -> None:
+def check_progress(work: Mapping[str, tuple[float, float, float]], finished: set[str],
+                   done_before: set[str]) -> None:
     """``work``: job -> (duration, work done, work left) after this round's progress."""
     twice = finished & done_before
     if twice:
@@ -86,4 +87,5 @@ def check_result(result: SimResult, trace: Sequence[TraceJob], max_speed: float)
         if r.jct < r.duration / max_speed - 1e-6 * max(1.0, r.duration):
             raise InvariantError(f"job {r.job_id}: JCT {r.jct} below its isolated duration {r.duration}")
         if not r.submit_time <= r.start_time <= r.finish_time:
-            raise InvariantError(f"job {r.job_id}: submit {r.submit_time}, start {r.start_time}, finish {r.finish_time}")
+            raise InvariantError(f"job {r.job_id}: submit {r.submit_time}, start {r.start_time}, "
+                                 f"finish {r.finish_time}")

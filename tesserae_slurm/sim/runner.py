@@ -79,6 +79,8 @@ def simulate(
     """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring."""
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be > 0 seconds, got {round_s}")
+    if not 0.0 <= noise <= 1.0:
+        raise InputError(f"profile noise must be in [0, 1], got {noise}")
     restart = restart or RestartCost()
     true_speeds = SpeedModel(profile, cluster)
     noise_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
@@ -237,7 +239,8 @@ def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str
 def _record(s: _Live, now: float) -> JobRecord:
     return JobRecord(
         job_id=s.job.id, num_gpus=s.job.num_gpus, model=s.job.model, submit_time=s.trace.submit_time,
-        start_time=s.start if s.start is not None else now, finish_time=s.finish if s.finish is not None else now, duration=s.trace.duration,
+        start_time=s.start if s.start is not None else now,
+        finish_time=s.finish if s.finish is not None else now, duration=s.trace.duration,
         preemptions=s.preemptions, migrations=s.migrations, rounds_packed=s.rounds_packed,
         rounds_run=s.rounds_run, avg_contention=s.contention_sum / max(1, s.rounds_alive),
         packed_s=s.packed_s, work_done=s.done_work,

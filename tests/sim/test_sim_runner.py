@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tesserae_slurm.model import Cluster, InputError, Job, JobView, Placement
+from tesserae_slurm.model import Cluster, InputError, JobView
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim.configs import CONFIGS, get_config
 from tesserae_slurm.sim.invariants import InvariantError, check_progress, check_result
@@ -67,7 +67,8 @@ def test_tiresias_single_packs_only_one_gpu_jobs():
     # DCGAN/64 pairs run at 0.995 each on 2 GPUs: Tesserae-T packs them, Tiresias(Single) does not.
     jobs = [job("A", 300, gpus=2, model="DCGAN"), job("B", 300, gpus=2, model="DCGAN")]
     assert jct(run(jobs, config="tiresias-single", cluster="1x2")) == {"A": 300, "B": 660}
-    assert jct(run(jobs, config="tesserae-t", cluster="1x2")) == pytest.approx({"A": 300 / 0.995, "B": 300 / 0.995})
+    packed = jct(run(jobs, config="tesserae-t", cluster="1x2"))
+    assert packed == pytest.approx({"A": 300 / 0.995, "B": 300 / 0.995})
     one_gpu = [job("A", 300, model="DCGAN"), job("B", 300, model="DCGAN")]
     assert jct(run(one_gpu, config="tiresias-single")) == jct(run(one_gpu, config="tesserae-t"))
 
@@ -184,4 +185,3 @@ def test_policy_state_and_views_reach_the_policy(monkeypatch):
     (t0, v0), (t1, v1) = seen
     assert (t0, v0[0].running, v0[0].attained_service) == (0, False, 0)
     assert (t1, v1[0].running, v1[0].attained_service, v1[0].remaining_work) == (360, True, 720, 140)
-    assert isinstance(Placement.empty(Cluster.from_spec("1x1")), Placement) and Job

@@ -39,7 +39,8 @@ def test_unmeasured_type_takes_the_median_ratio_of_jobs_with_its_gpu_count():
     ratios = sorted(raw("k80", k[2:k.rindex("'")], 2) / raw("v100", k[2:k.rindex("'")], 2)
                     for k in RAW["k80"] if k.endswith(", 2)") and RAW["k80"][k]["null"] > 0
                     and RAW["v100"][k]["null"] > 0)
-    median = (ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2)
+    half = len(ratios) // 2
+    median = ratios[half] if len(ratios) % 2 else (ratios[half - 1] + ratios[half]) / 2
     assert m.solo(Job("b", 2, "ResNet-50 (batch size 128)", "128"), "k80", None) == pytest.approx(median)
 
 
