@@ -3,21 +3,14 @@
 
 Runs on CPU (or the GPUs in CUDA_VISIBLE_DEVICES), checkpoints at a step boundary when it gets
 SIGUSR1 or SIGTERM and exits, resumes from the checkpoint on restart, and appends one JSON line per
-event (start, progress, checkpoint, done) to --log so tests and users can follow it.
+event (start, progress, checkpoint, done) to --log so tests and users can follow it. The signal
+handlers are installed before torch is imported: a job preempted while still starting up must
+checkpoint (at step 0) rather than die.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import signal
-import socket
-import time
-from pathlib import Path
-
-import torch
-from torch import nn
 
 stop_requested = False
 
@@ -27,10 +20,24 @@ def _request_stop(signum: int, _frame: object) -> None:
     stop_requested = True
 
 
+signal.signal(signal.SIGUSR1, _request_stop)
+signal.signal(signal.SIGTERM, _request_stop)
+
+import argparse  # noqa: E402 - after the handlers on purpose (see above)
+import json  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+
 def log_event(path: Path, **fields: object) -> None:
     fields.update(time=time.time(), host=socket.gethostname(), job=os.environ.get("SLURM_JOB_ID", ""),
                   restart=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0))
-    for key in ("CUDA_VISIBLE_DEVICES", "SLURMD_NODENAME", "TESSERAE_PARTNER", "TESSERAE_STRATEGY",
+    for key in ("CUDA_VISIBLE_DEVICES", "SLURMD_NODENAME", "TESSERAE_ROUND", "TESSERAE_PARTNER", "TESSERAE_STRATEGY",
                 "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY"):
         if key in os.environ:
             fields[key.lower()] = os.environ[key]
@@ -45,10 +52,10 @@ def main() -> int:
     p.add_argument("--checkpoint", required=True, help="checkpoint file (resumed from when present)")
     p.add_argument("--log", required=True, help="JSON-lines event log (appended)")
     p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--report-every", type=int, default=20, help="log a progress event every N steps")
     args = p.parse_args()
-    signal.signal(signal.SIGUSR1, _request_stop)
-    signal.signal(signal.SIGTERM, _request_stop)
     torch.manual_seed(0)
+    torch.set_num_threads(int(os.environ.get("TOY_THREADS", "1")))  # a toy: one thread, many jobs per core
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = nn.Sequential(nn.Linear(32, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -61,7 +68,7 @@ def main() -> int:
         step = int(state["step"])
     log_event(log, event="start", step=step, device=device)
     t0, s0 = time.time(), step
-    while step < args.steps:
+    while step < args.steps and not stop_requested:
         x = torch.randn(64, 32, device=device)
         loss = (model(x) - x.sum(dim=1, keepdim=True)).pow(2).mean()
         opt.zero_grad()
@@ -69,11 +76,9 @@ def main() -> int:
         opt.step()
         step += 1
         time.sleep(args.step_time)
-        if step % 20 == 0:
+        if step % args.report_every == 0:
             rate = (step - s0) / max(1e-9, time.time() - t0)
-            log_event(log, event="progress", step=step, loss=float(loss), steps_per_s=rate)
-        if stop_requested:
-            break
+            log_event(log, event="progress", step=step, loss=loss.item(), steps_per_s=rate)
     tmp = ckpt.with_suffix(".tmp")
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
     tmp.replace(ckpt)  # atomic: a kill mid-write never leaves a torn checkpoint

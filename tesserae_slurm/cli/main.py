@@ -40,6 +40,8 @@ def _command_modules() -> list:
 _OPTIONAL: list[str] = [
     "tesserae_slurm.cli.profile_cmd", "tesserae_slurm.cli.estimate_cmd",
     "tesserae_slurm.devcluster.cli",
+    "tesserae_slurm.cli.daemon_cmd",
+    "tesserae_slurm.cli.admin_cmd",
 ]
 
 

@@ -17,6 +17,7 @@ class SlurmSection:
     command_timeout_s: float = 10.0
     retries: int = 2
     bin_dir: str = ""  # directory of squeue/scontrol/...; "" = PATH
+    start_timeout_s: float = 120.0  # a released job Slurm has not started by then is held back again
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class SchedulerSection:
     profile: str = "a100"  # a100 | gavel | path to a profile CSV/JSON
     gpu_type: str = "a100"  # GPU type of every node unless node_gpu_types says otherwise
     node_gpu_types: Mapping[str, str] = field(default_factory=dict)
+    policy_options: Mapping[str, Any] = field(default_factory=dict)  # over the named configuration's own
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,10 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
         if not isinstance(value, str):
             raise InputError(f"{name} must be a string, got {value!r}")
         return value
+    if key == "policy_options":
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise InputError(f"{name} must be a mapping of option names to values")
+        return dict(value)
     if isinstance(default, Mapping):
         if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
             raise InputError(f"{name} must be a mapping of strings")
@@ -90,7 +96,7 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
     return value
 
 
-def config_from_mapping(raw: Any, where: str = "config") -> DaemonConfig:
+def config_from_mapping(raw: Any, where: str = "config", check_policy: bool = True) -> DaemonConfig:
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
@@ -112,20 +118,45 @@ def config_from_mapping(raw: Any, where: str = "config") -> DaemonConfig:
     if "log_level" in raw:
         kwargs["log_level"] = _coerce("", "log_level", raw["log_level"], "", where)
     cfg = DaemonConfig(**kwargs)
-    _validate(cfg, where)
+    _validate(cfg, where, check_policy)
     return cfg
 
 
-def _validate(cfg: DaemonConfig, where: str) -> None:
+def _validate(cfg: DaemonConfig, where: str, check_policy: bool = True) -> None:
+    if check_policy:  # tsbatch skips it: it does not need the engine (and its import time)
+        _validate_policy(cfg, where)
+    if not cfg.slurm.partition or any(c.isspace() or c == "," for c in cfg.slurm.partition):
+        raise InputError(f"{where}: slurm.partition must be one partition name, got {cfg.slurm.partition!r}")
+    _validate_values(cfg, where)
+
+
+def _validate_policy(cfg: DaemonConfig, where: str) -> None:
     from ..sim.configs import CONFIGS  # a name must exist before the daemon starts
     if cfg.scheduler.policy not in CONFIGS:
         raise InputError(f"{where}: scheduler.policy {cfg.scheduler.policy!r} unknown; known: {', '.join(CONFIGS)}")
+    if cfg.scheduler.policy_options:
+        from ..policies.registry import make_policy  # bad options fail at load, not in the first round
+        named = CONFIGS[cfg.scheduler.policy]
+        try:
+            make_policy(named.policy, **{**dict(named.policy_options), **dict(cfg.scheduler.policy_options)})
+        except InputError as exc:
+            raise InputError(f"{where}: scheduler.policy_options: {exc}") from None
+
+
+def _validate_values(cfg: DaemonConfig, where: str) -> None:
     if cfg.scheduler.round_seconds <= 0:
         raise InputError(f"{where}: scheduler.round_seconds must be > 0")
     if cfg.slurm.backend not in ("auto", "cli", "pyslurm"):
         raise InputError(f"{where}: slurm.backend must be auto, cli or pyslurm")
     if cfg.slurm.command_timeout_s <= 0 or cfg.slurm.retries < 0:
         raise InputError(f"{where}: slurm.command_timeout_s must be > 0 and slurm.retries >= 0")
+    from ..slurm.commands import signal_name
+    try:
+        signal_name(cfg.preemption.signal)
+    except InputError as exc:
+        raise InputError(f"{where}: preemption.signal: {exc}") from None
+    if cfg.slurm.start_timeout_s <= 0:
+        raise InputError(f"{where}: slurm.start_timeout_s must be > 0")
     if cfg.preemption.grace_seconds < 0:
         raise InputError(f"{where}: preemption.grace_seconds must be >= 0")
     if not 0 < cfg.mps.thread_percentage <= 100:
@@ -138,7 +169,24 @@ def _validate(cfg: DaemonConfig, where: str) -> None:
             raise InputError(f"{where}: metrics.listen must be HOST:PORT or empty, got {cfg.metrics.listen!r}")
 
 
-def load_config(path: str | Path) -> DaemonConfig:
+DEFAULT_PATH = "/etc/tesserae/tesserae.yaml"
+
+
+def resolve_config(explicit: str | Path | None = None, check_policy: bool = True) -> tuple[DaemonConfig, str]:
+    """--config PATH, else $TESSERAE_CONFIG, else /etc/tesserae/tesserae.yaml if present, else defaults.
+
+    Returns the configuration and where it came from (for messages)."""
+    import os
+
+    path = explicit or os.environ.get("TESSERAE_CONFIG")
+    if path:
+        return load_config(path, check_policy), str(path)
+    if Path(DEFAULT_PATH).is_file():
+        return load_config(DEFAULT_PATH, check_policy), DEFAULT_PATH
+    return DaemonConfig(), "built-in defaults"
+
+
+def load_config(path: str | Path, check_policy: bool = True) -> DaemonConfig:
     import yaml
 
     p = Path(path)
@@ -152,4 +200,4 @@ def load_config(path: str | Path) -> DaemonConfig:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{p}: malformed YAML{at}: {getattr(exc, 'problem', exc)}") from None
-    return config_from_mapping(raw, str(p))
+    return config_from_mapping(raw, str(p), check_policy)

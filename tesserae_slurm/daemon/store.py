@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Boolean, Float, ForeignKey, Integer, String, Text, create_engine, event, select, update,
+    Boolean, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event, select, update,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -25,6 +25,15 @@ from ..model import InputError
 
 class Base(DeclarativeBase):
     pass
+
+
+SCHEMA_VERSION = 2
+
+# Job states in the daemon's own accounting (Slurm's state is kept beside them in slurm_state).
+PENDING, STARTING, RUNNING, PREEMPTING, LOST = "PENDING", "STARTING", "RUNNING", "PREEMPTING", "LOST"
+PLACED_STATES = (STARTING, RUNNING)  # the job holds GPUs in the daemon's accounting
+TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
+                   "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", LOST)
 
 
 class JobRow(Base):
@@ -37,18 +46,28 @@ class JobRow(Base):
     batch_size: Mapped[str] = mapped_column(String, default="")
     parallelism: Mapped[str] = mapped_column(Text, default="[]")  # JSON list
     no_pack: Mapped[bool] = mapped_column(Boolean, default=False)
+    meta: Mapped[str] = mapped_column(Text, default="")  # the job's tesserae Comment as first seen
     submit_time: Mapped[float] = mapped_column(Float)
-    state: Mapped[str] = mapped_column(String, default="PENDING", index=True)
+    state: Mapped[str] = mapped_column(String, default=PENDING, index=True)
+    slurm_state: Mapped[str] = mapped_column(String, default="")
     reason: Mapped[str] = mapped_column(String, default="")
     attained_service: Mapped[float] = mapped_column(Float, default=0.0)  # GPU-seconds
-    executed_time: Mapped[float] = mapped_column(Float, default=0.0)  # wall seconds placed
+    executed_time: Mapped[float] = mapped_column(Float, default=0.0)  # wall seconds run (Slurm times)
+    run_start: Mapped[float | None] = mapped_column(Float, nullable=True)  # Slurm start of the run counted
+    run_counted: Mapped[float] = mapped_column(Float, default=0.0)  # seconds of that run already counted
     rounds_run: Mapped[int] = mapped_column(Integer, default=0)
     nodes: Mapped[str] = mapped_column(String, default="")  # comma-joined physical nodes
     gpus: Mapped[str] = mapped_column(String, default="")  # "node1:0-1;node2:0-3"
+    assignment: Mapped[str] = mapped_column(Text, default="")  # encoded Assignment set in AdminComment
+    assign_round: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    placed_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # when the daemon released it
     packed_with: Mapped[str] = mapped_column(String, default="")
     strategy: Mapped[str] = mapped_column(String, default="")
+    restarts: Mapped[int] = mapped_column(Integer, default=0)  # Slurm's restart count
     preemptions: Mapped[int] = mapped_column(Integer, default=0)
     migrations: Mapped[int] = mapped_column(Integer, default=0)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    first_start: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_seen: Mapped[float] = mapped_column(Float, default=0.0)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
@@ -67,6 +86,16 @@ class RoundRow(Base):
     packing_ms: Mapped[float] = mapped_column(Float, default=0.0)
     migration_ms: Mapped[float] = mapped_column(Float, default=0.0)
     decision_json: Mapped[str] = mapped_column(Text, default="{}")  # model.codec.decision_to_json
+    observe_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    apply_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    jobs_active: Mapped[int] = mapped_column(Integer, default=0)
+    running: Mapped[int] = mapped_column(Integer, default=0)
+    started: Mapped[int] = mapped_column(Integer, default=0)
+    preempted: Mapped[int] = mapped_column(Integer, default=0)
+    migrated: Mapped[int] = mapped_column(Integer, default=0)
+    kept: Mapped[int] = mapped_column(Integer, default=0)
+    packed_pairs: Mapped[int] = mapped_column(Integer, default=0)
+    pending: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class PlacementRow(Base):
@@ -86,8 +115,9 @@ class ActionRow(Base):
     round_id: Mapped[int] = mapped_column(ForeignKey("rounds.round_id"), index=True)
     seq: Mapped[int] = mapped_column(Integer)  # order of execution within the round
     job_id: Mapped[str] = mapped_column(String, index=True)
-    kind: Mapped[str] = mapped_column(String)  # start|preempt|migrate|keep
-    status: Mapped[str] = mapped_column(String, default="intent", index=True)  # intent|done|failed|skipped
+    kind: Mapped[str] = mapped_column(String)  # start|preempt|migrate|hold (reconcile: requeue|hold)
+    # intent|done|failed|skipped|interrupted (a crash left it as intent; the next start reconciled it)
+    status: Mapped[str] = mapped_column(String, default="intent", index=True)
     detail: Mapped[str] = mapped_column(Text, default="{}")  # JSON: target gpus, partner, strategy ...
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -102,6 +132,28 @@ class EventRow(Base):
     job_id: Mapped[str] = mapped_column(String, default="", index=True)
     round_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str] = mapped_column(Text, default="")
+
+
+class SlurmCallRow(Base):
+    """Every Slurm call that changes something (place, release, signal, ...), for audit and `round show`."""
+
+    __tablename__ = "slurm_calls"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    time: Mapped[float] = mapped_column(Float)
+    method: Mapped[str] = mapped_column(String)
+    job_ids: Mapped[str] = mapped_column(String, default="")  # comma-joined
+    ok: Mapped[bool] = mapped_column(Boolean, default=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+    ms: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class KvRow(Base):
+    """Small daemon state that is not a table: schema version, policy state, shadow placement."""
+
+    __tablename__ = "kv"
+    key: Mapped[str] = mapped_column(String, primary_key=True)
+    value: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -132,7 +184,29 @@ class Store:
             with engine.begin() as conn:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
             Base.metadata.create_all(engine)
-        return Store(engine, read_only)
+        store = Store(engine, read_only)
+        store._check_schema(path)
+        return store
+
+    def _check_schema(self, path: Path) -> None:
+        raw = self.get_kv("schema_version")
+        if raw is None:
+            if self.read_only:
+                raise InputError(f"state database {path} has no tesserae schema (not a tesserae state file?)")
+            self.set_kv("schema_version", str(SCHEMA_VERSION).encode())
+            return
+        if int(raw.decode()) != SCHEMA_VERSION:
+            raise InputError(f"state database {path} has schema version {raw.decode()}, this tesserae uses "
+                             f"{SCHEMA_VERSION}; move it aside to start afresh")
+
+    def get_kv(self, key: str) -> bytes | None:
+        with self.session() as s:
+            row = s.get(KvRow, key)
+            return None if row is None else row.value
+
+    def set_kv(self, key: str, value: bytes) -> None:
+        with self.session() as s:
+            s.merge(KvRow(key=key, value=value))
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -176,6 +250,16 @@ class Store:
     def placements(self, round_id: int) -> list[PlacementRow]:
         with self.session() as s:
             return list(s.scalars(select(PlacementRow).where(PlacementRow.round_id == round_id)))
+
+    def slurm_calls(self, round_id: int | None = None, job_id: str | None = None) -> list[SlurmCallRow]:
+        with self.session() as s:
+            q = select(SlurmCallRow).order_by(SlurmCallRow.id)
+            if round_id is not None:
+                q = q.where(SlurmCallRow.round_id == round_id)
+            rows = list(s.scalars(q))
+        if job_id is not None:
+            rows = [r for r in rows if job_id in r.job_ids.split(",")]
+        return rows
 
     def events(self, job_id: str | None = None, limit: int = 50) -> list[EventRow]:
         with self.session() as s:

@@ -45,6 +45,8 @@ class SlurmBackend(Protocol):
 
     def release(self, job_ids: Iterable[int]) -> None: ...
 
+    def hold(self, job_ids: Iterable[int]) -> None: ...
+
     def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None: ...
 
     def requeue_hold(self, job_id: int) -> None: ...
@@ -125,6 +127,12 @@ class SlurmCliBackend:
         ids = list(job_ids)
         if ids:
             self.runner.run(commands.scontrol_release(ids))
+
+    def hold(self, job_ids: Iterable[int]) -> None:
+        """Put pending (released but not yet started) jobs back on hold."""
+        ids = list(job_ids)
+        if ids:
+            self.runner.run(commands.scontrol_hold(ids))
 
     def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
         self.runner.run(commands.scancel_signal(job_id, sig, batch_only))

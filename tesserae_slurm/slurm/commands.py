@@ -115,6 +115,14 @@ def scontrol_release(job_ids: Iterable[int | str]) -> list[str]:
     return ["scontrol", "release", ",".join(ids)]
 
 
+def scontrol_hold(job_ids: Iterable[int | str]) -> list[str]:
+    """Hold pending jobs again (user hold, as `sbatch --hold` does)."""
+    ids = [job_id_arg(j) for j in job_ids]
+    if not ids:
+        raise InputError("scontrol hold: no job ids")
+    return ["scontrol", "hold", ",".join(ids)]
+
+
 def scontrol_requeuehold(job_id: int | str) -> list[str]:
     return ["scontrol", "requeuehold", job_id_arg(job_id)]
 

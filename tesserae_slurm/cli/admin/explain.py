@@ -1,0 +1,136 @@
+"""`tesserae explain JOB`: why a job waits, why it shares GPUs, why it was moved or stopped.
+
+Everything comes from what the daemon recorded: the job row, each round's decision (policy order,
+pending reasons, packed pairs with their speeds) and the actions taken on the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ...daemon.store import JobRow, Store
+from ...model import InputError
+from ..render import table
+from .common import add_db_options, duration, open_store, when
+
+ROUNDS_SCANNED = 200
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="why a job is pending, packed or was moved (from the daemon's records)")
+    p.add_argument("job_id", metavar="JOB")
+    add_db_options(p)
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=run)
+
+
+def _rounds_with(store: Store, job: str) -> list[tuple[int, str, dict[str, Any]]]:
+    out = []
+    for r in store.rounds(limit=ROUNDS_SCANNED):
+        d = json.loads(r.decision_json or "{}")
+        if job in d.get("order", []):
+            out.append((r.round_id, r.policy, d))
+    return out  # newest first
+
+
+def explain(store: Store, row: JobRow) -> dict[str, Any]:
+    job = row.job_id
+    rounds = _rounds_with(store, job)
+    out: dict[str, Any] = {
+        "job": job, "name": row.name, "user": row.user, "state": row.state, "reason": row.reason,
+        "gpus": row.num_gpus, "model": row.model, "batch_size": row.batch_size, "placement": row.gpus,
+        "packed_with": row.packed_with, "strategy": row.strategy, "executed_s": row.executed_time,
+        "attained_gpu_s": row.attained_service, "preemptions": row.preemptions, "migrations": row.migrations,
+        "submitted": when(row.submit_time),
+    }
+    if rounds:
+        rid, policy, d = rounds[0]
+        order = d.get("order", [])
+        out["last_round"] = {"round": rid, "policy": policy, "rank": order.index(job) + 1, "of": len(order)}
+        pending = [p for p in d.get("pending", []) if p["job"] == job]
+        if pending:
+            out["why_pending"] = {"reason": pending[0]["reason"], "detail": pending[0]["detail"]}
+        pair = [p for p in d.get("packed", []) if job in (p["placed"], p["partner"])]
+        if pair:
+            p = pair[0]
+            mine, other = ("placed", "partner") if p["placed"] == job else ("partner", "placed")
+            out["why_packed"] = {
+                "with": p[other], "speed": p[f"{mine}_speed"], "partner_speed": p[f"{other}_speed"],
+                "combined": p["placed_speed"] + p["partner_speed"], "strategy": p.get(f"{mine}_strategy"),
+                "note": "packing is chosen when the pair's combined normalized throughput beats the placed job alone",
+            }
+    moves = []
+    for a in store.actions(job_id=job):
+        detail = json.loads(a.detail or "{}")
+        if a.kind in ("migrate", "preempt", "requeue", "hold") or a.kind.endswith("start"):
+            entry = {"round": a.round_id, "kind": a.kind, "status": a.status, "from": detail.get("from", ""),
+                     "to": detail.get("to", detail.get("gpus", "")), "error": a.error}
+            ctx = next((d for rid, _, d in rounds if rid == a.round_id), None)
+            if ctx is not None and a.kind in ("migrate", "preempt"):
+                order = ctx.get("order", [])
+                entry["rank"] = order.index(job) + 1 if job in order else None
+                entry["started_that_round"] = ctx.get("started", [])
+            moves.append(entry)
+    out["history"] = moves
+    out["events"] = [{"time": when(e.time), "kind": e.kind, "message": e.message}
+                     for e in reversed(store.events(job_id=job, limit=20))]
+    return out
+
+
+def _text(e: dict[str, Any]) -> str:
+    where = f" on {e['placement']}" if e["placement"] else ""
+    lines = [f"job {e['job']} {e['name']!r} ({e['user']}): {e['state']}{where}"
+             + (f", packed with {e['packed_with']}" if e["packed_with"] else "")
+             + (f", strategy {e['strategy']}" if e["strategy"] else ""),
+             f"  {e['gpus']} GPU(s), model {e['model'] or '-'} batch {e['batch_size'] or '-'}; submitted "
+             f"{e['submitted']}; ran {duration(e['executed_s'])} ({e['attained_gpu_s'] / 3600:.3f} GPU-h); "
+             f"{e['preemptions']} preemption(s), {e['migrations']} migration(s)"]
+    if e["reason"]:
+        lines.append(f"  reason: {e['reason']}")
+    lr = e.get("last_round")
+    if lr:
+        lines.append(f"round {lr['round']} ({lr['policy']}): rank {lr['rank']} of {lr['of']} in the policy order")
+    if "why_pending" in e:
+        w = e["why_pending"]
+        lines.append(f"why pending: {w['reason']}" + (f" - {w['detail']}" if w["detail"] else ""))
+    if "why_packed" in e:
+        w = e["why_packed"]
+        lines.append(f"why packed: shares its GPUs with {w['with']}: normalized speeds {w['speed']:.2f} (this job) + "
+                     f"{w['partner_speed']:.2f} ({w['with']}) = {w['combined']:.2f}, more than either alone (1.00)"
+                     + (f"; strategy {w['strategy']}" if w["strategy"] else ""))
+    moved = [m for m in e["history"] if m["kind"] in ("migrate", "preempt")]
+    for m in moved:
+        verb = "moved" if m["kind"] == "migrate" else "preempted"
+        ctx = f" (rank {m['rank']}; started that round: {', '.join(m['started_that_round']) or 'none'})" \
+            if m.get("rank") else ""
+        lines.append(f"why {verb} in round {m['round']}: the new consolidated placement "
+                     + ("had no spot matching its old GPUs " if m["kind"] == "migrate" else "had no GPUs left for it ")
+                     + f"{m['from']} -> {m['to'] or 'none'}{ctx} [{m['status']}]")
+    if e["history"]:
+        lines.append("\nhistory:")
+        lines.append(table(["ROUND", "ACTION", "STATUS", "FROM", "TO", "ERROR"],
+                           [[m["round"], m["kind"], m["status"], m["from"], m["to"], m["error"]] for m in e["history"]]))
+    if e["events"]:
+        lines.append("\nevents:")
+        lines.extend(f"  {ev['time']} {ev['kind']}: {ev['message']}" for ev in e["events"])
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not str(args.job_id).isdigit():
+        raise InputError(f"job id must be a number, got {args.job_id!r}")
+    store = open_store(args)
+    row = store.job(str(args.job_id))
+    if row is None:
+        raise InputError(f"job {args.job_id} is not in the state database (not submitted with tsbatch, or not seen "
+                         "by the daemon yet)")
+    e = explain(store, row)
+    if args.json:
+        json.dump(e, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(_text(e))
+    return 0

@@ -1,0 +1,120 @@
+"""`tesserae rounds` and `tesserae round show N`: what the daemon decided and did, round by round."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ...daemon.store import RoundRow, Store
+from ...model import InputError
+from ...model.codec import placement_from_json
+from ..render import render_placement, table
+from .common import add_db_options, open_store, when
+from .output import Column, add_output_options, emit
+
+COLUMNS = (
+    Column("ROUND", "i", "round", lambda r: r.round_id),
+    Column("STARTED", "S", "started_at", lambda r: when(r.started_at)),
+    Column("STATUS", "T", "status", lambda r: r.status + (" (dry)" if r.dry_run and r.status != "dry-run" else "")),
+    Column("POLICY", "P", "policy", lambda r: r.policy),
+    Column("JOBS", "j", "jobs_active", lambda r: r.jobs_active),
+    Column("RUNNING", "R", "running", lambda r: r.running),
+    Column("STARTED_JOBS", "s", "started", lambda r: r.started),
+    Column("PREEMPTED", "p", "preempted", lambda r: r.preempted),
+    Column("MIGRATED", "m", "migrated", lambda r: r.migrated),
+    Column("KEPT", "k", "kept", lambda r: r.kept),
+    Column("PACKED", "K", "packed_pairs", lambda r: r.packed_pairs),
+    Column("PENDING", "q", "pending", lambda r: r.pending),
+    Column("DECISION_MS", "d", "decision_ms", lambda r: round(r.scheduling_ms + r.placement_ms + r.packing_ms
+                                                              + r.migration_ms, 2)),
+    Column("APPLY_S", "a", "apply_s", lambda r: round(r.apply_ms / 1e3, 2)),
+    Column("ERROR", "e", "error", lambda r: r.error),
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rounds", help="list the daemon's recent rounds",
+                       epilog="format codes: " + " ".join(f"%{c.letter}={c.header}" for c in COLUMNS))
+    add_db_options(p)
+    p.add_argument("-n", "--last", type=int, default=20, help="how many recent rounds (default 20)")
+    add_output_options(p)
+    p.set_defaults(func=run_rounds)
+
+    r = sub.add_parser("round", help="details of one round: placement map, actions, Slurm calls, timings")
+    r.add_argument("action", choices=("show",))
+    r.add_argument("round_id", type=int, metavar="N")
+    add_db_options(r)
+    r.add_argument("--json", action="store_true", help="JSON output")
+    r.set_defaults(func=run_round_show)
+
+
+def run_rounds(args: argparse.Namespace) -> int:
+    if args.last <= 0:
+        raise InputError("--last must be positive")
+    rows = list(reversed(open_store(args).rounds(limit=args.last)))
+    emit(args, COLUMNS, rows)
+    return 0
+
+
+def round_details(store: Store, row: RoundRow) -> dict[str, Any]:
+    decision = json.loads(row.decision_json or "{}")
+    return {
+        **{c.key: c.get(row) for c in COLUMNS},
+        "dry_run": row.dry_run,
+        "finished_at": when(row.finished_at),
+        "timings_ms": {"observe": row.observe_ms, "scheduling": row.scheduling_ms, "placement": row.placement_ms,
+                       "packing": row.packing_ms, "migration": row.migration_ms, "apply": row.apply_ms},
+        "placements": [{"job": p.job_id, "gpus": p.gpus, "partner": p.partner, "strategy": p.strategy,
+                        "speed": p.speed} for p in store.placements(row.round_id)],
+        "actions": [{"seq": a.seq, "kind": a.kind, "job": a.job_id, "status": a.status,
+                     "detail": json.loads(a.detail or "{}"), "error": a.error} for a in store.actions(row.round_id)],
+        "slurm_calls": [{"method": c.method, "jobs": c.job_ids, "ok": c.ok, "ms": round(c.ms, 1), "error": c.error}
+                        for c in store.slurm_calls(row.round_id)],
+        "decision": decision,
+    }
+
+
+def run_round_show(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    row = store.round(args.round_id)
+    if row is None:
+        raise InputError(f"no round {args.round_id} in the state database")
+    d = round_details(store, row)
+    if args.json:
+        json.dump(d, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    t = d["timings_ms"]
+    print(f"round {row.round_id}  {d['started_at']}  {d['status']}  policy {row.policy}"
+          f"{'  (dry run: nothing sent to Slurm)' if row.dry_run else ''}")
+    if row.error:
+        print(f"error: {row.error}")
+    print(f"jobs {row.jobs_active}, running {row.running}, started {row.started}, preempted {row.preempted}, "
+          f"migrated {row.migrated}, kept {row.kept}, packed pairs {row.packed_pairs}, pending {row.pending}")
+    print("timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in t.items()))
+    dec = d["decision"]
+    if dec.get("placement"):
+        moved = set(dec.get("migrated", [])) | set(dec.get("started", []))
+        print("\nplacement (* = started or moved this round):")
+        print(render_placement(placement_from_json(dec["placement"], "placement"), moved))
+    if dec.get("packed"):
+        print("\npacked pairs:")
+        print(table(["PLACED", "PARTNER", "SPEEDS", "STRATEGIES"],
+                    [[p["placed"], p["partner"], f"{p['placed_speed']:.2f}+{p['partner_speed']:.2f}",
+                      f"{p.get('placed_strategy') or '-'}/{p.get('partner_strategy') or '-'}"] for p in dec["packed"]]))
+    if dec.get("pending"):
+        print("\npending:")
+        print(table(["JOB", "REASON", "DETAIL"], [[p["job"], p["reason"], p["detail"]] for p in dec["pending"]]))
+    if d["actions"]:
+        print("\nactions:")
+        print(table(["SEQ", "KIND", "JOB", "STATUS", "DETAIL", "ERROR"],
+                    [[a["seq"], a["kind"], a["job"], a["status"],
+                      " ".join(f"{k}={v}" for k, v in a["detail"].items() if k != "assignment" and v), a["error"]]
+                     for a in d["actions"]]))
+    if d["slurm_calls"]:
+        print("\nslurm calls:")
+        print(table(["METHOD", "JOBS", "OK", "MS", "ERROR"],
+                    [[c["method"], c["jobs"], "yes" if c["ok"] else "no", c["ms"], c["error"]] for c in d["slurm_calls"]]))
+    return 0

@@ -1,0 +1,72 @@
+"""`tesserae daemon`: the scheduling daemon for the managed Slurm partition (systemd runs it).
+
+    tesserae daemon --config /etc/tesserae/tesserae.yaml [--once] [--dry-run]
+
+SIGHUP re-reads the configuration between rounds (a bad file keeps the running one); SIGTERM and
+SIGINT stop it between actions. Logs go to stderr (journald under systemd).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from types import FrameType
+
+EXIT_ROUND_FAILED = 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("daemon", help="run the scheduling daemon (every round: observe Slurm, decide, act)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=None,
+                   help="YAML configuration (default $TESSERAE_CONFIG, else /etc/tesserae/tesserae.yaml)")
+    p.add_argument("--once", action="store_true", help="reconcile, run one round and exit (status 1 if it was skipped)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="shadow mode: decide and record every round, send nothing to Slurm")
+    p.add_argument("--rounds", type=int, default=None, metavar="N", help="stop after N rounds")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..daemon.config import resolve_config
+    from ..daemon.connect import backend_from_config
+    from ..daemon.loop import Daemon
+    from ..daemon.metrics import serve
+    from ..daemon.store import Store
+
+    cfg, source = resolve_config(args.config)
+    logging.getLogger().setLevel(cfg.log_level.upper())
+    for h in logging.getLogger().handlers:
+        h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    log = logging.getLogger("tesserae_slurm.daemon")
+    log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
+    store = Store.open(cfg.state.database)
+    daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run)
+    if args.once:
+        daemon.start()
+        result = daemon.run_round()
+        if result.status in ("skipped", "failed"):
+            print(f"tesserae daemon: round {result.round_id} {result.status}: {result.error}", file=sys.stderr)
+            return EXIT_ROUND_FAILED
+        return 0
+
+    def on_stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %s: stopping after the current action", signal.Signals(signum).name)
+        daemon.request_stop()
+
+    def on_hup(_signum: int, _frame: FrameType | None) -> None:
+        log.info("SIGHUP: reloading the configuration before the next round")
+        daemon.reload_event.set()
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGHUP, on_hup)
+    server = serve(daemon.metrics, cfg.metrics.listen) if cfg.metrics.listen else None
+    try:
+        daemon.run_forever(args.rounds, reload=lambda: resolve_config(args.config)[0])
+    finally:
+        if server is not None:
+            server.shutdown()
+    return 0

@@ -1,0 +1,255 @@
+"""Apply: turn a round's actions into Slurm calls, recording intent first and the outcome after.
+
+Two phases. Stop: signal every job to preempt or migrate (checkpoint signal to the batch shell),
+wait until they exit or the grace period ends, requeue-hold them, and wait until Slurm has them
+pending again. Start: write each job's assignment into its AdminComment, pin its node list and make
+it eligible now, then release all of them with one call. Every step tolerates having been done
+already (a restarted daemon may repeat it), and a start never goes to GPUs that a job which failed
+to stop still holds: the daemon keeps its own GPU accounting and never double-books a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
+from . import failpoints
+from .config import DaemonConfig
+from .gpuset import GpuMap, format_gpus
+from .journal import Intent, Journal
+from .plan import Action
+from .reconcile import close_run
+from .store import PENDING, PREEMPTING, STARTING, JobRow
+
+log = logging.getLogger(__name__)
+REQUEUE_SETTLE_S = 30.0  # after requeue-hold, how long Slurm may take to kill the job (KillWait) and list it pending
+CLEAR = {"nodes": "", "gpus": "", "assignment": "", "assign_round": None, "placed_at": None, "packed_with": ""}
+
+
+@dataclass(frozen=True)
+class StopItem:
+    kind: str  # preempt | migrate | requeue (reconcile: finish a preemption / stop a hand-started job)
+    job_id: str
+    previous: GpuMap | None = None
+    target: GpuMap | None = None
+
+
+@dataclass
+class ApplyResult:
+    stopped: set[str] = field(default_factory=set)
+    started: set[str] = field(default_factory=set)
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _gone(sj: SlurmJob | None) -> bool:
+    """No process of the job runs any more (finished, or pending after a requeue)."""
+    return sj is None or sj.state.is_finished or sj.state is SlurmJobState.PENDING
+
+
+class Applier:
+    def __init__(self, backend: SlurmBackend, journal: Journal, cfg: DaemonConfig, stop: threading.Event,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 poll_s: float = 0.5) -> None:
+        self.backend, self.journal, self.cfg, self.stop = backend, journal, cfg, stop
+        self.clock, self.sleep, self.poll_s = clock, sleep, poll_s
+
+    # ---- observation during the protocol ----------------------------------------------------------
+    def _jobs(self) -> dict[str, SlurmJob] | None:
+        try:
+            return {str(j.job_id): j for j in self.backend.list_jobs(self.cfg.slurm.partition)}
+        except SlurmError as exc:
+            log.warning("cannot list jobs while applying: %s", exc)
+            return None
+
+    def _wait(self, ids: Iterable[str], done: Callable[[SlurmJob | None], bool], limit_s: float) -> dict[str, SlurmJob]:
+        """Poll squeue until ``done`` holds for every id or ``limit_s`` passes; returns the last view."""
+        ids = list(ids)
+        deadline = self.clock() + limit_s
+        view: dict[str, SlurmJob] = {}
+        while True:
+            jobs = self._jobs()
+            if jobs is not None:
+                view = jobs
+                if all(done(jobs.get(j)) for j in ids):
+                    return view
+            if self.clock() >= deadline:
+                return view
+            self.sleep(min(self.poll_s, max(0.0, deadline - self.clock())))
+
+    # ---- phase 1: stop ----------------------------------------------------------------------------
+    def stop_jobs(self, round_id: int, items: Sequence[StopItem], slurm: Mapping[str, SlurmJob],
+                  result: ApplyResult) -> None:
+        if not items:
+            return
+        now = self.clock()
+        intents = [Intent(it.kind, it.job_id,
+                          {"from": format_gpus(it.previous or {}), "to": format_gpus(it.target or {})},
+                          {"state": PREEMPTING}) for it in items]
+        action_ids = dict(zip((it.job_id for it in items), self.journal.record_intents(round_id, intents, now)))
+        failpoints.hit("after-intent")
+
+        signalled: list[str] = []
+        to_hold: list[str] = []
+        for it in items:
+            sj = slurm.get(it.job_id)
+            if sj is not None and sj.state is SlurmJobState.PENDING and not sj.held:
+                to_hold.append(it.job_id)  # released but not started yet: just hold it again
+            elif sj is not None and sj.state.is_active:
+                try:
+                    self.backend.signal(int(it.job_id), self.cfg.preemption.signal, batch_only=True)
+                    signalled.append(it.job_id)
+                    failpoints.hit("after-signal")
+                except SlurmCommandError as exc:  # it finished meanwhile: requeue-hold still applies
+                    log.info("signal to job %s refused (%s); requeue-holding it anyway", it.job_id, exc)
+                except SlurmError as exc:
+                    log.warning("could not signal job %s: %s", it.job_id, exc)
+        if signalled:
+            log.info("round %d: signalled %s; grace period up to %gs", round_id, ",".join(signalled),
+                     self.cfg.preemption.grace_seconds)
+            self._wait(signalled, lambda sj: sj is None or not sj.state.is_active, self.cfg.preemption.grace_seconds)
+
+        requeued: list[str] = []
+        for it in items:
+            if it.job_id in to_hold:
+                continue
+            try:
+                self.backend.requeue_hold(int(it.job_id))
+                requeued.append(it.job_id)
+                failpoints.hit("after-requeue")
+            except SlurmCommandError as exc:
+                if "pending" in str(exc).lower():  # requeued already (by us before a crash, or by hand)
+                    requeued.append(it.job_id)
+                else:
+                    result.failed[it.job_id] = str(exc)
+            except SlurmError as exc:
+                result.failed[it.job_id] = str(exc)
+        if to_hold:
+            try:
+                self.backend.hold([int(j) for j in to_hold])
+                requeued.extend(to_hold)
+            except SlurmError as exc:
+                result.failed.update({j: str(exc) for j in to_hold})
+        view = self._wait(requeued, _gone, self.cfg.preemption.grace_seconds + REQUEUE_SETTLE_S) if requeued else {}
+
+        now = self.clock()
+        for it in items:
+            aid = action_ids[it.job_id]
+            if it.job_id in result.failed:
+                self.journal.finish_action(aid, "failed", now, result.failed[it.job_id])
+                continue
+            if not _gone(view.get(it.job_id)):
+                result.failed[it.job_id] = "still running after requeue-hold"
+                self.journal.finish_action(aid, "failed", now, result.failed[it.job_id])
+                continue
+            facts = self.journal.facts([it.job_id])[it.job_id]
+            executed, run_start, counted = close_run(facts, now)
+            counter = {"migrate": "migrations", "preempt": "preemptions"}.get(it.kind)
+            update = {**CLEAR, "state": PENDING, "executed_time": executed, "run_start": run_start,
+                      "run_counted": counted, "attained_service": executed * facts.num_gpus,
+                      "reason": {"migrate": f"migrating (round {round_id})", "preempt": f"preempted in round {round_id}"}
+                      .get(it.kind, "requeue-held by reconciliation")}
+            if counter:
+                update[counter] = getattr(JobRow, counter) + 1
+            self.journal.finish_action(aid, "done", now, job_id=it.job_id, job_update=update)
+            result.stopped.add(it.job_id)
+
+    # ---- phase 2: start ---------------------------------------------------------------------------
+    def start_jobs(self, round_id: int, actions: Sequence[Action], occupied: Mapping[tuple[str, int], set[str]],
+                   result: ApplyResult) -> None:
+        ready: list[Action] = []
+        for a in actions:
+            assert a.target is not None
+            if a.kind == "migrate" and a.job_id not in result.stopped:
+                result.skipped[a.job_id] = "could not be stopped on its old GPUs"
+                continue
+            clash = sorted({j for n, idx in a.target.gpus.items() for g in idx
+                            for j in occupied.get((n, g), set()) if j not in (a.target.partner, a.job_id)})
+            if clash:
+                result.skipped[a.job_id] = f"GPUs still held by job(s) {','.join(clash)}"
+                continue
+            ready.append(a)
+        for job, why in result.skipped.items():
+            log.warning("round %d: not starting job %s: %s", round_id, job, why)
+            self.journal.event(self.clock(), "skipped", why, job, round_id)
+        if not ready:
+            return
+        now = self.clock()
+        pct = self.cfg.mps.thread_percentage
+        assignments = {a.job_id: a.assignment(round_id, pct).encode() for a in ready}
+        intents = [Intent("start" if a.kind == "start" else "migrate-start", a.job_id,
+                          {"gpus": format_gpus(a.target.gpus), "partner": a.target.partner,  # type: ignore[union-attr]
+                           "strategy": a.target.strategy, "assignment": assignments[a.job_id]},  # type: ignore[union-attr]
+                          {"state": STARTING, "assignment": assignments[a.job_id], "assign_round": round_id,
+                           "gpus": format_gpus(a.target.gpus), "nodes": ",".join(a.target.nodes),  # type: ignore[union-attr]
+                           "packed_with": a.target.partner, "strategy": a.target.strategy,  # type: ignore[union-attr]
+                           "placed_at": now, "reason": ""})
+                   for a in ready]
+        action_ids = dict(zip((a.job_id for a in ready), self.journal.record_intents(round_id, intents, now)))
+        failpoints.hit("after-intent")
+
+        placed: list[Action] = []
+        for a in ready:
+            if self.stop.is_set():
+                result.skipped[a.job_id] = "daemon stopping"
+                continue
+            try:
+                self.backend.update_comment(int(a.job_id), admin_comment=assignments[a.job_id])
+                failpoints.hit("after-comment")
+                nodes = a.target.nodes  # type: ignore[union-attr]
+                self.backend.place(int(a.job_id), nodes, {"NumNodes": str(len(nodes))})
+                failpoints.hit("after-place")
+                placed.append(a)
+            except SlurmError as exc:
+                result.failed[a.job_id] = str(exc)
+        released = self._release([int(a.job_id) for a in placed], result)
+        if released:
+            failpoints.hit("after-release")
+
+        now = self.clock()
+        for a in ready:
+            aid = action_ids[a.job_id]
+            if a.job_id in released:
+                self.journal.finish_action(aid, "done", now)
+                result.started.add(a.job_id)
+            else:
+                why = result.failed.get(a.job_id) or result.skipped.get(a.job_id, "not released")
+                status = "skipped" if a.job_id in result.skipped else "failed"
+                self.journal.finish_action(aid, status, now, why, job_id=a.job_id,
+                                           job_update={**CLEAR, "state": PENDING, "reason": f"start failed: {why}"})
+
+    def _release(self, ids: list[int], result: ApplyResult) -> set[str]:
+        if not ids:
+            return set()
+        try:
+            self.backend.release(ids)
+            return {str(i) for i in ids}
+        except SlurmError as exc:
+            log.warning("batched release failed (%s); releasing one by one", exc)
+        done: set[str] = set()
+        for i in ids:
+            try:
+                self.backend.release([i])
+                done.add(str(i))
+            except SlurmError as exc:
+                result.failed[str(i)] = str(exc)
+        return done
+
+    # ---- reconciliation's holds ---------------------------------------------------------------------
+    def hold_jobs(self, round_id: int, job_ids: Sequence[str], result: ApplyResult) -> None:
+        if not job_ids:
+            return
+        now = self.clock()
+        ids = self.journal.record_intents(round_id, [Intent("hold", j, {}, {}) for j in job_ids], now)
+        try:
+            self.backend.hold([int(j) for j in job_ids])
+            status, error = "done", ""
+        except SlurmError as exc:
+            status, error = "failed", str(exc)
+            result.failed.update({j: error for j in job_ids})
+        for aid in ids:
+            self.journal.finish_action(aid, status, self.clock(), error)

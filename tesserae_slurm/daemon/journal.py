@@ -1,0 +1,181 @@
+"""The daemon's writes to its state database, one transaction per step of the protocol.
+
+Intent goes in before a Slurm call (action rows with status ``intent`` *and* the job's new state in
+the same transaction); the outcome goes in after. So after a crash every job is either in its old
+state or in the intended one, and its ``intent`` actions say which calls may or may not have run.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import json
+import pickle
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from ..model import Placement, RoundDecision
+from ..model.codec import decision_to_json, placement_from_json, placement_to_json
+from .calls import CallRecord
+from .observe import ManagedJob
+from .reconcile import JobFacts
+from .store import (
+    ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store, TERMINAL_STATES, dumps,
+)
+
+
+@dataclass(frozen=True)
+class Intent:
+    kind: str
+    job_id: str
+    detail: Mapping[str, Any]
+    job_update: Mapping[str, Any]  # columns of the job row set in the same transaction
+
+
+def _mappingproxy(d: dict) -> types.MappingProxyType:
+    return types.MappingProxyType(d)
+
+
+class Journal:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # ---- rounds ----------------------------------------------------------------------------------
+    def begin_round(self, now: float, policy: str, dry_run: bool) -> int:
+        with self.store.session() as s:
+            row = RoundRow(started_at=now, policy=policy, dry_run=dry_run, status="observing")
+            s.add(row)
+            s.flush()
+            return int(row.round_id)
+
+    def update_round(self, round_id: int, **values: Any) -> None:
+        with self.store.session() as s:
+            s.execute(update(RoundRow).where(RoundRow.round_id == round_id).values(**values))
+
+    def record_decision(self, round_id: int, decision: RoundDecision, targets: Mapping[str, Any],
+                        values: Mapping[str, Any], order: Sequence[str] = ()) -> None:
+        body = {**decision_to_json(decision), "order": list(order)}  # the policy's order, for `tesserae explain`
+        with self.store.session() as s:
+            s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
+                      .values(decision_json=dumps(body), **values))
+            from .gpuset import format_gpus
+            for job, t in targets.items():
+                s.add(PlacementRow(round_id=round_id, job_id=job, gpus=format_gpus(t.gpus), partner=t.partner,
+                                   strategy=t.strategy, speed=t.speed))
+
+    # ---- jobs ------------------------------------------------------------------------------------
+    def facts(self, ids: Iterable[str]) -> dict[str, JobFacts]:
+        """Rows of the given ids and of every job not finished yet, as frozen facts."""
+        wanted = list(ids)
+        with self.store.session() as s:
+            rows = list(s.scalars(select(JobRow).where(JobRow.state.not_in(TERMINAL_STATES))))
+            for chunk in range(0, len(wanted), 500):
+                rows += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
+        return {r.job_id: JobFacts(r.job_id, r.state, r.assignment, r.placed_at, r.num_gpus, r.executed_time,
+                                   r.run_start, r.run_counted) for r in rows}
+
+    def rows(self, states: Sequence[str]) -> list[JobRow]:
+        return self.store.jobs(states)
+
+    def insert_job(self, mj: ManagedJob, now: float) -> None:
+        meta, sj = mj.meta, mj.slurm
+        with self.store.session() as s:
+            s.add(JobRow(
+                job_id=mj.id, name=sj.name, user=sj.user, num_gpus=meta.num_gpus if meta else 0,
+                model=(meta.job(mj.id).model if meta else ""), batch_size=(meta.batch_size if meta else ""),
+                parallelism=json.dumps(list(meta.parallelism) if meta else []),
+                no_pack=bool(meta and (meta.no_pack or meta.no_profile)), meta=sj.comment,
+                submit_time=float(sj.submit_time or now), state="NEW", last_seen=now,
+            ))
+
+    def update_job(self, job_id: str, **values: Any) -> None:
+        with self.store.session() as s:
+            s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
+
+    def update_jobs(self, updates: Mapping[str, Mapping[str, Any]]) -> None:
+        if not updates:
+            return
+        with self.store.session() as s:
+            for job_id, values in updates.items():
+                if values:
+                    s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
+
+    def count_by_state(self) -> dict[str, int]:
+        with self.store.session() as s:
+            return {st: n for st, n in s.execute(select(JobRow.state, func.count()).group_by(JobRow.state))}
+
+    # ---- actions ---------------------------------------------------------------------------------
+    def record_intents(self, round_id: int, intents: Sequence[Intent], now: float) -> list[int]:
+        with self.store.session() as s:
+            seq0 = s.scalar(select(func.count()).select_from(ActionRow).where(ActionRow.round_id == round_id)) or 0
+            rows = []
+            for i, it in enumerate(intents):
+                row = ActionRow(round_id=round_id, seq=seq0 + i, job_id=it.job_id, kind=it.kind, status="intent",
+                                detail=dumps(dict(it.detail)), created_at=now)
+                s.add(row)
+                rows.append(row)
+                if it.job_update:
+                    s.execute(update(JobRow).where(JobRow.job_id == it.job_id).values(**it.job_update))
+            s.flush()
+            return [int(r.id) for r in rows]
+
+    def finish_action(self, action_id: int, status: str, now: float, error: str = "",
+                      job_id: str = "", job_update: Mapping[str, Any] | None = None) -> None:
+        with self.store.session() as s:
+            s.execute(update(ActionRow).where(ActionRow.id == action_id)
+                      .values(status=status, finished_at=now, error=error))
+            if job_id and job_update:
+                s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**job_update))
+
+    def interrupt_stale_intents(self, now: float) -> list[ActionRow]:
+        """Intents left by a previous process that died mid-round; reconciliation decides their effect."""
+        with self.store.session() as s:
+            rows = list(s.scalars(select(ActionRow).where(ActionRow.status == "intent")))
+            for r in rows:
+                r.status, r.finished_at = "interrupted", now
+                r.error = "the daemon stopped before recording the outcome; reconciled with Slurm on restart"
+            s.execute(update(RoundRow).where(RoundRow.status.in_(("observing", "deciding", "applying")))
+                      .values(status="interrupted", finished_at=now))
+            return rows
+
+    # ---- calls, events, small state --------------------------------------------------------------
+    def record_calls(self, round_id: int | None, records: Sequence[CallRecord]) -> None:
+        if not records:
+            return
+        with self.store.session() as s:
+            for r in records:
+                s.add(SlurmCallRow(round_id=round_id, time=r.time, method=r.method, job_ids=",".join(r.job_ids),
+                                   ok=r.ok, error=r.error, ms=r.ms))
+
+    def event(self, now: float, kind: str, message: str, job_id: str = "", round_id: int | None = None) -> None:
+        with self.store.session() as s:
+            s.add(EventRow(time=now, kind=kind, job_id=job_id, round_id=round_id, message=message))
+
+    def load_policy_state(self, policy_key: str) -> Any:
+        raw = self.store.get_kv(f"policy_state:{policy_key}")
+        if raw is None:
+            return None
+        try:
+            return pickle.loads(raw)  # noqa: S301 - our own file, written only by this daemon
+        except Exception:  # code changed under a stored state: start the policy afresh
+            return None
+
+    def save_policy_state(self, policy_key: str, state: Any) -> None:
+        buf = io.BytesIO()
+        pickler = pickle.Pickler(buf)
+        # Policies keep read-only mappings (MappingProxyType) in their frozen state; store them as dicts.
+        pickler.dispatch_table = {**copyreg.dispatch_table,
+                                  types.MappingProxyType: lambda m: (_mappingproxy, (dict(m),))}
+        pickler.dump(state)
+        self.store.set_kv(f"policy_state:{policy_key}", buf.getvalue())
+
+    def load_shadow(self) -> Placement | None:
+        raw = self.store.get_kv("shadow_placement")
+        return None if raw is None else placement_from_json(json.loads(raw.decode()), "shadow placement")
+
+    def save_shadow(self, p: Placement) -> None:
+        self.store.set_kv("shadow_placement", dumps(placement_to_json(p)).encode())

@@ -1,0 +1,381 @@
+"""The daemon's round: observe -> reconcile -> decide (pure) -> persist intent -> apply -> record outcome.
+
+A thin imperative shell around the same calls the simulator makes (``policy.rank`` then
+``engine.decide``); everything it knows between rounds is in the state database, so a restarted
+daemon continues where the last one stopped. Slurm being unreachable skips the round (logged,
+recorded, counted) and the loop carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, update
+
+from ..engine import RoundRequest, decide
+from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
+from ..policies.base import SchedulingInput
+from ..policies.registry import make_policy
+from ..sim.configs import get_config
+from ..sim.speeds import SpeedModel
+from ..slurm import SlurmBackend, SlurmError
+from ..tsbatch.meta import JobMeta
+from .apply import Applier, ApplyResult, StopItem
+from .calls import RecordingBackend
+from .config import DaemonConfig
+from .gpuset import GpuMap, format_gpus, parse_gpus
+from .journal import Intent, Journal
+from .metrics import Metrics
+from .observe import Snapshot, build_snapshot
+from .plan import RoundPlan, plan_round
+from .profile import scheduling_profile
+from .reconcile import ADMIN_HOLD, JobFacts, account, transition
+from .store import PENDING, PLACED_STATES, RUNNING, STARTING, JobRow, Store
+
+log = logging.getLogger(__name__)
+SCHEDULABLE = (PENDING, STARTING, RUNNING)
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    round_id: int
+    status: str  # applied | partial | dry-run | skipped | failed
+    error: str = ""
+    decision: RoundDecision | None = None
+    plan: RoundPlan | None = None
+
+
+@dataclass(frozen=True)
+class RoundInputs:
+    cluster: Cluster
+    jobs: Mapping[str, Job]
+    views: tuple[JobView, ...]  # arrival order
+    actual: Mapping[str, GpuMap]  # GPUs each placed job holds (daemon accounting or shadow)
+    current: Placement
+    excluded: Mapping[str, str] = field(default_factory=dict)  # job -> why it is not scheduled
+
+
+def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap]) -> tuple[Placement, list[str]]:
+    """The accounting as a Placement over the schedulable nodes; returns problems found (never silent)."""
+    slots = {n.name: [set() for _ in range(n.num_gpus)] for n in cluster.nodes}
+    problems: list[str] = []
+    for job, gpus in sorted(actual.items()):
+        for node, idx in gpus.items():
+            for g in idx:
+                if node not in slots or g >= len(slots[node]):
+                    continue  # its node is not schedulable now: the plan moves or stops the job
+                if len(slots[node][g]) >= 2:
+                    problems.append(f"{node} GPU {g} would hold {sorted(slots[node][g] | {job})}")
+                    continue
+                slots[node][g].add(job)
+    return Placement({n: tuple(frozenset(s) for s in gs) for n, gs in slots.items()}), problems
+
+
+class Daemon:
+    def __init__(self, cfg: DaemonConfig, backend: SlurmBackend, store: Store, *, dry_run: bool = False,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.backend = RecordingBackend(backend, clock)
+        self.journal = Journal(store)
+        self.metrics = Metrics(slurm_calls=self.backend.calls, slurm_errors=self.backend.errors)
+        self.dry_run, self.clock, self.sleep = dry_run, clock, sleep
+        self.stop_event = threading.Event()
+        self.reload_event = threading.Event()
+        self.configure(cfg)
+
+    # ---- configuration ------------------------------------------------------------------------------
+    def configure(self, cfg: DaemonConfig) -> None:
+        named = get_config(cfg.scheduler.policy)
+        options = {**dict(named.policy_options), **dict(cfg.scheduler.policy_options)}
+        self.cfg = cfg
+        self.engine_config = named.engine
+        self.policy = make_policy(named.policy, **options)
+        self.policy_key = f"{cfg.scheduler.policy}:{sorted(options.items())!r}" + (":shadow" if self.dry_run else "")
+        stored = self.journal.load_policy_state(self.policy_key)
+        self.pstate = stored if stored is not None else self.policy.initial_state()
+        self.profile = scheduling_profile(cfg.scheduler.profile)
+        self.applier = Applier(self.backend, self.journal, cfg, self.stop_event, self.clock, self.sleep)
+
+    def request_stop(self) -> None:
+        self.stop_event.set()
+
+    # ---- 1. observe ---------------------------------------------------------------------------------
+    def observe(self) -> Snapshot:
+        jobs = self.backend.list_jobs(self.cfg.slurm.partition)
+        nodes = self.backend.list_nodes(self.cfg.slurm.partition)
+        return build_snapshot(self.clock(), jobs, nodes, self.cfg)
+
+    # ---- 2. reconcile -------------------------------------------------------------------------------
+    def reconcile(self, snap: Snapshot, round_id: int | None) -> tuple[list[StopItem], list[str]]:
+        """Bring every job row in line with Slurm; returns the preemptions to finish and jobs to hold."""
+        facts = self.journal.facts(snap.jobs)
+        for job_id, mj in snap.jobs.items():
+            if job_id not in facts:
+                self.journal.insert_job(mj, snap.time)
+                facts[job_id] = JobFacts(job_id, num_gpus=mj.meta.num_gpus if mj.meta else 1)
+        requeue: list[StopItem] = []
+        hold: list[str] = []
+        updates: dict[str, dict] = {}
+        for job_id, f in facts.items():
+            mj = snap.jobs.get(job_id)
+            t = transition(f, mj, snap.time, self.cfg.slurm.start_timeout_s)
+            up: dict = {"state": t.state, "last_seen": snap.time}
+            if t.reason or t.state != f.state:
+                up["reason"] = t.reason
+            if mj is not None:
+                sj = mj.slurm
+                executed, run_start, counted = account(f, sj, snap.time)
+                up.update(slurm_state=sj.state.value, restarts=sj.restart_count, executed_time=executed,
+                          run_start=run_start, run_counted=counted, attained_service=executed * f.num_gpus,
+                          name=sj.name)
+                if sj.start_time is not None:
+                    up["first_start"] = func.coalesce(JobRow.first_start, float(sj.start_time))
+                if sj.state.is_finished:
+                    up.update(exit_code=sj.exit_code, finished_at=float(sj.end_time or snap.time))
+                if t.adopt and mj.assignment is not None:
+                    a = mj.assignment
+                    up.update(assignment=sj.admin_comment, assign_round=a.round_id, gpus=format_gpus(a.gpus),
+                              nodes=",".join(sorted(a.gpus)), packed_with=a.partner, strategy=a.strategy)
+            if t.clear_placement:
+                up.update(nodes="", gpus="", assignment="", assign_round=None, placed_at=None, packed_with="")
+                if t.state == PENDING and f.run_start is not None and (mj is None or mj.slurm.start_time is None):
+                    up.update(run_start=None, run_counted=0.0)
+            updates[job_id] = up
+            if t.event:
+                log.warning("job %s: %s", job_id, t.event)
+                self.journal.event(snap.time, "reconcile", t.event, job_id, round_id)
+            if t.followup == "requeue":
+                requeue.append(StopItem("requeue", job_id, parse_gpus_safe(f.assignment)))
+            elif t.followup == "hold":
+                hold.append(job_id)
+        self.journal.update_jobs(updates)
+        return requeue, hold
+
+    # ---- 3. inputs of the decision ------------------------------------------------------------------
+    def inputs(self, snap: Snapshot) -> RoundInputs:
+        jobs: dict[str, Job] = {}
+        views: list[JobView] = []
+        actual: dict[str, GpuMap] = {}
+        excluded: dict[str, str] = {}
+        rows = sorted(self.journal.rows(SCHEDULABLE), key=lambda r: (r.submit_time, int(r.job_id)))
+        for r in rows:
+            mj = snap.jobs.get(r.job_id)
+            if mj is None or mj.meta is None:
+                continue
+            if mj.slurm.reason == ADMIN_HOLD:
+                excluded[r.job_id] = "held by an administrator"
+                continue
+            try:
+                job = JobMeta.decode(r.meta).job(r.job_id, r.user)
+                self.profile.job_class(job)
+            except InputError as exc:
+                excluded[r.job_id] = f"Unschedulable: {exc}"
+                continue
+            placed = r.state in PLACED_STATES
+            jobs[r.job_id] = job
+            views.append(JobView(job, r.submit_time, r.attained_service, r.executed_time, r.rounds_run,
+                                 running=placed))
+            if placed and r.gpus:
+                actual[r.job_id] = parse_gpus(r.gpus)
+        if self.dry_run:
+            shadow = self.journal.load_shadow()
+            actual = {j: g for j, g in _gpu_maps(shadow).items() if j in jobs} if shadow is not None else {}
+        current, problems = current_placement(snap.cluster, actual)
+        for p in problems:
+            log.error("accounting inconsistency: %s", p)
+            self.journal.event(snap.time, "error", f"accounting inconsistency: {p}")
+        return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded)
+
+    # ---- the round ----------------------------------------------------------------------------------
+    def run_round(self) -> RoundResult:
+        t_round = time.perf_counter()
+        rid = self.journal.begin_round(self.clock(), self.cfg.scheduler.policy, self.dry_run)
+        try:
+            return self._round(rid, t_round)
+        except SlurmError as exc:
+            return self._skip(rid, f"Slurm unavailable: {exc}")
+        except InputError as exc:  # e.g. the configured profile does not know the cluster's GPU type
+            return self._skip(rid, str(exc), status="failed")
+        except Exception as exc:
+            self._skip(rid, f"internal error: {exc!r}", status="failed")
+            raise
+        finally:
+            self.journal.record_calls(rid, self.backend.drain())
+
+    def _skip(self, rid: int, why: str, status: str = "skipped") -> RoundResult:
+        log.error("round %d %s: %s", rid, status, why)
+        self.journal.update_round(rid, status=status, error=why, finished_at=self.clock())
+        self.journal.event(self.clock(), "round-" + status, why, round_id=rid)
+        self.metrics.round_done(status, None)
+        return RoundResult(rid, status, why)
+
+    def _round(self, rid: int, t_round: float) -> RoundResult:
+        snap = self.observe()
+        requeue, hold = self.reconcile(snap, rid)
+        if (requeue or hold) and not self.dry_run:
+            fixed = ApplyResult()
+            self.applier.stop_jobs(rid, requeue, {j: m.slurm for j, m in snap.jobs.items()}, fixed)
+            self.applier.hold_jobs(rid, hold, fixed)
+            if fixed.failed:
+                return self._skip(rid, "reconciliation could not finish: " +
+                                  "; ".join(f"job {j}: {e}" for j, e in sorted(fixed.failed.items())))
+            snap = self.observe()
+            self.reconcile(snap, rid)
+        observe_ms = (time.perf_counter() - t_round) * 1e3
+        self.journal.update_round(rid, status="deciding", observe_ms=observe_ms)
+
+        inp = self.inputs(snap)
+        t0 = time.perf_counter()
+        throughput = SpeedModel(self.profile, inp.cluster).lookup()
+        ranking, pstate = self.policy.rank(
+            SchedulingInput(snap.time, self.cfg.scheduler.round_seconds, inp.views, inp.cluster, throughput),
+            self.pstate)
+        t1 = time.perf_counter()
+        ordered = tuple(inp.jobs[j] for j in ranking.order)
+        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config),
+                          self.profile, clock=time.perf_counter)
+        decision_s = time.perf_counter() - t0
+        plan = plan_round(decision, inp.actual, ranking.order)
+        self.pstate = pstate
+        self.journal.save_policy_state(self.policy_key, pstate)
+        self._record_decision(rid, inp, decision, plan, (t1 - t0) * 1e3, ranking.order)
+
+        if self.dry_run:
+            self.journal.record_intents(rid, [Intent(a.kind, a.job_id, {
+                "gpus": format_gpus(a.target.gpus) if a.target else "",
+                "from": format_gpus(a.previous) if a.previous else ""}, {}) for a in plan.actions], snap.time)
+            self._finish_dry_run(rid)
+            self.journal.save_shadow(decision.placement)
+            return self._done(rid, "dry-run", decision, plan, decision_s, t_round, "")
+
+        self.journal.update_round(rid, status="applying")
+        t_apply = time.perf_counter()
+        result = ApplyResult()
+        stops = [StopItem(a.kind, a.job_id, a.previous, a.target.gpus if a.target else None) for a in plan.stops]
+        self.applier.stop_jobs(rid, stops, {j: m.slurm for j, m in snap.jobs.items()}, result)
+        for a in plan.stops:
+            if a.job_id in result.stopped:
+                self.metrics.action(a.kind)
+        occupied: dict[tuple[str, int], set[str]] = {}
+        for job, gpus in inp.actual.items():
+            if job in result.stopped:
+                continue
+            for node, idx in gpus.items():
+                for g in idx:
+                    occupied.setdefault((node, g), set()).add(job)
+        if self.stop_event.is_set():
+            result.skipped.update({a.job_id: "daemon stopping" for a in plan.starts if a.job_id not in result.skipped})
+        else:
+            self.applier.start_jobs(rid, plan.starts, occupied, result)
+        for a in plan.starts:
+            if a.kind == "start" and a.job_id in result.started:
+                self.metrics.action("start")
+        self._record_outcome(plan, result)
+        failures = {**result.failed, **result.skipped}
+        self.journal.update_round(rid, apply_ms=(time.perf_counter() - t_apply) * 1e3)
+        error = "; ".join(f"job {j}: {e}" for j, e in sorted(failures.items()))
+        return self._done(rid, "partial" if failures else "applied", decision, plan, decision_s, t_round, error)
+
+    def _done(self, rid: int, status: str, decision: RoundDecision, plan: RoundPlan, decision_s: float,
+              t_round: float, error: str) -> RoundResult:
+        self.journal.update_round(rid, status=status, error=error, finished_at=self.clock())
+        self.metrics.round_done(status, decision_s)
+        self.metrics.set_jobs(self.journal.count_by_state(), len(decision.packed))
+        log.info("round %d %s: %d started, %d preempted, %d migrated, %d kept, %d packed pairs, %d pending "
+                 "(%.1f ms decision, %.2f s round)%s", rid, status, sum(a.kind == "start" for a in plan.actions),
+                 sum(a.kind == "preempt" for a in plan.actions), sum(a.kind == "migrate" for a in plan.actions),
+                 len(plan.kept), len(decision.packed), len(decision.pending), decision_s * 1e3,
+                 time.perf_counter() - t_round, f"; problems: {error}" if error else "")
+        return RoundResult(rid, status, error, decision, plan)
+
+    def _finish_dry_run(self, rid: int) -> None:
+        now = self.clock()
+        for a in self.journal.store.actions(round_id=rid, status="intent"):
+            self.journal.finish_action(a.id, "skipped", now, "dry run: nothing sent to Slurm")
+
+    def _record_decision(self, rid: int, inp: RoundInputs, decision: RoundDecision, plan: RoundPlan,
+                         scheduling_ms: float, order: tuple[str, ...]) -> None:
+        counts = dict(
+            scheduling_ms=scheduling_ms, placement_ms=decision.timings.placement * 1e3,
+            packing_ms=decision.timings.packing * 1e3, migration_ms=decision.timings.migration * 1e3,
+            jobs_active=len(inp.jobs), running=len(plan.targets), kept=len(plan.kept),
+            started=sum(a.kind == "start" for a in plan.actions), preempted=sum(a.kind == "preempt" for a in plan.actions),
+            migrated=sum(a.kind == "migrate" for a in plan.actions), packed_pairs=len(decision.packed),
+            pending=len(decision.pending),
+        )
+        self.journal.record_decision(rid, decision, plan.targets, counts, order)
+        if self.dry_run:
+            return
+        reasons: dict[str, dict] = {j: {"reason": why} for j, why in inp.excluded.items()}
+        for p in decision.pending:
+            reasons[p.job_id] = {"reason": p.reason.value + (f": {p.detail}" if p.detail else "")}
+        for j in plan.kept:  # no Slurm call; only the record of who shares its GPUs changes
+            reasons[j] = {"packed_with": plan.targets[j].partner, "reason": ""}
+        self.journal.update_jobs(reasons)
+
+    def _record_outcome(self, plan: RoundPlan, result: ApplyResult) -> None:
+        ran = [j for j in plan.targets if j in plan.kept or j in result.started]
+        if ran:
+            with self.journal.store.session() as s:
+                s.execute(update(JobRow).where(JobRow.job_id.in_(ran)).values(rounds_run=JobRow.rounds_run + 1))
+
+    # ---- running -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        now = self.clock()
+        for a in self.journal.interrupt_stale_intents(now):
+            self.journal.event(now, "recovery", f"{a.kind} of job {a.job_id} in round {a.round_id} was interrupted",
+                               a.job_id, a.round_id)
+        self.journal.event(now, "daemon", f"started (policy {self.cfg.scheduler.policy}"
+                                          f"{', dry run' if self.dry_run else ''})")
+
+    def run_forever(self, max_rounds: int | None = None, reload: Callable[[], DaemonConfig] | None = None) -> None:
+        self.start()
+        done = 0
+        while not self.stop_event.is_set():
+            if self.reload_event.is_set() and reload is not None:
+                self.reload_event.clear()
+                self._reload(reload)
+            t0 = self.clock()
+            try:
+                self.run_round()
+            except Exception:  # a bug in one round must not stop the scheduler of a whole partition
+                log.exception("round failed")
+            done += 1
+            if max_rounds is not None and done >= max_rounds:
+                break
+            self.stop_event.wait(max(0.0, self.cfg.scheduler.round_seconds - (self.clock() - t0)))
+        self.journal.event(self.clock(), "daemon", "stopped")
+
+    def _reload(self, load: Callable[[], DaemonConfig]) -> None:
+        try:
+            cfg = load()
+            if cfg.state.database != self.cfg.state.database or cfg.metrics.listen != self.cfg.metrics.listen:
+                log.warning("state.database and metrics.listen take effect only after a restart")
+            self.configure(cfg)
+        except (InputError, OSError) as exc:
+            log.error("configuration not reloaded, keeping the running one: %s", exc)
+            self.journal.event(self.clock(), "config", f"reload failed: {exc}")
+            return
+        log.info("configuration reloaded (policy %s, round %gs)", cfg.scheduler.policy, cfg.scheduler.round_seconds)
+        self.journal.event(self.clock(), "config", "reloaded")
+
+
+def parse_gpus_safe(text_or_assignment: str) -> GpuMap | None:
+    from ..harness.assignment import Assignment
+    if not text_or_assignment:
+        return None
+    try:
+        return dict(Assignment.decode(text_or_assignment).gpus)
+    except InputError:
+        return None
+
+
+def _gpu_maps(p: Placement) -> dict[str, dict[str, tuple[int, ...]]]:
+    out: dict[str, dict[str, list[int]]] = {}
+    for job, refs in p.job_gpus().items():
+        for node, g in refs:
+            out.setdefault(job, {}).setdefault(node, []).append(g)
+    return {j: {n: tuple(sorted(v)) for n, v in m.items()} for j, m in out.items()}

@@ -1,0 +1,97 @@
+"""From a RoundDecision to the Slurm actions of one round (pure).
+
+Each job's target GPUs (the decision) are compared with the GPUs it holds now (the daemon's own
+accounting): same GPUs -> keep, which means *no Slurm call at all*; none -> start; none any more ->
+preempt; different -> migrate (preempt, then start on the new GPUs). Comparing GPU sets rather than
+trusting the decision's lists alone also covers jobs the engine could not see where they run (their
+node was drained): they are moved like any other migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from ..harness.assignment import Assignment
+from ..model import RoundDecision
+from .gpuset import GpuMap, from_refs
+
+Kind = Literal["start", "preempt", "migrate"]
+
+
+@dataclass(frozen=True)
+class Target:
+    gpus: GpuMap
+    partner: str = ""
+    strategy: str = ""
+    speed: float = 0.0
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted(self.gpus))
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: Kind
+    job_id: str
+    target: Target | None = None  # where it starts (start, migrate)
+    previous: GpuMap | None = None  # where it ran (preempt, migrate)
+
+    def assignment(self, round_id: int, mps_percentage: int) -> Assignment:
+        assert self.target is not None
+        t = self.target
+        return Assignment(self.job_id, round_id, dict(t.gpus), partner=t.partner, strategy=t.strategy,
+                          mps_percentage=mps_percentage if t.partner else 0)
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    targets: Mapping[str, Target]  # every placed job of the decision
+    actions: tuple[Action, ...]  # preempts and migrations first (they free GPUs), then starts
+    kept: tuple[str, ...]
+
+    @property
+    def stops(self) -> tuple[Action, ...]:
+        return tuple(a for a in self.actions if a.kind in ("preempt", "migrate"))
+
+    @property
+    def starts(self) -> tuple[Action, ...]:
+        return tuple(a for a in self.actions if a.kind in ("start", "migrate"))
+
+
+def targets_of(decision: RoundDecision) -> dict[str, Target]:
+    partner: dict[str, str] = {}
+    for p in decision.packed:
+        partner[p.placed], partner[p.partner] = p.partner, p.placed
+    return {
+        job: Target(from_refs(refs), partner.get(job, ""), decision.strategies.get(job, "") or "",
+                    float(decision.speeds.get(job, 0.0)))
+        for job, refs in decision.placement.job_gpus().items()
+    }
+
+
+def plan_round(decision: RoundDecision, actual: Mapping[str, GpuMap], order: tuple[str, ...] = ()) -> RoundPlan:
+    """``actual``: GPUs each job holds now (jobs holding none are absent); ``order``: policy order."""
+    targets = targets_of(decision)
+    rank = {j: i for i, j in enumerate(order)}
+
+    def key(j: str) -> tuple[int, str]:
+        return (rank.get(j, len(rank)), j.zfill(12))
+
+    stops: list[Action] = []
+    starts: list[Action] = []
+    kept: list[str] = []
+    for job in sorted(set(targets) | set(actual), key=key):
+        t, now = targets.get(job), actual.get(job)
+        if t is None and now:
+            stops.append(Action("preempt", job, previous=now))
+        elif t is not None and not now:
+            starts.append(Action("start", job, target=t))
+        elif t is not None and now:
+            if {n: tuple(sorted(g)) for n, g in now.items()} == {n: tuple(sorted(g)) for n, g in t.gpus.items()}:
+                kept.append(job)
+            else:
+                stops.append(Action("migrate", job, target=t, previous=now))
+    return RoundPlan(targets, tuple(stops) + tuple(starts), tuple(kept))

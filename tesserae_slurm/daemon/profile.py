@@ -1,0 +1,21 @@
+"""The profile the daemon (and tsbatch, to validate) schedules with: the configured table plus one
+entry for jobs submitted with ``--no-profile``.
+
+Such a job has no measured speeds, so the engine must still be able to place it: it gets a model of
+its own that runs alone at 1.0 on every GPU type (the definition of normalized speed) and is never
+packed (its metadata sets no_pack, and the table measures no pair for it).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from ..profiles import IsolatedRecord, ProfileKey, ThroughputProfile, load_profile
+from ..tsbatch.meta import UNPROFILED
+
+
+@cache
+def scheduling_profile(spec: str) -> ThroughputProfile:
+    base = load_profile(spec)
+    extra = tuple(IsolatedRecord(g, ProfileKey(UNPROFILED, "", 1), None, 1.0) for g in base.gpu_types)
+    return ThroughputProfile(base.name, base.isolated + extra, base.pairs, dict(base.datasets))

@@ -1,0 +1,134 @@
+"""Reconcile: the daemon's record of each job against what Slurm reports now (pure).
+
+Runs at start and at the top of every round. Slurm is the truth for *what happened* (a job finished,
+was cancelled, vanished, was released or requeued by hand); the database is the truth for *what the
+daemon meant* (it signalled a job to preempt it; it placed a job with this exact assignment). A job
+Slurm runs is the daemon's only when its AdminComment equals the assignment the daemon recorded before
+releasing it, so an interrupted start, a hand-released job and a stale assignment are told apart
+without guessing. Every rule is a row of the table in docs/daemon.md ("Reconciliation").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..slurm import SlurmJob, SlurmJobState
+from .observe import ManagedJob
+from .store import LOST, PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, TERMINAL_STATES
+
+NEW = "NEW"  # not in the database yet
+Followup = Literal["", "requeue", "hold"]
+ADMIN_HOLD = "JobHeldAdmin"
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the database says about a job (a frozen copy of the row's relevant columns)."""
+
+    job_id: str
+    state: str = NEW
+    assignment: str = ""
+    placed_at: float | None = None
+    num_gpus: int = 1
+    executed_time: float = 0.0
+    run_start: float | None = None
+    run_counted: float = 0.0
+
+
+@dataclass(frozen=True)
+class Transition:
+    state: str
+    reason: str = ""
+    followup: Followup = ""  # requeue: finish/perform a preemption; hold: put a released job back on hold
+    event: str = ""  # something an admin should see (logged and stored as an event)
+    adopt: bool = False  # take the assignment found in Slurm as the job's placement (database was lost)
+    clear_placement: bool = False
+
+
+def _finished_state(sj: SlurmJob) -> str:
+    return sj.state.value if sj.state.value in TERMINAL_STATES else "FAILED"
+
+
+def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: float) -> Transition:
+    if mj is None:
+        if f.state in TERMINAL_STATES:
+            return Transition(f.state)
+        return Transition(LOST, "vanished from Slurm (finished longer ago than MinJobAge, or left the partition)",
+                          event="job vanished from Slurm while the daemon was not looking", clear_placement=True)
+    sj = mj.slurm
+    ours = bool(f.assignment) and sj.admin_comment == f.assignment
+    if mj.meta is None:
+        if sj.state.is_finished:
+            return Transition(_finished_state(sj), clear_placement=True)
+        if sj.state.is_active:
+            return Transition(PREEMPTING, f"invalid tesserae metadata: {mj.meta_error}", followup="requeue",
+                              event="a job with invalid metadata was running: requeue-held")
+        return Transition(PENDING, f"invalid tesserae metadata: {mj.meta_error} (fix the Comment or resubmit)",
+                          followup="" if sj.held else "hold")
+
+    if sj.state.is_finished:
+        if f.state == PREEMPTING and sj.state is not SlurmJobState.CANCELLED:
+            return Transition(PREEMPTING, "checkpointed after the preemption signal", followup="requeue")
+        if f.state in TERMINAL_STATES and f.state != LOST:
+            return Transition(f.state)
+        code = f" (exit code {sj.exit_code})" if sj.exit_code else ""
+        return Transition(_finished_state(sj), f"{sj.state.value.lower()}{code}", clear_placement=True)
+
+    if sj.state.is_active:
+        if f.state == PREEMPTING:
+            return Transition(PREEMPTING, "preemption in progress", followup="requeue")
+        if sj.state is SlurmJobState.COMPLETING:
+            return Transition(f.state if f.state != NEW else PENDING)
+        if ours and f.state in PLACED_STATES:
+            return Transition(RUNNING)
+        if f.state == NEW and mj.assignment is not None and mj.assignment.job_id == f.job_id:
+            return Transition(RUNNING, "adopted: running on the assignment found in Slurm", adopt=True,
+                              event="adopted a running job the database did not know (state file replaced?)")
+        return Transition(PREEMPTING, "started outside tesserae", followup="requeue",
+                          event="running without the daemon's current assignment (released by hand?): requeue-held")
+
+    # pending
+    if sj.held:
+        if sj.reason == ADMIN_HOLD:
+            return Transition(PENDING, "held by an administrator (scontrol release to let tesserae schedule it)",
+                              clear_placement=True)
+        event = ""
+        if f.state in PLACED_STATES:
+            event = "placed job is held again (requeued or held outside tesserae, or an interrupted start)"
+        elif f.state in TERMINAL_STATES:
+            event = f"finished job ({f.state}) is back in the queue (requeued by hand)"
+        return Transition(PENDING, "", event=event, clear_placement=True)
+    if f.state in PLACED_STATES and ours:
+        if f.placed_at is not None and now - f.placed_at > start_timeout_s:
+            why = sj.reason or "no reason given"
+            return Transition(PENDING, f"Slurm did not start it within {start_timeout_s:g} s ({why})",
+                              followup="hold", event=f"released job did not start ({why}): held again",
+                              clear_placement=True)
+        return Transition(STARTING)
+    return Transition(PENDING, "", followup="hold", event="released outside tesserae: held again",
+                      clear_placement=True)
+
+
+def account(f: JobFacts, sj: SlurmJob | None, now: float) -> tuple[float, float | None, float]:
+    """(executed_time, run_start, run_counted) after counting the wall time Slurm ran the job.
+
+    Counting is incremental and keyed by Slurm's start time of the run, so a restart of the daemon
+    neither loses nor double-counts a run; the tail of a run that ended while nobody looked is
+    taken from Slurm's end time when the job finished, and from the requeue itself otherwise
+    (the preemption path calls ``close_run``)."""
+    if sj is None or sj.start_time is None:
+        return f.executed_time, f.run_start, f.run_counted
+    start = float(sj.start_time)
+    end = float(sj.end_time) if sj.end_time is not None else now
+    counted = f.run_counted if f.run_start == start else 0.0
+    elapsed = max(0.0, end - start)
+    return f.executed_time + max(0.0, elapsed - counted), start, max(counted, elapsed)
+
+
+def close_run(f: JobFacts, now: float) -> tuple[float, float | None, float]:
+    """Count the rest of the current run up to ``now`` (the job was just requeued) and close it."""
+    if f.run_start is None:
+        return f.executed_time, None, 0.0
+    elapsed = max(0.0, now - f.run_start)
+    return f.executed_time + max(0.0, elapsed - f.run_counted), None, 0.0

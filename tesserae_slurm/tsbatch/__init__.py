@@ -1,0 +1,1 @@
+"""`tsbatch`: submit a job to the tesserae-managed partition (held, requeueable, tagged with its metadata)."""

@@ -1,0 +1,309 @@
+"""tsbatch's command line: its own options, sbatch's options passed through, and the checks on both.
+
+Pure: argv and the partition's shape in, a validated ``Submission`` out, or an ``InputError`` with one
+line. sbatch options are recognised from a table (Slurm 22.05's ``sbatch --help``) so the script is
+found exactly where sbatch would find it; options that would fight the daemon (GPU requests, node
+lists, --no-requeue, a comment, another partition ...) are refused with the reason, both on the
+command line and in the script's ``#SBATCH`` header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..harness.megatron import parse_strategy
+from ..model import InputError
+from ..profiles import ThroughputProfile
+from ..profiles.keys import fold
+from .meta import UNPROFILED, JobMeta
+
+# sbatch long options -> whether they take a value: "req", "opt" (only as --opt=value) or "no".
+SBATCH_LONG: dict[str, str] = {
+    **dict.fromkeys((
+        "array", "account", "bb", "bbf", "begin", "comment", "cpu-freq", "cpus-per-task", "dependency",
+        "deadline", "delay-boot", "chdir", "error", "export-file", "gid", "gres", "gres-flags", "input",
+        "job-name", "licenses", "clusters", "container", "distribution", "mail-type", "mail-user",
+        "mcs-label", "ntasks", "ntasks-per-node", "nodes", "output", "partition", "power", "priority",
+        "profile", "qos", "core-spec", "signal", "switches", "thread-spec", "time", "time-min", "uid",
+        "wckey", "cluster-constraint", "constraint", "nodefile", "mem", "mincpus", "reservation", "tmp",
+        "nodelist", "exclude", "mem-per-cpu", "sockets-per-node", "cores-per-socket", "threads-per-core",
+        "extra-node-info", "ntasks-per-core", "ntasks-per-socket", "cpus-per-gpu", "gpus", "gpu-bind",
+        "gpu-freq", "gpus-per-node", "gpus-per-socket", "gpus-per-task", "mem-per-gpu", "open-mode",
+        "mem-bind", "hint", "acctg-freq", "network", "kill-on-invalid-dep", "wrap", "batch",
+        "ntasks-per-gpu", "prefer", "burst-buffer",
+    ), "req"),
+    **dict.fromkeys(("export", "nice", "propagate", "get-user-env", "exclusive"), "opt"),
+    **dict.fromkeys((
+        "hold", "ignore-pbs", "no-kill", "no-requeue", "overcommit", "parsable", "quiet", "reboot",
+        "oversubscribe", "spread-job", "use-min-nodes", "verbose", "wait", "contiguous", "test-only", "requeue",
+    ), "no"),
+}
+SBATCH_SHORT_VALUE = frozenset("aAbcdDeiJLMmnNopqStwxGFCB")
+SBATCH_SHORT_FLAG = frozenset("HkOQsvW")
+_SHORT_TO_LONG = {"a": "array", "b": "begin", "d": "dependency", "G": "gpus", "M": "clusters", "N": "nodes",
+                  "p": "partition", "w": "nodelist", "F": "nodefile", "H": "hold", "J": "job-name"}
+
+_GPU_REASON = "tesserae assigns GPUs itself: request them with tsbatch --gpus N"
+_NODE_REASON = "tesserae chooses the nodes"
+# Options that would take a decision away from the daemon or break its protocol, and why.
+REFUSED: dict[str, str] = {
+    "gres": _GPU_REASON, "gpus": _GPU_REASON, "gpus-per-node": _GPU_REASON, "gpus-per-task": _GPU_REASON,
+    "gpus-per-socket": _GPU_REASON, "gpu-bind": _GPU_REASON, "mem-per-gpu": _GPU_REASON,
+    "cpus-per-gpu": _GPU_REASON, "ntasks-per-gpu": _GPU_REASON,
+    "nodelist": _NODE_REASON, "nodefile": _NODE_REASON, "nodes": _NODE_REASON, "exclusive": _NODE_REASON,
+    "no-requeue": "preemption requeues the job: it must stay requeueable",
+    "comment": "the job's Comment carries its tesserae metadata",
+    "signal": "tesserae sends the checkpoint signal (configured by the admin, preemption.signal)",
+    "array": "submit one job per tsbatch call",
+    "dependency": "tesserae decides when jobs start; dependencies are not supported",
+    "begin": "tesserae decides when jobs start",
+    "clusters": "tsbatch submits to the local cluster's managed partition",
+    "batch": "tesserae chooses the nodes",
+}
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What tsbatch will submit: metadata, the user's sbatch options, and the script with its args."""
+
+    meta: JobMeta
+    sbatch_args: tuple[str, ...]  # the user's own sbatch options, verbatim
+    script: tuple[str, ...]  # (path, args...) or () with --wrap in sbatch_args
+    parsable: bool = False
+    dry_run: bool = False
+    config: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionShape:
+    """GPUs per node of the managed partition, by GPU type (from sinfo and the daemon's config)."""
+
+    node_gpus: tuple[tuple[str, int], ...]  # (gpu type, GPUs on the node) per schedulable node
+
+    @property
+    def largest_node(self) -> int:
+        return max((g for _, g in self.node_gpus), default=0)
+
+    @property
+    def capacity(self) -> int:
+        """Most GPUs one job can get: all GPUs of its best-provisioned type (jobs never mix types)."""
+        by_type: dict[str, int] = {}
+        for t, g in self.node_gpus:
+            by_type[t] = by_type.get(t, 0) + g
+        return max(by_type.values(), default=0)
+
+
+# ---- parsing ---------------------------------------------------------------------------------
+
+_OWN_VALUE = {"--gpus", "--model", "--batch-size", "--parallelism", "--config"}
+_OWN_FLAG = {"--no-pack", "--no-profile", "--parsable", "--dry-run"}
+
+
+def parse_argv(argv: Sequence[str]) -> tuple[dict[str, str | bool], list[str], list[str]]:
+    """Split argv into tsbatch's options, sbatch options (verbatim tokens) and the script argv."""
+    own: dict[str, str | bool] = {}
+    sbatch: list[str] = []
+    i = 0
+    args = list(argv)
+    while i < len(args):
+        tok = args[i]
+        if tok == "--":
+            return own, sbatch, args[i + 1:]
+        if not tok.startswith("-") or tok == "-":
+            return own, sbatch, args[i:]
+        name, eq, value = tok.partition("=")
+        if name in _OWN_VALUE:
+            if not eq:
+                if i + 1 >= len(args):
+                    raise InputError(f"option {name} needs a value")
+                i += 1
+                value = args[i]
+            if name in own:
+                raise InputError(f"option {name} given twice")
+            own[name] = value
+        elif name in _OWN_FLAG:
+            if eq:
+                raise InputError(f"option {name} takes no value")
+            own[name] = True
+        elif tok.startswith("--"):
+            i = _long_sbatch(args, i, sbatch)
+        else:
+            i = _short_sbatch(args, i, sbatch)
+        i += 1
+    return own, sbatch, []
+
+
+def _long_sbatch(args: list[str], i: int, out: list[str]) -> int:
+    tok = args[i]
+    name, eq, _ = tok[2:].partition("=")
+    kind = SBATCH_LONG.get(name)
+    if kind is None:
+        raise InputError(f"unknown option --{name} (tsbatch options: --gpus --model --batch-size --parallelism "
+                         "--no-pack --no-profile --parsable --dry-run --config; other options go to sbatch)")
+    if kind == "no" and eq:
+        raise InputError(f"sbatch option --{name} takes no value")
+    out.append(tok)
+    if kind == "req" and not eq:
+        if i + 1 >= len(args):
+            raise InputError(f"sbatch option --{name} needs a value")
+        out.append(args[i + 1])
+        return i + 1
+    return i
+
+
+def _short_sbatch(args: list[str], i: int, out: list[str]) -> int:
+    tok = args[i]
+    letter = tok[1:2]
+    if letter in SBATCH_SHORT_VALUE:
+        out.append(tok)
+        if len(tok) == 2:
+            if i + 1 >= len(args):
+                raise InputError(f"sbatch option -{letter} needs a value")
+            out.append(args[i + 1])
+            return i + 1
+        return i
+    if all(c in SBATCH_SHORT_FLAG for c in tok[1:]):
+        out.append(tok)
+        return i
+    raise InputError(f"unknown option {tok} (see sbatch --help; tsbatch's own options are long options)")
+
+
+def sbatch_option_names(tokens: Sequence[str]) -> list[tuple[str, str]]:
+    """(long name, value) of each sbatch option in an already split token list."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("--"):
+            name, eq, value = tok[2:].partition("=")
+            if SBATCH_LONG.get(name) == "req" and not eq:
+                i += 1
+                value = tokens[i] if i < len(tokens) else ""
+            out.append((name, value))
+        elif tok.startswith("-"):
+            letter = tok[1]
+            if letter in SBATCH_SHORT_VALUE:
+                value = tok[2:]
+                if not value:
+                    i += 1
+                    value = tokens[i] if i < len(tokens) else ""
+                out.append((_SHORT_TO_LONG.get(letter, letter), value))
+            else:
+                out.extend((_SHORT_TO_LONG.get(c, c), "") for c in tok[1:])
+        i += 1
+    return out
+
+
+def check_sbatch_options(tokens: Sequence[str], partition: str, where: str = "command line") -> None:
+    for name, value in sbatch_option_names(tokens):
+        if name == "partition":
+            if value != partition:
+                raise InputError(f"{where}: --partition={value}: tsbatch submits to the managed partition "
+                                 f"{partition!r}; use sbatch for other partitions")
+            continue
+        if name == "open-mode" and value != "append":
+            raise InputError(f"{where}: --open-mode={value}: a requeued job must append to its output")
+        reason = REFUSED.get(name)
+        if reason:
+            raise InputError(f"{where}: sbatch option --{name} is not allowed under tesserae: {reason}")
+
+
+def script_directives(text: str) -> list[str]:
+    """Tokens of the `#SBATCH` lines sbatch reads: those before the first command of the script."""
+    tokens: list[str] = []
+    for line in text.splitlines()[1:] if text.startswith("#!") else text.splitlines():
+        stripped = line.strip()
+        if not stripped or (stripped.startswith("#") and not stripped.startswith("#SBATCH")):
+            continue
+        if not stripped.startswith("#SBATCH"):
+            break
+        body = stripped[len("#SBATCH"):].split("#", 1)[0]
+        tokens.extend(body.split())
+    return tokens
+
+
+# ---- validation ------------------------------------------------------------------------------
+
+
+def _gpus(text: str | bool | None, shape: PartitionShape) -> int:
+    if text is None:
+        return 1
+    try:
+        n = int(str(text))
+    except ValueError:
+        raise InputError(f"--gpus {text!r}: expected a whole number of GPUs") from None
+    if n <= 0 or n & (n - 1):
+        raise InputError(f"--gpus {n}: the GPU count must be a power of two (1, 2, 4, 8, ...)")
+    if not shape.node_gpus:
+        raise InputError("the managed partition has no schedulable nodes with GPUs")
+    node = shape.largest_node
+    if n > node and n % node:
+        raise InputError(f"--gpus {n}: a job larger than one node ({node} GPUs) must use whole nodes")
+    if n > shape.capacity:
+        raise InputError(f"--gpus {n}: the managed partition has at most {shape.capacity} GPUs of one type")
+    return n
+
+
+def build_meta(own: dict[str, str | bool], shape: PartitionShape, profile: ThroughputProfile) -> JobMeta:
+    n = _gpus(own.get("--gpus"), shape)
+    model = str(own.get("--model", "")).strip()
+    batch = str(own.get("--batch-size", "")).strip()
+    no_profile = bool(own.get("--no-profile"))
+    raw_par = own.get("--parallelism")
+    if no_profile and (model or batch or raw_par):
+        raise InputError("--no-profile runs the job without a throughput profile: drop --model, "
+                         "--batch-size and --parallelism")
+    known = [m for m in profile.models() if m != UNPROFILED]
+    if not no_profile and not model:
+        raise InputError(f"--model is required (one of: {', '.join(known)}), "
+                         "or --no-profile for a job that is scheduled alone and never packed")
+    if model and fold(model) not in {fold(m) for m in known} and not any(
+            fold(m).startswith(fold(model) + "(batchsize") for m in known):
+        raise InputError(f"unknown model {model!r} in profile {profile.name} (known: {', '.join(known)}); "
+                         "use --no-profile for a job without a throughput profile")
+    if batch and not model:
+        raise InputError("--batch-size needs --model")
+    parallelism: tuple[str, ...] = ()
+    if raw_par is not None:
+        parallelism = tuple(s.strip() for s in str(raw_par).split(";"))
+        if not parallelism or any(not s for s in parallelism):
+            raise InputError(f"--parallelism {raw_par!r}: expected strategies separated by ';', e.g. \"10,14;TP24\"")
+        for s in parallelism:
+            parse_strategy(s, n)  # stages must divide the GPUs, Megatron must express the split
+    meta = JobMeta(n, model, batch, parallelism, no_pack=bool(own.get("--no-pack")), no_profile=no_profile)
+    if not no_profile:
+        profile.job_class(meta.job("tsbatch"))  # unknown model / batch / strategy: the profile's own message
+    return meta
+
+
+def check_command_line(own: dict[str, str | bool], sbatch: Sequence[str], script: Sequence[str],
+                       partition: str) -> None:
+    """What can be refused from the command line alone, before reading the script or asking Slurm."""
+    check_sbatch_options(sbatch, partition)
+    wrap = any(name == "wrap" for name, _ in sbatch_option_names(sbatch))
+    if wrap and script:
+        raise InputError("give either --wrap or a script, not both")
+    if not wrap and not script:
+        raise InputError("missing batch script (usage: tsbatch [--gpus N] [--model M ...] [sbatch options] "
+                         "script.sh [args])")
+
+
+def make_submission(own: dict[str, str | bool], sbatch: Sequence[str], script: Sequence[str], partition: str,
+                    script_text: str | None, shape: PartitionShape, profile: ThroughputProfile) -> Submission:
+    """Validate the whole request; ``script_text`` is the script's content (None with --wrap)."""
+    check_command_line(own, sbatch, script, partition)
+    if script_text is not None:
+        check_sbatch_options(script_directives(script_text), partition, where=f"{script[0]} #SBATCH")
+    meta = build_meta(own, shape, profile)
+    return Submission(meta, tuple(sbatch), tuple(script), parsable=bool(own.get("--parsable")),
+                      dry_run=bool(own.get("--dry-run")), config=str(own["--config"]) if "--config" in own else None)
+
+
+def sbatch_args(sub: Submission, partition: str, signal: str, grace_s: float, nodes: int) -> list[str]:
+    """The full option list tsbatch hands to sbatch (before the user's own options)."""
+    return [
+        f"--partition={partition}", "--hold", "--requeue", "--open-mode=append",
+        f"--signal=B:{signal}@{max(1, int(round(grace_s)))}", f"--comment={sub.meta.encode()}",
+        f"--nodes={nodes}", *sub.sbatch_args,
+    ]
