@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
 
 from ..bench.decision import as_json, bench_decision
 from ..engine import EngineConfig
+from ..model import InputError
 from .jsonio import dump_json
 from .render import table
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,6 +38,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=run_decision)
 
+    s = bsub.add_parser("scale", help="decision time by stage over cluster and queue sizes, vs Gavel and POP",
+                        description="Sweep GPUs x active jobs; time the whole round (Tiresias ranking + engine) "
+                                    "and the Gavel/POP LP baselines on the same states.")
+    s.add_argument("--gpus", type=_ints, default=None, help="comma-separated GPU counts (default 64,256,1024,10000)")
+    s.add_argument("--jobs", type=_ints, default=None,
+                   help="comma-separated active-job counts (default 256,512,1024,2048,8192,50000)")
+    s.add_argument("--repeats", type=int, default=5, help="states per point; medians are reported (default 5)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--baselines", default="gavel,pop", help="comma-separated: gavel, pop, or none")
+    s.add_argument("--cap", type=float, default=60.0, help="time cap per baseline call in seconds (default 60)")
+    s.add_argument("--baseline-max-jobs", type=int, default=2048,
+                   help="do not run baselines above this many jobs (default 2048)")
+    s.add_argument("--smoke", action="store_true", help="tiny sizes for CI: 16 GPUs, 32 and 64 jobs, 1 repeat")
+    s.add_argument("--json", metavar="OUT", help="write results JSON here ('-' for stdout)")
+    s.add_argument("--plot", metavar="PNG", help="write the time-vs-jobs plot here")
+    s.add_argument("--report", metavar="MD", help="write a markdown report here (docs/performance.md)")
+    s.set_defaults(func=run_scale)
+
 
 def run_decision(args: argparse.Namespace) -> int:
     b = bench_decision(args.gpus, args.jobs, repeats=args.repeats, seed=args.seed,
@@ -33,4 +66,56 @@ def run_decision(args: argparse.Namespace) -> int:
     print(f"decision at {b.gpus} GPUs / {b.jobs} jobs, {b.repeats} repeats: median {b.median_ms:.2f} ms "
           f"(p90 {b.p90_ms:.2f} ms); median migrations {b.migrations_median:g}, packed pairs {b.packed_median:g}")
     print(table(["STAGE", "MEDIAN_MS"], [[k, f"{v:.2f}"] for k, v in b.stages.items()]))
+    return 0
+
+
+def run_scale(args: argparse.Namespace) -> int:
+    from ..bench import report, scale  # local: pulls in the policies and the simulator's speed model
+
+    baselines = [] if args.baselines.strip() in ("", "none") else [b.strip() for b in args.baselines.split(",")]
+    bad = [b for b in baselines if b not in scale.BASELINES]
+    if bad:
+        raise InputError(f"unknown baseline(s) {', '.join(bad)}; known: {', '.join(scale.BASELINES)}, none")
+    if args.repeats < 1 or args.cap <= 0:
+        raise InputError("--repeats must be >= 1 and --cap > 0")
+    gpus, jobs, repeats, cap = args.gpus, args.jobs, args.repeats, args.cap
+    if args.smoke:
+        gpus, jobs, repeats, cap = gpus or [16], jobs or [32, 64], 1, min(cap, 30.0)
+    gpus, jobs = gpus or list(scale.DEFAULT_GPUS), jobs or list(scale.DEFAULT_JOBS)
+
+    def progress(text: str) -> None:
+        print(f"bench scale: {text} ...", file=sys.stderr, flush=True)
+
+    points = scale.sweep(gpus, jobs, repeats, args.seed, baselines, cap, args.baseline_max_jobs, progress)
+    result = scale.as_json(points, cap)
+    if args.json == "-":
+        dump_json(result)
+    elif args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    plot_name = None
+    if args.plot and report.plot(points, Path(args.plot), cap):
+        plot_name = args.plot
+    if args.report:
+        out = Path(args.report)
+        rel = None
+        if plot_name:
+            try:
+                rel = str(Path(plot_name).resolve().relative_to(out.resolve().parent))
+            except ValueError:
+                rel = str(Path(plot_name).resolve())
+        command = "tesserae bench scale " + shlex.join(sys.argv[3:] if sys.argv[1:3] == ["bench", "scale"] else [])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report.markdown(points, cap, command.strip(), rel))
+    if args.json != "-":
+        rows = []
+        for p in points:
+            g, pop = p.baselines.get("gavel"), p.baselines.get("pop")
+            rows.append([p.gpus, p.jobs, f"{p.median_ms:.1f}", *(f"{p.stages[s]:.1f}" for s in scale.STAGES),
+                         f"{p.peak_mib:.1f}", g.text(cap) if g else "", pop.text(cap) if pop else "",
+                         (f"{g.ms / p.median_ms:,.0f}x" if g and g.ms else "")])
+        print(table(["GPUS", "JOBS", "TOTAL_MS", "SCHED", "PLACE", "PACK", "MIGRATE", "PEAK_MIB", "GAVEL_MS",
+                     "POP_MS", "GAVEL/TESSERAE"], rows))
+        for line in report.target_lines(points):
+            print(line)
     return 0

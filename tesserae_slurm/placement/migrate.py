@@ -133,8 +133,12 @@ def _slots(p: Placement, index: Mapping[str, int], weight: np.ndarray) -> _Slots
     g = 0
     for name in names:
         for slot in p.nodes[name]:
-            ids = sorted(index[j] for j in slot if j in index)
-            jobs[g, : len(ids)] = ids
+            k = 0
+            for j in slot:
+                x = index.get(j)
+                if x is not None:
+                    jobs[g, k] = x
+                    k += 1
             g += 1
     w = np.where(jobs >= 0, np.append(weight, 0.0)[jobs], 0.0).sum(axis=1) if len(jobs) else np.zeros(0)
     return _Slots(names, sizes, offset, jobs, w)

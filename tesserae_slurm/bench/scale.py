@@ -1,0 +1,186 @@
+"""`tesserae bench scale`: one round's decision time by stage, swept over cluster and queue sizes,
+with Gavel's packed LP and POP timed on the very same states (issue 6).
+
+A state is seeded and reproducible: jobs from the Tesserae trace mix (``synthetic.py``), attained
+service drawn so Tiresias has several queues to sort, and a current placement that is the engine's
+own decision for last round's order. The timed decision is then this round's: the Tiresias ranking
+(scheduling), placement, packing and migration against that current placement. Medians of repeats.
+Baselines run the whole policy decision (build + solve the allocation LP, Gavel's round mechanism)
+once per state under a time cap; a run that hits the cap is reported as "> cap".
+"""
+
+from __future__ import annotations
+
+import gc
+import platform
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..engine import EngineConfig, RoundRequest, decide
+from ..model import Cluster, Job, JobView
+from ..policies.base import SchedulingInput
+from ..policies.registry import make_policy
+from ..profiles import load_profile
+from ..sim.speeds import SpeedModel
+from .synthetic import perturb_order, synthetic_jobs
+
+STAGES = ("scheduling", "placement", "packing", "migration")
+DEFAULT_GPUS = (64, 256, 1024, 10_000)
+DEFAULT_JOBS = (256, 512, 1024, 2048, 8192, 50_000)
+BASELINES = ("gavel", "pop")
+# Above this many pair variables the LP is not even built: its matrix alone would take minutes and
+# gigabytes, far past any cap. Reported as "> cap" with the count.
+MAX_PAIR_VARIABLES = 5_000_000
+
+
+@dataclass(frozen=True)
+class BaselineTime:
+    name: str
+    ms: float | None  # None: did not finish within the cap (or not run, see ``note``)
+    capped: bool
+    note: str = ""
+
+    def text(self, cap_s: float) -> str:
+        return f"{self.ms:.0f}" if self.ms is not None else f"> {cap_s * 1e3:.0f}"
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    gpus: int
+    jobs: int
+    repeats: int
+    median_ms: float
+    p90_ms: float
+    stages: dict[str, float]  # stage -> median ms
+    peak_mib: float  # tracemalloc peak of one decision (scheduling included)
+    placed: int
+    packed_pairs: int
+    migrations: int
+    baselines: dict[str, BaselineTime] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _State:
+    cluster: Cluster
+    views: tuple[JobView, ...]
+    current: object  # Placement
+
+
+def make_state(gpus: int, jobs: int, seed: int, gpus_per_node: int = 4) -> _State:
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.from_spec(f"{max(1, gpus // gpus_per_node)}x{gpus_per_node}:a100")
+    pool = synthetic_jobs(jobs, rng)
+    current = decide(RoundRequest(cluster, perturb_order(pool, rng, 0.5)), load_profile("a100")).placement
+    running = current.jobs()
+    executed = rng.exponential(3600.0, size=jobs)
+    views = tuple(
+        JobView(j, submit_time=float(i), attained_service=float(executed[i]) * j.num_gpus,
+                executed_time=float(executed[i]), rounds_run=int(executed[i] // 360), running=j.id in running,
+                total_work=float(executed[i]) + 3600.0, remaining_work=3600.0)
+        for i, j in enumerate(pool))
+    return _State(cluster, views, current)
+
+
+def _scheduling_input(state: _State, throughput: object) -> SchedulingInput:
+    return SchedulingInput(now=1e6, round_s=360.0, jobs=state.views, cluster=state.cluster,
+                           throughput=throughput)  # type: ignore[arg-type]
+
+
+def time_decision(state: _State, config: EngineConfig | None = None) -> tuple[dict[str, float], object]:
+    """One whole round as the simulator and the daemon make it: Tiresias ranking, then the engine."""
+    profile = load_profile("a100")
+    throughput = SpeedModel(profile, state.cluster).lookup()
+    policy = make_policy("tiresias")
+    by_id: dict[str, Job] = {v.id: v.job for v in state.views}
+    t0 = time.perf_counter()
+    ranking, _ = policy.rank(_scheduling_input(state, throughput), policy.initial_state())
+    t1 = time.perf_counter()
+    d = decide(RoundRequest(state.cluster, tuple(by_id[j] for j in ranking.order), state.current,  # type: ignore[arg-type]
+                            config=config or EngineConfig()), profile, clock=time.perf_counter)
+    t2 = time.perf_counter()
+    ms = {"scheduling": (t1 - t0) * 1e3, "placement": d.timings.placement * 1e3,
+          "packing": d.timings.packing * 1e3, "migration": d.timings.migration * 1e3, "total": (t2 - t0) * 1e3}
+    return ms, d
+
+
+def time_baseline(name: str, state: _State, cap_s: float) -> BaselineTime:
+    """Whole-policy decision time of a Gavel-style baseline on a fresh policy state (an LP reset)."""
+    n = len(state.views)
+    pair_vars = n * (n - 1) // 2
+    if pair_vars > MAX_PAIR_VARIABLES:
+        return BaselineTime(name, None, True, f"not run: ~{pair_vars:.1e} pair variables")
+    profile = load_profile("a100")
+    throughput = SpeedModel(profile, state.cluster).lookup()
+    policy = make_policy(name, time_limit_s=cap_s)
+    gc.collect()
+    t0 = time.perf_counter()
+    _, st = policy.rank(_scheduling_input(state, throughput), policy.initial_state())
+    ms = (time.perf_counter() - t0) * 1e3
+    if st.time_limit_hits or ms > cap_s * 1e3:
+        return BaselineTime(name, None, True, f"hit the {cap_s:g} s cap")
+    return BaselineTime(name, ms, False)
+
+
+def bench_point(gpus: int, jobs: int, repeats: int = 5, seed: int = 0, baselines: Sequence[str] = (),
+                cap_s: float = 60.0, baseline_max_jobs: int = 2048) -> ScalePoint:
+    runs, last = [], None
+    for r in range(repeats):
+        state = make_state(gpus, jobs, seed + r)
+        gc.collect()
+        ms, last = time_decision(state)
+        runs.append(ms)
+    state = make_state(gpus, jobs, seed)
+    tracemalloc.start()
+    time_decision(state)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    totals = sorted(r["total"] for r in runs)
+    base = {}
+    for name in baselines:
+        if jobs > baseline_max_jobs:
+            base[name] = BaselineTime(name, None, True, f"not run above {baseline_max_jobs} jobs")
+        else:
+            base[name] = time_baseline(name, state, cap_s)
+    return ScalePoint(
+        gpus=state.cluster.total_gpus, jobs=jobs, repeats=repeats, median_ms=statistics.median(totals),
+        p90_ms=totals[min(len(totals) - 1, int(0.9 * len(totals)))],
+        stages={s: statistics.median(r[s] for r in runs) for s in STAGES}, peak_mib=peak / 2**20,
+        placed=len(last.placement.jobs()), packed_pairs=len(last.packed), migrations=len(last.migrated),  # type: ignore[union-attr]
+        baselines=base)
+
+
+def sweep(gpus: Sequence[int], jobs: Sequence[int], repeats: int, seed: int, baselines: Sequence[str],
+          cap_s: float, baseline_max_jobs: int, progress: Callable[[str], None] | None = None) -> list[ScalePoint]:
+    points = []
+    for g in gpus:
+        for n in jobs:
+            if progress:
+                progress(f"{g} GPUs / {n} jobs")
+            points.append(bench_point(g, n, repeats, seed, baselines, cap_s, baseline_max_jobs))
+    return points
+
+
+def machine() -> dict[str, str]:
+    import os
+
+    import scipy
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": str(os.cpu_count()), "python": platform.python_version(),
+            "numpy": np.__version__, "scipy": scipy.__version__, "os": platform.platform()}
+
+
+def as_json(points: Sequence[ScalePoint], cap_s: float) -> dict:
+    return {"machine": machine(), "cap_s": cap_s, "points": [asdict(p) for p in points]}

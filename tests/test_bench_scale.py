@@ -1,0 +1,37 @@
+"""`tesserae bench scale --smoke`: the issue-6 benchmark runs end to end at a tiny size (CI smoke)."""
+
+from __future__ import annotations
+
+import json
+
+from tesserae_slurm.bench.report import slope
+from tesserae_slurm.cli.main import main
+
+
+def test_scale_smoke_writes_json_plot_and_report(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    code = main(["bench", "scale", "--smoke", "--json", str(out), "--plot", str(tmp_path / "p.png"),
+                 "--report", str(tmp_path / "perf.md")])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert [(p["gpus"], p["jobs"]) for p in data["points"]] == [(16, 32), (16, 64)]
+    for p in data["points"]:
+        assert set(p["stages"]) == {"scheduling", "placement", "packing", "migration"}
+        assert p["median_ms"] >= sum(p["stages"].values()) * 0.5  # the total covers the stages
+        assert p["baselines"]["gavel"]["ms"] > 0 and p["baselines"]["pop"]["ms"] > 0
+    assert (tmp_path / "p.png").stat().st_size > 1000
+    text = (tmp_path / "perf.md").read_text()
+    assert "## 16 GPUs" in text and "Gavel / Tesserae" in text and "p.png" in text
+    assert "GAVEL/TESSERAE" in capsys.readouterr().out
+
+
+def test_bad_arguments(capsys):
+    assert main(["bench", "scale", "--smoke", "--baselines", "cplex"]) == 2
+    assert "unknown baseline" in capsys.readouterr().err
+
+
+def test_slope_recovers_known_exponents():
+    xs = [256, 512, 1024, 2048]
+    assert abs(slope(xs, [3 * x for x in xs]) - 1.0) < 1e-9
+    assert abs(slope(xs, [x * x for x in xs]) - 2.0) < 1e-9
+    assert slope([1], [1]) is None
