@@ -78,7 +78,7 @@ def _feasibility_lp(prob: Problem, need: np.ndarray, active: np.ndarray, score: 
         (np.concatenate([-prob.speed_a[ina], -prob.speed_b[inb]]),
          (np.concatenate([rows_of[prob.var_a[ina]], rows_of[prob.var_b[inb]]]), np.concatenate([v[ina], v[inb]]))),
         shape=(na, prob.num_vars))
-    base, b_base = prob.base_rows(0, np.arange(prob.n))
+    base, b_base = prob.base_rows(np.arange(prob.n))
     a_ub = sp.vstack([req, base])
     b_ub = np.concatenate([-need[active], b_base])
     c = -(prob.speed_a * score[prob.var_a] + np.where(pb, prob.speed_b * score[np.where(pb, prob.var_b, 0)], 0.0))

@@ -145,16 +145,15 @@ class Problem:
         pb = self.var_b >= 0
         return t + np.bincount(self.var_b[pb], weights=(self.speed_b * x)[pb], minlength=self.n)
 
-    def base_rows(self, first_row: int, rows_of: np.ndarray) -> tuple[sp.coo_matrix, np.ndarray]:
-        """Per-job time (<= 1, rows ``first_row + rows_of[j]``) and per-type capacity rows after them."""
+    def base_rows(self, rows_of: np.ndarray) -> tuple[sp.coo_matrix, np.ndarray]:
+        """Per-job time (<= 1, row ``rows_of[j]``) and, after those, per-type capacity rows."""
         v = np.arange(self.num_vars)
         pb = self.var_b >= 0
         nj = int(rows_of.max(initial=-1)) + 1
-        r = np.concatenate([first_row + rows_of[self.var_a], first_row + rows_of[self.var_b[pb]],
-                            first_row + nj + self.var_w])
+        r = np.concatenate([rows_of[self.var_a], rows_of[self.var_b[pb]], nj + self.var_w])
         c = np.concatenate([v, v[pb], v])
         d = np.concatenate([np.ones(self.num_vars), np.ones(int(pb.sum())), self.scale[self.var_a]])
-        shape = (first_row + nj + len(self.gpu_types), self.num_vars)
+        shape = (nj + len(self.gpu_types), self.num_vars)
         b = np.concatenate([np.ones(nj), self.capacity.astype(float)])
         return sp.coo_matrix((d, (r, c)), shape=shape), b
 
@@ -175,8 +174,7 @@ class Problem:
             return False
         if x.min(initial=0.0) < -tol or x.max(initial=0.0) > 1 + tol:
             return False
-        rows = np.arange(self.n)
-        a, b = self.base_rows(0, rows)
+        a, b = self.base_rows(np.arange(self.n))
         return bool(np.all(a.tocsr() @ x <= b + tol))
 
     def to_allocation(self, x: np.ndarray, status: str, objective: float) -> Allocation:
@@ -233,7 +231,7 @@ def build_problem(jobs: Sequence[Job | JobView], cluster: Cluster | Mapping[str,
     cap_map = capacity_of(cluster)
     types = tuple(cap_map)
     cap = np.array([cap_map[t] for t in types], dtype=float)
-    n, nw = len(views), len(types)
+    n = len(views)
     ids = tuple(v.id for v in views)
     if len(set(ids)) != n:
         raise InputError("a job id appears twice in the allocation problem")
@@ -342,7 +340,7 @@ def solve_las(prob: Problem, time_limit_s: float | None = None, method: str = ME
                          (np.concatenate([rows_of[prob.var_a], rows_of[prob.var_b[pb]], np.arange(nj)]),
                           np.concatenate([v, v[pb], np.full(nj, prob.num_vars)]))),
                         shape=(nj, prob.num_vars + 1))
-    base, b_base = prob.base_rows(0, rows_of)
+    base, b_base = prob.base_rows(rows_of)
     base = sp.hstack([base, sp.coo_matrix((base.shape[0], 1))])
     a_ub = sp.vstack([obj, base])
     b_ub = np.concatenate([np.zeros(nj), b_base])

@@ -50,7 +50,7 @@ def test_a_new_job_waits_for_the_next_reset():
     # least 1920 s after the first reset (t = 2160 with 360 s rounds)
     policy = GavelLasPolicy(packing=False)
     got = {}
-    for r, ranking, state, placed in run_rounds(policy, {"A": 1, "B": 1}, 2, 8, arrivals={"D": (1, 360.0)}):
+    for r, _, state, placed in run_rounds(policy, {"A": 1, "B": 1}, 2, 8, arrivals={"D": (1, 360.0)}):
         got[r] = (state.rounds.allocation.get(("D",)), state.rounds.last_reset, placed)
     for r in range(2, 7):  # t = 360 .. 1800: still the t = 0 allocation
         assert got[r][0] is None and got[r][1] == 0.0 and sorted(got[r][2]) == ["A", "B"]
