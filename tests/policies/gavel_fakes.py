@@ -12,12 +12,13 @@ class TableSpeeds:
     """Speeds by model name: ``iso[(model, type)]`` alone (default 1.0), ``pair[(ma, mb, type)]`` packed.
 
     A pair missing from the table (in both orders) cannot pack; jobs with different GPU counts never do.
+    Two jobs of one model run at the same speed (as real profiles make them): the table's first value.
     """
 
     def __init__(self, iso: Mapping[tuple[str, str], float] | None = None,
                  pair: Mapping[tuple[str, str, str], tuple[float, float]] | None = None) -> None:
         self.iso = dict(iso or {})
-        self.pair = dict(pair or {})
+        self.pair = {k: ((v[0], v[0]) if k[0] == k[1] else v) for k, v in (pair or {}).items()}
 
     def isolated(self, job: Job, gpu_type: str) -> float:
         return self.iso.get((job.model, gpu_type), 1.0)
