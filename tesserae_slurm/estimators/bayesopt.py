@@ -28,7 +28,7 @@ from scipy.stats import norm
 
 from ..profiles import ProfileKey
 from .entries import Endpoint, Entry, SpeedTable, Value, make_entry, oriented
-from .gp import DEFAULT_GRID, GpHyper, GpPosterior, expected_improvement, fit_gp
+from .gp import DEFAULT_GRID, FEASIBILITY_GRID, GpHyper, GpPosterior, expected_improvement, fit_gp
 from .strategies import feature_matrix
 
 Task = Endpoint | None  # the partner; None = the LLM alone
@@ -150,7 +150,7 @@ def fit_surrogate(observations: Sequence[Observation], num_gpus: int,
         if pair.any():
             b = fit_gp(x[pair], t[pair], np.array([o.value.b for o in observations])[pair], hyper=total.hyper)
     if len(set(ok.tolist())) == 2:  # both outcomes seen: learn where memory runs out
-        feas = fit_gp(x, t, np.where(ok, 1.0, -1.0), grid=grid)
+        feas = fit_gp(x, t, np.where(ok, 1.0, -1.0), grid=FEASIBILITY_GRID)
     rate = float(ok.mean()) if len(ok) else 1.0
     return Surrogate(num_gpus, tasks, total, a, b, feas, rate)
 

@@ -96,11 +96,11 @@ class LinearModel:
                 else:
                     known.add((e.gpu_type, e.job.key.model))
                 continue
-            if not (is_data_parallel(e.job) and is_data_parallel(e.partner)):
-                continue
             for ep in (e.job, e.partner):
                 if not ep.strategy:
                     known.add((e.gpu_type, ep.key.model))
+            if not (is_data_parallel(e.job) and is_data_parallel(e.partner)):
+                continue
             sa, sb = shape(e.job), shape(e.partner)
             if sb < sa:
                 pairs.setdefault((e.gpu_type, sb, sa), {})[e.num_gpus] = Value(v.b, v.a)
