@@ -87,7 +87,7 @@ def complete_profile(partial: ThroughputProfile, estimators: Sequence[Estimator]
 def provenance_rows(table: SpeedTable) -> list[dict[str, object]]:
     """One JSON-able row per entry that was not measured (measured is the default)."""
     rows: list[dict[str, object]] = []
-    for e in sorted(table):
+    for e in sorted(table, key=Entry.sort_key):
         src = table.source(e)
         if src == "measured":
             continue

@@ -38,7 +38,7 @@ class Endpoint:
         return f"{self.key.model}/{self.key.batch_size}@{self.key.num_gpus}{s}"
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """A job alone (``partner`` None) or an unordered packed pair, on one GPU type."""
 
@@ -56,6 +56,10 @@ class Entry:
 
     def __str__(self) -> str:
         return f"{self.job}" + (f" + {self.partner}" if self.partner else " alone") + f" on {self.gpu_type}"
+
+    def sort_key(self) -> tuple[str, int, Endpoint, bool, Endpoint]:
+        """Stable order for output: GPU type, GPU count, job, alone before packed, partner."""
+        return (self.gpu_type, self.num_gpus, self.job, self.partner is not None, self.partner or self.job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,22 +162,22 @@ def profile_from_table(table: SpeedTable, name: str, datasets: Mapping[str, str]
     isolated: list[IsolatedRecord] = []
     pairs: list[PairRecord] = []
     runs = {(e.gpu_type, e.job) for e in table.values if e.partner is None}
+    def as_written(gpu: str, ep: Endpoint) -> ProfileKey:
+        """The key with the batch the source wrote (``build_profile`` keeps that spelling)."""
+        t = written.get((gpu, ep.key, ep.strategy))
+        return replace(ep.key, batch_size=t.written_batch) if t is not None and t.written_batch else ep.key
+
     for e, v in table.values.items():
         if e.partner is not None and any(ep.strategy and (e.gpu_type, ep) not in runs for ep in (e.job, e.partner)):
             log.warning("left out %s: its strategy has no isolated entry to normalize against", e)
             continue
         if e.partner is None:
             t = written.get((e.gpu_type, e.job.key, e.job.strategy))
-            rec = IsolatedRecord(e.gpu_type, e.job.key, e.job.strategy or None, v.a)
-            if t is not None:
-                rec = replace(rec, throughput=t.throughput, written_batch=t.written_batch)
-            isolated.append(rec)
+            isolated.append(IsolatedRecord(e.gpu_type, as_written(e.gpu_type, e.job), e.job.strategy or None, v.a,
+                                           t.throughput if t is not None else None))
         else:
-            wa = written.get((e.gpu_type, e.job.key, e.job.strategy))
-            wb = written.get((e.gpu_type, e.partner.key, e.partner.strategy))
-            pairs.append(PairRecord(e.gpu_type, e.job.key, e.partner.key,
-                                    PairOption(e.job.strategy or None, e.partner.strategy or None, v.a, v.b),
-                                    wa.written_batch if wa else "", wb.written_batch if wb else ""))
+            pairs.append(PairRecord(e.gpu_type, as_written(e.gpu_type, e.job), as_written(e.gpu_type, e.partner),
+                                    PairOption(e.job.strategy or None, e.partner.strategy or None, v.a, v.b)))
     return build_profile(name, isolated, pairs, datasets)
 
 
