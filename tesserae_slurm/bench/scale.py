@@ -110,8 +110,8 @@ def time_decision(state: _State, config: EngineConfig | None = None) -> tuple[di
 
 def time_baseline(name: str, state: _State, cap_s: float) -> BaselineTime:
     """Whole-policy decision time of a Gavel-style baseline on a fresh policy state (an LP reset)."""
-    n = len(state.views)
-    pair_vars = n * (n - 1) // 2
+    sizes = np.bincount([v.num_gpus for v in state.views])
+    pair_vars = int((sizes * (sizes - 1) // 2).sum())  # pairs form only between equal GPU counts
     if pair_vars > MAX_PAIR_VARIABLES:
         return BaselineTime(name, None, True, f"not run: ~{pair_vars:.1e} pair variables")
     profile = load_profile("a100")
