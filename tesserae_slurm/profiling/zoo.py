@@ -50,8 +50,12 @@ class JobSpec:
     model: str  # zoo id: resnet50 | vgg19 | dcgan | pointnet | gpt
     batch: str  # "32"; GPT: "global/micro" or "global"
     size: str = "tiny"
-    gpt_layers: int = 4
+    gpt_layers: int = 4  # GPT only (0 for the other models, so equal jobs compare equal)
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.model != "gpt" and self.gpt_layers:
+            object.__setattr__(self, "gpt_layers", 0)
 
     @property
     def profile_model(self) -> str:
@@ -162,6 +166,7 @@ def _vgg19(tiny: bool) -> tuple[Any, tuple[int, ...], int]:
 def _pointnet(tiny: bool) -> tuple[Any, tuple[int, ...], int]:
     from torch import nn
 
+    # PointNet's classifier without the input/feature transform nets (T-Nets): shared MLP, max-pool, MLP
     div, points, classes = (8, 128, 10) if tiny else (1, 1024, 40)
     w = [64 // div, 128 // div, 1024 // div, 512 // div, 256 // div]
     model = nn.Sequential(
@@ -248,6 +253,7 @@ def _gpt_step(spec: JobSpec, device: torch.device) -> tuple[Callable[[], None], 
             self.blocks = nn.TransformerEncoder(layer, spec.gpt_layers, enable_nested_tensor=False)
             self.norm = nn.LayerNorm(d)
             self.head = nn.Linear(d, vocab, bias=False)
+            self.head.weight = self.tok.weight  # tied, as in GPT-2
             self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
 
         def forward(self, ids: Any) -> Any:
@@ -255,6 +261,7 @@ def _gpt_step(spec: JobSpec, device: torch.device) -> tuple[Callable[[], None], 
             return self.head(self.norm(self.blocks(h, mask=self.mask, is_causal=True)))
 
     model = Gpt().to(device)
+    model.head.weight = model.tok.weight  # .to() may copy parameters one by one: tie again
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(0, vocab, (m, seq + 1), device=device)
     loss_fn = nn.CrossEntropyLoss()
@@ -276,12 +283,13 @@ def build_step(spec: JobSpec, device: torch.device) -> tuple[Callable[[], None],
 
     check_spec(spec)
     torch.manual_seed(spec.seed)
-    if spec.model == "resnet50":
-        return _classifier_step(_resnet50, spec, device)
-    if spec.model == "vgg19":
-        return _classifier_step(_vgg19, spec, device)
-    if spec.model == "pointnet":
-        return _classifier_step(_pointnet, spec, device)
-    if spec.model == "dcgan":
-        return _dcgan_step(spec, device)
-    return _gpt_step(spec, device)
+    with torch.device(device):  # build in place: no CPU copy of a large model first
+        if spec.model == "resnet50":
+            return _classifier_step(_resnet50, spec, device)
+        if spec.model == "vgg19":
+            return _classifier_step(_vgg19, spec, device)
+        if spec.model == "pointnet":
+            return _classifier_step(_pointnet, spec, device)
+        if spec.model == "dcgan":
+            return _dcgan_step(spec, device)
+        return _gpt_step(spec, device)
