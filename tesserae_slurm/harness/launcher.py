@@ -86,6 +86,15 @@ def run(argv: Sequence[str] | None = None) -> int:
     if not payload:
         p.error("missing payload command after --")
     logging.basicConfig(level=logging.INFO, format="tesserae-launch: %(message)s")
+    try:
+        ckpt = signal.Signals["SIG" + args.checkpoint_signal.upper().removeprefix("SIG")]
+    except KeyError:
+        print(f"tesserae launch: error: unknown signal {args.checkpoint_signal!r}", file=sys.stderr)
+        return 2
+    # From here on a checkpoint signal is never lost: before the payload exists it is kept and
+    # passed on as soon as the payload starts (a job preempted while starting must not just die).
+    forwarder = _Forwarder({signal.SIGUSR1: ckpt})
+    previous = {s: signal.signal(s, forwarder) for s in FORWARDED}
     env = dict(os.environ)
     try:
         a = read_assignment(env)
@@ -94,6 +103,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         cmd = build_command(payload, a, node, child_env, torchrun=args.torchrun, megatron=args.megatron)
     except InputError as exc:
         print(f"tesserae launch: error: {exc}", file=sys.stderr)
+        _restore(previous)
         return 2
     mps = start_mps(a.job_id, a.mps_percentage, int(env.get("SLURM_LOCALID", "0")), args.mps_base) \
         if a.packed else None
@@ -102,33 +112,54 @@ def run(argv: Sequence[str] | None = None) -> int:
     log.info("job %s round %s on %s GPUs %s%s: %s", a.job_id, a.round_id, node, child_env["CUDA_VISIBLE_DEVICES"],
              f" packed with {a.partner}" if a.partner else "", " ".join(cmd))
     try:
-        ckpt = signal.Signals["SIG" + args.checkpoint_signal.upper().removeprefix("SIG")]
-        return _run_forwarding(cmd, child_env, {signal.SIGUSR1: ckpt})
+        return _run_forwarding(cmd, child_env, forwarder)
     finally:
+        _restore(previous)
         if mps is not None:
             stop_mps(mps)
 
 
-def _run_forwarding(cmd: Sequence[str], env: Mapping[str, str],
-                    translate: Mapping[int, int] | None = None) -> int:
-    """Run the payload in its own process group and pass checkpoint/termination signals on to it."""
-    child = subprocess.Popen(list(cmd), env=dict(env), start_new_session=True)
+class _Forwarder:
+    """Signal handler: passes checkpoint/termination signals to the payload's process group,
+    translating the checkpoint signal; signals that arrive before the payload exists are kept."""
 
-    def forward(signum: int, _frame: object) -> None:
-        target = (translate or {}).get(signum, signum)
+    def __init__(self, translate: Mapping[int, int]) -> None:
+        self.translate = dict(translate)
+        self.child: subprocess.Popen[bytes] | None = None
+        self.pending: list[int] = []
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        if self.child is None:
+            self.pending.append(signum)
+            return
+        self._send(signum)
+
+    def attach(self, child: subprocess.Popen[bytes]) -> None:
+        self.child = child
+        while self.pending:
+            self._send(self.pending.pop(0))
+
+    def _send(self, signum: int) -> None:
+        assert self.child is not None
+        target = self.translate.get(signum, signum)
         log.info("forwarding signal %d to the payload as %d", signum, target)
         try:
-            os.killpg(child.pid, target)
+            os.killpg(self.child.pid, target)
         except ProcessLookupError:
             pass
 
-    previous = {s: signal.signal(s, forward) for s in FORWARDED}
-    try:
-        while True:
-            try:
-                return child.wait()
-            except InterruptedError:
-                continue
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+
+def _restore(previous: Mapping[int, object]) -> None:
+    for s, h in previous.items():
+        signal.signal(s, h)  # type: ignore[arg-type]
+
+
+def _run_forwarding(cmd: Sequence[str], env: Mapping[str, str], forwarder: _Forwarder) -> int:
+    """Run the payload in its own process group and pass checkpoint/termination signals on to it."""
+    child = subprocess.Popen(list(cmd), env=dict(env), start_new_session=True)
+    forwarder.attach(child)
+    while True:
+        try:
+            return child.wait()
+        except InterruptedError:
+            continue

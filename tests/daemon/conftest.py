@@ -1,0 +1,72 @@
+"""A real local Slurm for the daemon tests: 2 nodes x 4 fake GPUs, shared by the session.
+
+Each test gets its own state database and output directory; `clean_cluster` cancels every job a test
+left behind. Slurm missing or not starting is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tesserae_slurm.devcluster import DevCluster
+from tesserae_slurm.devcluster.errors import DevClusterError
+from tesserae_slurm.devcluster.install import ensure_slurm_installed
+
+from .helpers import Env
+
+
+@pytest.fixture(scope="session")
+def daemon_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    root = tmp_path_factory.mktemp("daemon-devcluster")
+    cluster = DevCluster(root, nodes=2, gpus_per_node=4)
+    problem = None
+    try:
+        ensure_slurm_installed()
+        cluster.up()
+    except (DevClusterError, ValueError, OSError) as exc:
+        problem = str(exc)
+    if problem is not None:
+        pytest.fail(f"local Slurm dev cluster could not start: {problem}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        try:
+            cluster.down()
+        except (DevClusterError, OSError):
+            pass
+
+
+@pytest.fixture
+def env(daemon_cluster: DevCluster, tmp_path) -> Iterator[Env]:  # type: ignore[no-untyped-def]
+    """Per-test config, state database and output directory on the shared cluster; jobs cancelled after."""
+    e = Env(daemon_cluster, tmp_path)
+    if not daemon_cluster.status().up:  # a previous test stopped the controller and failed to restart it
+        daemon_cluster.start_controller()
+    try:
+        yield e
+    finally:
+        if not _ctld_up(e):
+            daemon_cluster.start_controller()
+        subprocess.run(["scancel", "--partition", "tesserae"], env=e.os_env(), capture_output=True, timeout=30,
+                       check=False)
+        deadline = time.time() + 30
+        while time.time() < deadline and e.squeue_ids(active=True):
+            time.sleep(0.3)
+
+
+def _ctld_up(e: Env) -> bool:
+    out = subprocess.run(["scontrol", "ping"], env=e.os_env(), capture_output=True, text=True, timeout=20, check=False)
+    return "UP" in out.stdout
+
+
+@pytest.fixture(autouse=True)
+def _no_failpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TESSERAE_FAILPOINTS", raising=False)
+    monkeypatch.delenv("TESSERAE_CONFIG", raising=False)
+    monkeypatch.delenv("TESSERAE_DB", raising=False)
+    os.environ.pop("TESSERAE_FAILPOINTS", None)

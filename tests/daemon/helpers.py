@@ -1,0 +1,157 @@
+"""Test helpers for the daemon on the real dev cluster: config files, tsbatch, the daemon, job logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tesserae_slurm.daemon.config import load_config
+from tesserae_slurm.daemon.connect import backend_from_config
+from tesserae_slurm.daemon.loop import Daemon
+from tesserae_slurm.daemon.store import Store
+from tesserae_slurm.devcluster import DevCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+TOY = ROOT / "jobscripts" / "toy.sbatch"
+BIN = Path(sys.executable).parent
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out.get(k, {}), v) if isinstance(v, Mapping) else v
+    return out
+
+
+class Env:
+    """One test's world: the shared cluster, its own config + state database + job output directory."""
+
+    def __init__(self, cluster: DevCluster, tmp: Path) -> None:
+        self.cluster, self.tmp = cluster, tmp
+        self.out = tmp / "out"
+        self.out.mkdir()
+        self.db = tmp / "state.db"
+        self.config = tmp / "tesserae.yaml"
+        self.write_config()
+
+    def write_config(self, **over: Any) -> Path:
+        base = {
+            "slurm": {"partition": "tesserae", "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60},
+            "scheduler": {"policy": "tesserae-t", "round_seconds": 2, "policy_options": {"queue_limits": [1.0]}},
+            "preemption": {"grace_seconds": 20},
+            "mps": {"thread_percentage": 50},
+            "state": {"database": str(self.db)},
+            "metrics": {"listen": ""},
+            "log_level": "INFO",
+        }
+        self.config.write_text(yaml.safe_dump(_merge(base, over)))
+        return self.config
+
+    def os_env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.cluster.env())
+        env.update({"TESSERAE_PYTHON": sys.executable, "TOY_THREADS": "1", "TESSERAE_CONFIG": str(self.config),
+                    "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"})
+        env.pop("TESSERAE_FAILPOINTS", None)
+        env.update(extra)
+        return env
+
+    # ---- users ---------------------------------------------------------------------------------------
+    def tsbatch(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(BIN / "tsbatch"), *args], env=self.os_env(), capture_output=True, text=True,
+                              timeout=60, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"tsbatch {args} failed: {proc.stderr}")
+        return proc
+
+    def submit_toy(self, gpus: int, steps: int, *, model: str | None = "DCGAN", batch: str = "32",
+                   step_time: float = 0.05, name: str = "toy", extra: tuple[str, ...] = ()) -> str:
+        opts = ["--gpus", str(gpus)] + (["--model", model, "--batch-size", batch] if model else ["--no-profile"])
+        proc = self.tsbatch("--parsable", *opts, "-J", name, "-o", str(self.out / "%j.out"), *extra,
+                            str(TOY), str(self.out), str(steps), str(step_time))
+        return proc.stdout.strip()
+
+    # ---- the daemon ----------------------------------------------------------------------------------
+    def daemon(self, dry_run: bool = False) -> Daemon:
+        cfg = load_config(self.config)
+        d = Daemon(cfg, backend_from_config(cfg, self.cluster.env()), Store.open(cfg.state.database), dry_run=dry_run)
+        d.start()
+        return d
+
+    def daemon_cli(self, *args: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN / "tesserae"), "daemon", "--config", str(self.config), *args],
+                              env=self.os_env(**extra), capture_output=True, text=True, timeout=timeout, check=False)
+
+    def tesserae(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN / "tesserae"), *args, "--db", str(self.db)], env=self.os_env(),
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    def store(self) -> Store:
+        return Store.open(self.db, read_only=True)
+
+    # ---- Slurm and job logs --------------------------------------------------------------------------
+    def squeue(self) -> dict[str, dict[str, str]]:
+        """job id -> {state, reason, nodes, admin_comment, restarts}, from squeue --json (finished jobs too)."""
+        out = subprocess.run(["squeue", "--json"], env=self.os_env(), capture_output=True, text=True, timeout=30,
+                             check=True).stdout
+        jobs = {}
+        for j in json.loads(out)["jobs"]:
+            jobs[str(j["job_id"])] = {"state": j["job_state"], "reason": j.get("state_reason", ""),
+                                      "nodes": j.get("nodes", ""), "admin_comment": j.get("admin_comment", ""),
+                                      "restarts": j.get("restart_cnt", 0), "name": j.get("name", ""),
+                                      "comment": j.get("comment", "")}
+        return jobs
+
+    def squeue_ids(self, active: bool = False) -> set[str]:
+        out = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=self.os_env(), capture_output=True, text=True,
+                             timeout=30, check=False).stdout
+        ids = set()
+        for line in out.splitlines():
+            jid, state = line.split()
+            if not active or state in ("RUNNING", "COMPLETING", "CONFIGURING"):
+                ids.add(jid)
+        return ids
+
+    def events(self, job: str) -> list[dict[str, Any]]:
+        path = self.out / f"events-{job}.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def job_output(self, job: str) -> str:
+        p = self.out / f"{job}.out"
+        return p.read_text() if p.exists() else ""
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str, tick: Callable[[], None] | None = None,
+             every: float = 0.5) -> None:
+    """Poll ``cond``; call ``tick`` between polls (e.g. a daemon round); fail with ``what`` on timeout."""
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        if tick is not None:
+            tick()
+        time.sleep(every)
+
+
+def progressed(env: Env, job: str, step: int = 1) -> bool:
+    return any(e["event"] in ("progress", "checkpoint", "done") and e["step"] >= step for e in env.events(job))
+
+
+def done(env: Env, job: str) -> bool:
+    return any(e["event"] == "done" for e in env.events(job))
+
+
+def completed(env: Env, *jobs: str) -> bool:
+    """Slurm itself lists the jobs as COMPLETED (their processes are gone, not just their payload)."""
+    q = env.squeue()
+    return all(q.get(j, {}).get("state") == "COMPLETED" for j in jobs)
