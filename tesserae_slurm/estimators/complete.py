@@ -9,9 +9,12 @@ are never overwritten.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
+from ..model import InputError
 from ..profiles import ProfileKey, ThroughputProfile
 from .base import Estimator, predict_all, source_tag
 from .entries import Endpoint, Entry, SpeedTable, make_entry, profile_from_table, table_from_profile
@@ -96,6 +99,39 @@ def provenance_rows(table: SpeedTable) -> list[dict[str, object]]:
             row["b"] = _ep(e.partner)
         rows.append(row)
     return rows
+
+
+def provenance_from_rows(rows: object, source: str = "provenance") -> dict[Entry, str]:
+    """Inverse of ``provenance_rows``: entry -> source, for the entries that were not measured."""
+    if not isinstance(rows, list):
+        raise InputError(f"{source}: expected a JSON list of provenance rows")
+    out: dict[Entry, str] = {}
+    for i, row in enumerate(rows):
+        where = f"{source}[{i}]"
+        try:
+            a = _endpoint(row["a"])
+            b = _endpoint(row["b"]) if "b" in row else None
+            out[make_entry(str(row["gpu_type"]), a, b)] = str(row["source"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{where}: bad provenance row ({exc.__class__.__name__}: {exc})") from None
+    return out
+
+
+def load_provenance(path: str | Path) -> dict[Entry, str]:
+    """The ``.provenance.json`` written next to a completed profile (missing file: all measured)."""
+    p = Path(path)
+    if not p.exists():
+        return {}
+    try:
+        rows = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{p}: cannot read provenance: {exc}") from None
+    return provenance_from_rows(rows, str(p))
+
+
+def _endpoint(d: dict[str, object]) -> Endpoint:
+    key = ProfileKey(str(d["model"]), str(d.get("batch_size", "")), int(d["num_gpus"]))  # type: ignore[call-overload]
+    return Endpoint(key, str(d.get("strategy", "")))
 
 
 def _ep(ep: Endpoint) -> dict[str, object]:

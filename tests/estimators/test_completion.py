@@ -8,7 +8,13 @@ import pytest
 
 from tesserae_slurm.cli.main import main
 from tesserae_slurm.estimators.bayesopt import BayesOpt
-from tesserae_slurm.estimators.complete import complete_profile, complete_table, provenance_rows, target_entries
+from tesserae_slurm.estimators.complete import (
+    complete_profile,
+    complete_table,
+    provenance_from_rows,
+    provenance_rows,
+    target_entries,
+)
 from tesserae_slurm.estimators.entries import (
     Endpoint,
     Value,
@@ -19,7 +25,7 @@ from tesserae_slurm.estimators.entries import (
 )
 from tesserae_slurm.estimators.linear import LinearModel
 from tesserae_slurm.estimators.matrix_completion import MatrixCompletion
-from tesserae_slurm.model import Job
+from tesserae_slurm.model import InputError, Job
 from tesserae_slurm.profiles import ProfileKey, load_profile, parse_profile_csv, profile_csv_text
 
 
@@ -60,6 +66,10 @@ def test_completion_keeps_measurements_and_tags_what_it_filled(a100_table):
     assert all(done.values[e] == a100_table.values[e] and done.source(e) == "measured" for e in partial)
     rows = provenance_rows(done)
     assert len(rows) == len(hidden) and rows[0]["source"] == "estimated:linear"
+    back = provenance_from_rows(json.loads(json.dumps(rows)))
+    assert back == {e: "estimated:linear" for e in hidden}
+    with pytest.raises(InputError, match=r"provenance\[0\]: bad provenance row"):
+        provenance_from_rows([{"gpu_type": "a100"}])
 
 
 def test_completed_profile_serves_packing_lookups():
