@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from tesserae_slurm.policies.registry import POLICIES  # noqa: E402
 from tesserae_slurm.sim.compare import RunSpec, run_many  # noqa: E402
 from tesserae_slurm.sim.configs import get_config  # noqa: E402
+from tesserae_slurm.sim.restart import RestartCost  # noqa: E402
 from tesserae_slurm.sim.trace_source import resolve_trace  # noqa: E402
 from tesserae_slurm.sim.traces import generate_gavel, load_shipped  # noqa: E402
 
@@ -60,6 +61,7 @@ class Study:
     configs: Sequence[str]
     noise: Sequence[float] = (0.0,)
     seeds: Sequence[int] = (0,)
+    restart_scale: float = 1.0  # multiplies every default restart overhead
     results: dict[tuple[str, float, int], dict[str, Any]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
 
@@ -94,6 +96,8 @@ def studies(args: argparse.Namespace) -> list[Study]:
     return [
         Study("a100", "Tesserae-style trace on A100 (paper Figures 9 and 10a)", Setup(tess, a100, "a100"), MAIN),
         Study("ftf", "Finish-time fairness (paper Figure 12)", Setup(tess, a100, "a100"), FAIRNESS),
+        Study("restart", "Restart overhead x3 (why migrations matter more on the paper's cluster)",
+              Setup(tess, a100, "a100"), ("tesserae-t", "tesserae-t-nomig"), restart_scale=3.0),
         Study("noise", "Profiling noise (paper Figure 14)", Setup(tess, a100, "a100"), ("tesserae-t",),
               noise=NOISE_LEVELS, seeds=NOISE_SEEDS),
         Study("v100", "V100 with Gavel's throughput table (paper Figure 10b)", Setup(tess, v100, "gavel"), HARDWARE),
@@ -102,14 +106,22 @@ def studies(args: argparse.Namespace) -> list[Study]:
 
 
 def cache_key(spec: RunSpec) -> str:
-    ident = json.dumps([spec.trace_name, len(spec.trace), spec.cluster_spec, spec.policy, spec.profile,
-                        spec.round_s, spec.seed, spec.noise], sort_keys=True)
+    fields: list[Any] = [spec.trace_name, len(spec.trace), spec.cluster_spec, spec.policy, spec.profile,
+                         spec.round_s, spec.seed, spec.noise]
+    if spec.restart is not None:
+        fields.append(spec.restart.to_json())
+    ident = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
 def run_study(study: Study, cache: Path, workers: int, fresh: bool, simulate: bool = True) -> None:
     """Fill ``study.results`` from the cache, simulating what is missing when ``simulate``."""
     trace, name = resolve_trace(study.setup.trace, models=study.setup.profile)
+    restart = None
+    if study.restart_scale != 1.0:
+        base = RestartCost()
+        restart = RestartCost(base.default_s * study.restart_scale,
+                              {m: v * study.restart_scale for m, v in base.per_model.items()})
     todo: list[tuple[tuple[str, float, int], RunSpec, Path]] = []
     for config in study.configs:
         if not available(config):
@@ -118,7 +130,7 @@ def run_study(study: Study, cache: Path, workers: int, fresh: bool, simulate: bo
         for noise in study.noise:
             for seed in (study.seeds if noise > 0 else study.seeds[:1]):
                 spec = RunSpec(tuple(trace), name, study.setup.cluster, config, study.setup.profile,
-                               seed=seed, noise=noise)
+                               seed=seed, noise=noise, restart=restart)
                 path = cache / f"{study.key}-{config}-{noise:g}-{seed}-{cache_key(spec)}.json"
                 if path.exists() and (not fresh or not simulate):
                     study.results[(config, noise, seed)] = json.loads(path.read_text())
@@ -129,6 +141,15 @@ def run_study(study: Study, cache: Path, workers: int, fresh: bool, simulate: bo
         t0 = time.perf_counter()
         for (key, _, path), res in zip(todo, run_many([s for _, s, _ in todo], workers=workers), strict=True):
             summary = res.summary()
+            summary["worst_ftf_jobs"] = [
+                {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "duration": j.duration, "jct": j.jct,
+                 "ftf": j.ftf, "preemptions": j.preemptions, "migrations": j.migrations, "packed_s": j.packed_s}
+                for j in sorted(res.jobs, key=lambda j: -j.ftf)[:3]]
+            summary["last_jobs"] = [
+                {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "duration": j.duration,
+                 "submit": j.submit_time, "start": j.start_time, "finish": j.finish_time,
+                 "preemptions": j.preemptions}
+                for j in sorted(res.jobs, key=lambda j: -j.finish_time)[:2]]
             path.write_text(json.dumps(summary, indent=1))
             study.results[key] = summary
         log.info("%s: done in %.0f s", study.key, time.perf_counter() - t0)
@@ -160,65 +181,113 @@ def main_table(study: Study) -> list[str]:
 @dataclass(frozen=True)
 class Claim:
     what: str
-    paper: str
-    ours: Callable[[Study], str | None]
-    why: str
+    paper: float  # the paper's ratio (baseline / Tesserae), or its relative change for kind "change"
+    ours: Callable[[Study], tuple[str, float] | None]
+    why: str  # why ours may differ (shown unless ours matches)
+    kind: str = "ratio"  # "ratio" (x) or "change" (percent)
 
 
 def _get(study: Study, config: str) -> dict[str, Any] | None:
     return study.results.get((config, 0.0, 0))
 
 
-def _ratio_of(a: str, b: str, metric: str) -> Callable[[Study], str | None]:
-    def f(study: Study) -> str | None:
+def _ratio_of(a: str, b: str, metric: str) -> Callable[[Study], tuple[str, float] | None]:
+    def f(study: Study) -> tuple[str, float] | None:
         x, y = _get(study, a), _get(study, b)
         if x is None or y is None:
             return None
-        return ratio(y[metric], x[metric])  # b / a: how much better a is
+        return ratio(y[metric], x[metric]), y[metric] / x[metric]  # b / a: how much better a is
     return f
 
 
-def _migration_cut(study: Study) -> str | None:
+def _migration_cut(study: Study) -> tuple[str, float] | None:
     t, n = _get(study, "tesserae-t"), _get(study, "tesserae-t-nomig")
     if t is None or n is None:
         return None
-    return f"{(t['migrations'] - n['migrations']) / n['migrations']:+.0%} ({t['migrations']} vs {n['migrations']})"
+    change = (t["migrations"] - n["migrations"]) / n["migrations"]
+    return f"{change:+.0%} ({t['migrations']} vs {n['migrations']})", change
 
 
-def _best_over_baselines(metric: str) -> Callable[[Study], str | None]:
-    def f(study: Study) -> str | None:
+def _best_over_baselines(metric: str) -> Callable[[Study], tuple[str, float] | None]:
+    def f(study: Study) -> tuple[str, float] | None:
         t = _get(study, "tesserae-t")
         others = [(c, s) for c in study.configs if c != "tesserae-t" and (s := _get(study, c)) is not None]
         if t is None or not others:
             return None
         worst_c, worst = max(others, key=lambda cs: cs[1][metric])
-        return f"{worst[metric] / t[metric]:.2f}x (vs {worst_c})"
+        return f"{worst[metric] / t[metric]:.2f}x (vs {worst_c})", worst[metric] / t[metric]
     return f
 
 
+def verdict(ours: float, paper: float, kind: str) -> str:
+    """'Matches' within 5 % (5 points for changes); else the direction and size of the difference."""
+    if kind == "change":
+        if abs(ours - paper) <= 0.05:
+            return "Matches (within 5 points)."
+        same = (ours < 0) == (paper < 0)
+        bigger = abs(ours) > abs(paper)
+    else:
+        if abs(ours / paper - 1) <= 0.05:
+            return "Matches (within 5 %)."
+        if abs(ours - 1) < 0.01:
+            return "No difference here, where the paper finds one."
+        same = (ours > 1) == (paper > 1)
+        bigger = abs(ours - 1) > abs(paper - 1)
+    if not same:
+        return "Opposite direction."
+    return "Same direction, larger." if bigger else "Same direction, smaller."
+
+
 def claims_table(study: Study, claims: Sequence[Claim]) -> list[str]:
-    rows = ["| comparison | paper | ours | why they differ |", "|---|---|---|---|"]
+    rows = ["| comparison | paper | ours | agreement, and why ours differs |", "|---|---|---|---|"]
     for c in claims:
         ours = c.ours(study)
-        rows.append(f"| {c.what} | {c.paper} | {ours if ours is not None else 'not run'} | {c.why} |")
+        paper = f"{c.paper:+.0%}" if c.kind == "change" else f"{c.paper:.2f}x"
+        if ours is None:
+            rows.append(f"| {c.what} | {paper} | not run | |")
+            continue
+        text, value = ours
+        v = verdict(value, c.paper, c.kind)
+        rows.append(f"| {c.what} | {paper} | {text} | {v}{'' if v.startswith('Matches') else ' ' + c.why} |")
     return rows
 
 
-WHY_GAVEL = ("Our Gavel baseline re-solves its LP only every 1920 s and on changes (Gavel's rule, policies.md §7), "
-             "charges the same restart overhead to its many lease changes, and packs from the same A100 table; "
-             "the paper does not say how its Gavel port charged migrations or how often it re-solved.")
-WHY_SINGLE = ("Tiresias(Single) already packs every 1-GPU job, and 60 % of the jobs are 1-GPU; the paper's Tiresias "
-              "queue thresholds and promotion knob are unpublished (we use Tiresias' code defaults, 3250/7200 "
-              "GPU-s, no promotion), and our restart overhead (30 s / 90 s) is an estimate.")
-WHY_MIG = ("Both count a migration whenever a job's GPUs change. Our consolidated placement is recomputed from "
-           "scratch every round (Listing 1), so even jobs that keep running often change nodes; Tesserae's "
-           "relabeling undoes part of that. The share it removes depends on how much the layout churns, which "
-           "depends on the placement's tie-breaking, not published in the paper.")
-WHY_JCT_MIG = ("Each avoided migration saves one restart overhead (30-90 s); the paper measured larger overheads on "
-               "its cluster (its Figure 3), so migrations cost more there.")
-WHY_GAVEL_TRACE = ("The paper does not give the Gavel-style trace's arrival rate; we offer the cluster the same "
-                   "GPU-hours per hour as the Tesserae trace at 80 jobs/hour ({rate} jobs/hour). Long jobs "
-                   "(up to 10^4 minutes) dominate this trace, so the ratio depends strongly on that load.")
+def bounds(study: Study) -> str:
+    """Trace facts that bound the makespan, so a reader can tell how much room a scheduler had."""
+    trace, _ = resolve_trace(study.setup.trace, models=study.setup.profile)
+    gpus = sum(int(p.split("x")[0]) * int(p.split("x")[1].split(":")[0]) for p in study.setup.cluster.split(","))
+    last = max(j.submit_time + j.duration for j in trace) - trace[0].submit_time
+    work = sum(j.duration * j.num_gpus for j in trace) / gpus
+    return (f"{len(trace)} jobs arriving over {(trace[-1].submit_time - trace[0].submit_time) / 3600:.1f} h; "
+            f"makespan bounds without packing: the latest submit + duration is {last / 3600:.1f} h, all work on "
+            f"{gpus} GPUs takes {work / 3600:.1f} h.")
+
+
+def worst_jobs(summary: dict[str, Any]) -> str:
+    jobs = summary.get("worst_ftf_jobs", [])
+    return "; ".join(f"job {j['id']} ({j['num_gpus']} GPU {j['model']}, {j['duration'] / 60:.0f} min alone): "
+                     f"rho {j['ftf']:.1f}, {j['preemptions']} preemptions, packed {j['packed_s'] / 60:.0f} min"
+                     for j in jobs)
+
+
+WHY_GAVEL = ("Gavel's rounds preempt and move jobs far more often than Tesserae-T (see the table) and each restart "
+             "costs our estimated 30-90 s; with the larger overheads the paper measured (its Figure 3) the gap "
+             "widens (section 1b). Our Gavel re-solves its LP every 1920 s and on changes, as Gavel does "
+             "(policies.md §7); the paper does not say how often its port re-solved.")
+WHY_SINGLE = ("60 % of the jobs use 1 GPU, which Tiresias(Single) packs as well, so the gap comes from 2- and 4-GPU "
+              "pairs. The paper's Tiresias thresholds and promotion knob are unpublished (we use Tiresias' code "
+              "defaults: 3250/7200 GPU-s, no promotion), and a packed job is charged full GPU-time service, so slow "
+              "partners sink to lower queues (the worst FTF cases below); restart overheads are our estimates.")
+WHY_MIG = ("Both count a job as migrated whenever its GPUs change. What relabeling can undo depends on how much the "
+           "consolidated layout churns from round to round (placement tie-breaks, changing packing partners), "
+           "which the paper does not specify.")
+WHY_JCT_MIG = ("Each avoided migration saves one restart overhead, and ours are estimates (30 s; LLMs 90 s). With "
+               "every overhead tripled the ratio grows well past the paper's (section 1b), so the paper's 1.22x is "
+               "consistent with overheads between one and three times ours.")
+WHY_GAVEL_TRACE = ("The paper does not give this trace's arrival rate; we offer the cluster the same GPU-hours per "
+                   "hour as the Tesserae trace at 80 jobs/hour ({rate} jobs/hour). Makespan is set by a few "
+                   "multi-day jobs (see the bounds above) and all configurations end within a few % of each other; "
+                   "'up to' in the paper is the gain over its weakest baseline, and its baseline set is not listed.")
 WHY_V100 = ("Gavel's V100 table has packed pairs only for 1-GPU jobs, so on V100 Tesserae-T can pack nothing that "
             "Tiresias(Single) cannot; the paper measured its own V100 pairs. We map the A100 models onto Gavel "
             "job types (docs/traces.md).")
@@ -237,20 +306,34 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
     a100 = by.get("a100")
     if a100 is not None and a100.results:
         s = a100.setup
-        out += [f"## 1. {a100.title}", "", f"Trace `{s.trace}`, cluster `{s.cluster}`, profile `{s.profile}`.", ""]
+        out += [f"## 1. {a100.title}", "", f"Trace `{s.trace}`, cluster `{s.cluster}`, profile `{s.profile}`. "
+                f"{bounds(a100)}", ""]
         out += main_table(a100) + [""]
         out += claims_table(a100, [
-            Claim("Tesserae-T vs Gavel, avg JCT", "1.41x", _ratio_of("tesserae-t", "gavel", "avg_jct_s"), WHY_GAVEL),
-            Claim("Tesserae-T migrations vs Gavel's migration rule", "-36 %", _migration_cut, WHY_MIG),
-            Claim("Tesserae-T vs Gavel's migration rule, avg JCT", "1.22x",
+            Claim("Tesserae-T vs Gavel, avg JCT", 1.41, _ratio_of("tesserae-t", "gavel", "avg_jct_s"), WHY_GAVEL),
+            Claim("Tesserae-T migrations vs Gavel's migration rule", -0.36, _migration_cut, WHY_MIG, "change"),
+            Claim("Tesserae-T vs Gavel's migration rule, avg JCT", 1.22,
                   _ratio_of("tesserae-t", "tesserae-t-nomig", "avg_jct_s"), WHY_JCT_MIG),
-            Claim("Tesserae-T vs Tiresias(Single), avg JCT", "1.54x",
+            Claim("Tesserae-T vs Tiresias(Single), avg JCT", 1.54,
                   _ratio_of("tesserae-t", "tiresias-single", "avg_jct_s"), WHY_SINGLE),
-            Claim("Tesserae-T vs Tiresias(Single), makespan", "1.20x",
+            Claim("Tesserae-T vs Tiresias(Single), makespan", 1.20,
                   _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), WHY_SINGLE),
-            Claim("Tesserae-T vs Tiresias (no packing), avg JCT", "(not reported)",
-                  _ratio_of("tesserae-t", "tiresias", "avg_jct_s"), "for reference"),
         ]) + [""]
+        t = _get(a100, "tesserae-t")
+        if t and t.get("worst_ftf_jobs"):
+            out += [f"Tesserae-T's worst FTF cases: {worst_jobs(t)}.", ""]
+    rs = by.get("restart")
+    if rs is not None and rs.results and a100 is not None:
+        out += [f"### 1b. {rs.title}", "", "The same runs with every restart overhead tripled (90 s, LLMs 270 s):", "",
+                "| restart overhead | Tesserae-T avg JCT (h) | Gavel's rule avg JCT (h) | JCT ratio | migrations |",
+                "|---|---|---|---|---|"]
+        for label, st in (("default (30 / 90 s)", a100), ("x3 (90 / 270 s)", rs)):
+            t, n = _get(st, "tesserae-t"), _get(st, "tesserae-t-nomig")
+            if t and n:
+                out.append(f"| {label} | {hours(t['avg_jct_s'])} | {hours(n['avg_jct_s'])} | "
+                           f"{ratio(n['avg_jct_s'], t['avg_jct_s'])} | {t['migrations']} vs {n['migrations']} |")
+        out += ["", "The JCT gain of fewer migrations grows with what a migration costs; the paper's 1.22x lies between "
+                "the two rows.", ""]
     ftf = by.get("ftf")
     if ftf is not None and ftf.results:
         out += [f"## 2. {ftf.title}", "", f"Trace `{ftf.setup.trace}`, cluster `{ftf.setup.cluster}`. FTF rho = JCT / "
@@ -266,28 +349,38 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             out.append(f"| {config} | {f['worst']:.2f} | {f['p90']:.2f} | {f['median']:.2f} | "
                        f"{f['share_above_1']:.0%} | {hours(r['avg_jct_s'])} |")
         g, t = _get(ftf, "gavel-ftf"), _get(ftf, "tesserae-ftf")
-        verdict = "not run"
         if g and t:
-            verdict = ("lower (as in the paper)" if t["ftf"]["worst"] < g["ftf"]["worst"]
-                       else "higher (the paper finds it lower)")
-        out += ["", f"Paper: Tesserae-FTF has the lowest worst-case FTF ratio, below Gavel-FTF. Ours: Tesserae-FTF's "
-                f"worst rho is {verdict}. Why we may differ: the paper defines rho only as T_shared / T_fair and does "
-                "not say how T_fair is computed or which FTF variant it ran (policies.md §9-10); ours orders by "
-                "Gavel's non-packed FTF allocation and lets packing slow some jobs, and the worst case is one job, "
-                "so it swings with tie-breaks. Compare the distributions (p90, median, share above 1) as well.", ""]
+            lower = t["ftf"]["worst"] < g["ftf"]["worst"]
+            out += ["", "Paper: Tesserae-FTF has the lowest worst-case FTF ratio, below Gavel-FTF. Ours: Tesserae-FTF's "
+                    f"worst rho is {'lower, as in the paper' if lower else 'higher, unlike the paper'} "
+                    f"({t['ftf']['worst']:.2f} vs {g['ftf']['worst']:.2f}); its median and p90 are "
+                    f"{'lower' if t['ftf']['median'] < g['ftf']['median'] else 'higher'} "
+                    f"({t['ftf']['median']:.2f} vs {g['ftf']['median']:.2f}, {t['ftf']['p90']:.2f} vs "
+                    f"{g['ftf']['p90']:.2f}).", "",
+                    f"Worst cases, Tesserae-FTF: {worst_jobs(t)}. Gavel-FTF: {worst_jobs(g)}.", "",
+                    "Why we may differ: the worst ratio is one job. Ours are multi-GPU jobs that need whole idle nodes "
+                    "and lose them whenever the FTF order changes (each preemption costs a restart), or 4-GPU LLMs "
+                    "slowed as packing partners; Gavel's lease extension keeps a running job on its GPUs. The paper "
+                    "defines rho only as T_shared / T_fair, without saying how T_fair is computed or which FTF "
+                    "variant Tesserae-FTF orders by (policies.md §9-10; ours: Gavel's non-packed FTF LP). Themis "
+                    "(our heuristic FTF order, no packing) is shown for reference.", ""]
     gt = by.get("gavel-trace")
     if gt is not None and gt.results:
         rate = gt.setup.trace.split(":")[3]
         out += [f"## 3. {gt.title}", "", f"Trace `{gt.setup.trace}` (Gavel's generator: 70/10/15/5 % of 1/2/4/8-GPU "
                 f"jobs, durations 10^U(1.5,3) min w.p. 0.8 else 10^U(3,4) min; {rate} jobs/hour, see below), "
-                f"cluster `{gt.setup.cluster}`.", ""]
+                f"cluster `{gt.setup.cluster}`. {bounds(gt)}", ""]
         out += main_table(gt) + [""]
         out += claims_table(gt, [
-            Claim("Tesserae-T vs the worst baseline, avg JCT", "up to 1.87x", _best_over_baselines("avg_jct_s"),
+            Claim("Tesserae-T vs the worst baseline, avg JCT", 1.87, _best_over_baselines("avg_jct_s"),
                   WHY_GAVEL_TRACE.format(rate=rate)),
-            Claim("Tesserae-T vs the worst baseline, makespan", "up to 1.32x", _best_over_baselines("makespan_s"),
+            Claim("Tesserae-T vs the worst baseline, makespan", 1.32, _best_over_baselines("makespan_s"),
                   WHY_GAVEL_TRACE.format(rate=rate)),
         ]) + [""]
+        t, ts = _get(gt, "tesserae-t"), _get(gt, "tiresias-single")
+        if t and ts:
+            out += [f"Against Tiresias(Single) on this trace: avg JCT {ratio(ts['avg_jct_s'], t['avg_jct_s'])}, makespan "
+                    f"{ratio(ts['makespan_s'], t['makespan_s'])}.", ""]
     nz = by.get("noise")
     if nz is not None and nz.results:
         base = nz.results.get(("tesserae-t", 0.0, 0))
@@ -306,18 +399,34 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             out.append(f"| {n:g} | {hours(statistics.fmean(j))} ({hours(min(j))}-{hours(max(j))}) | "
                        f"{statistics.fmean(j) / base['avg_jct_s']:.2f}x | {hours(statistics.fmean(m))} | "
                        f"{statistics.fmean(m) / base['makespan_s']:.2f}x |")
-        out += ["", f"Paper: avg JCT grows by at most 1.12x at n = 1.0 and makespan is robust. Ours: at most "
-                f"{worst:.2f}x over all runs. Noise only changes which pairs and LLM strategies the engine picks "
-                "(the Tiresias order does not use speeds), so its effect is bounded by the packing gain itself.", ""]
+        top = [v for (c, nn, _), v in nz.results.items() if nn == max(nz.noise)]
+        mean_j = statistics.fmean(r["avg_jct_s"] for r in top) / base["avg_jct_s"] if top and base else 1.0
+        mean_m = statistics.fmean(r["makespan_s"] for r in top) / base["makespan_s"] if top and base else 1.0
+        out += ["", f"Paper: avg JCT grows by at most 1.12x at n = 1.0, and makespan is robust. Ours at n = "
+                f"{max(nz.noise):g}: avg JCT {mean_j:.2f}x on average ({verdict(mean_j, 1.12, 'ratio')[:-1].lower()}; "
+                f"at most {worst:.2f}x in one run), makespan {mean_m:.2f}x. Noise only changes which pairs and LLM "
+                "strategies the engine picks (the Tiresias order does not use speeds), so its JCT cost is bounded "
+                "by the packing gain itself.", ""]
+        lasts = [(n, r["last_jobs"][0]) for n in (0.0, max(nz.noise)) for (c, nn, sd), r in nz.results.items()
+                 if nn == n and sd == nz.seeds[0] and r.get("last_jobs")]
+        if mean_m > 1.05 and len(lasts) == 2:
+            desc = "; ".join(f"n = {n:g}: job {j['id']} ({j['num_gpus']}-GPU {j['model']}, {j['duration'] / 3600:.1f} h "
+                             f"alone, submitted at {j['submit'] / 3600:.1f} h) finished at {j['finish'] / 3600:.1f} h"
+                             for n, j in lasts)
+            out += ["Unlike the paper, our makespan is not robust to noise. It is set by the last few long, "
+                    f"low-priority jobs (seed {nz.seeds[0]}, {desc}): Tiresias demotes them, so they finish only "
+                    "after the higher queues drain, and every hour the busy phase loses to badly chosen pairs delays "
+                    "them by about as much. Which jobs end a trace is a property of its realization; the paper's "
+                    "trace is not published.", ""]
     v = by.get("v100")
     if v is not None and v.results and a100 is not None:
         out += [f"## 5. {v.title}", "", f"The same trace mapped onto Gavel job types (docs/traces.md), cluster "
                 f"`{v.setup.cluster}`, profile `gavel`; durations are taken as V100 times.", ""]
         out += main_table(v) + [""]
         out += claims_table(v, [
-            Claim("V100: Tesserae-T vs Tiresias(Single), avg JCT", "1.08x",
+            Claim("V100: Tesserae-T vs Tiresias(Single), avg JCT", 1.08,
                   _ratio_of("tesserae-t", "tiresias-single", "avg_jct_s"), WHY_V100),
-            Claim("V100: Tesserae-T vs Tiresias(Single), makespan", "1.03x",
+            Claim("V100: Tesserae-T vs Tiresias(Single), makespan", 1.03,
                   _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), WHY_V100),
         ]) + ["", "As in the paper, the gain on V100 is much smaller than on A100 (section 1): fewer pairs fit and "
               "pay off on the smaller, slower GPU.", ""]
@@ -329,6 +438,22 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
     if missing:
         out += ["## Not run", "", f"Configurations whose policy module is not available in this checkout: "
                 f"{', '.join(missing)}. Re-run the script once they exist.", ""]
+    out += ["## What differs from the paper's setup everywhere", "",
+            "* **Traces.** The paper's traces are not published; ours come from the same generators with seed 0 "
+            "(docs/traces.md), so every number is one realization, and worst cases and makespans hinge on a few jobs.",
+            "* **Restart overhead.** The paper measures warm-up and checkpoint time (its Figure 3) but does not print "
+            "the values; we charge 30 s (LLMs 90 s) per resume or migration (docs/simulator.md). Section 1b shows "
+            "how the migration results scale with it.",
+            "* **Tiresias parameters.** The paper's queue thresholds and promotion knob are unpublished; we use "
+            "Tiresias' code defaults (3250 / 7200 GPU-seconds, no promotion) for every trace. A packed job is "
+            "charged full GPU-time service, as Tiresias counts service, although it runs slower.",
+            "* **Placement.** Listing 1 recomputes the consolidated placement every round; migrations counted here "
+            "are real moves of a job's GPUs after Tesserae's (or Gavel's) relabeling.",
+            "* **FTF.** rho = JCT / (isolated duration x max(1, mean active jobs per GPU over the job's life)); the "
+            "paper gives only T_shared / T_fair.",
+            "* **V100.** Gavel's published V100 table (packing measured for 1-GPU jobs only) stands in for the "
+            "paper's own V100 measurements.",
+            ""]
     out += ["## Reproduce", "", "```sh", ".venv/bin/python scripts/reproduce_results.py   # writes docs/results.md",
             "```", "", f"Cached run summaries: `{args.cache}/` (delete it, or pass `--fresh`, to re-simulate).", ""]
     return "\n".join(out)
@@ -340,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache", default=str(ROOT / "out" / "reproduce"))
     ap.add_argument("--jobs", type=int, default=900, help="jobs per trace (900; fewer for a smoke run)")
     ap.add_argument("--cluster", default="20x4", help="NODESxGPUS without type (20x4 = 80 GPUs)")
-    ap.add_argument("--only", default="", help="comma-separated studies: a100, ftf, gavel-trace, noise, v100")
+    ap.add_argument("--only", default="",
+                    help="comma-separated studies to simulate: a100, restart, ftf, noise, v100, gavel-trace")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--fresh", action="store_true", help="ignore cached results")
     args = ap.parse_args(argv)
@@ -353,7 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"unknown studies {sorted(unknown)}; known: {', '.join(s.key for s in every)}")
     t0 = time.perf_counter()
     for study in every:  # --only limits what is simulated; the document shows everything cached
-        run_study(study, cache, args.workers, args.fresh, simulate=not args.only or study.key in args.only.split(","))
+        wanted = not args.only or study.key in args.only.split(",")
+        run_study(study, cache, args.workers, args.fresh, simulate=wanted)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(render(every, args, time.perf_counter() - t0))
     log.info("wrote %s", args.out)
