@@ -94,9 +94,10 @@ def provenance_rows(table: SpeedTable) -> list[dict[str, object]]:
         src = table.source(e)
         if src == "measured":
             continue
-        row: dict[str, object] = {"gpu_type": e.gpu_type, "a": _ep(e.job), "source": src}
+        row: dict[str, object] = {"gpu_type": e.gpu_type, "a": _ep(e.job)}
         if e.partner is not None:
             row["b"] = _ep(e.partner)
+        row["source"] = src
         rows.append(row)
     return rows
 

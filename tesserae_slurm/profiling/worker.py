@@ -14,7 +14,7 @@ keeps training (as load) until every job has finished, so each measured window o
 its partner's training. The solo windows right before the pair are what the pair is normalized by:
 a drift in background load between runs (a shared CI machine, thermal throttling) then does not
 show up as interference. An out-of-memory error anywhere
-makes the run infeasible; any other failure is an error, recorded and not retried.
+makes the run infeasible; any other failure is an error, recorded (``--resume`` redoes it).
 """
 
 from __future__ import annotations
