@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
+from ..model import InputError
 from ..profiles import IsolatedRecord, PairOption, PairRecord, ProfileKey, ThroughputProfile, build_profile
 
 MEASURED = "measured"
@@ -178,7 +179,19 @@ def profile_from_table(table: SpeedTable, name: str, datasets: Mapping[str, str]
         else:
             pairs.append(PairRecord(e.gpu_type, as_written(e.gpu_type, e.job), as_written(e.gpu_type, e.partner),
                                     PairOption(e.job.strategy or None, e.partner.strategy or None, v.a, v.b)))
+    if template is not None:  # the template's order (strategy order breaks packing ties)
+        rank = {(r.gpu_type, r.key, r.strategy): i for i, r in enumerate(template.isolated)}
+        isolated.sort(key=lambda r: rank.get((r.gpu_type, replace(r.key, batch_size=_canon_batch(template, r)),
+                                              r.strategy), len(rank)))
     return build_profile(name, isolated, pairs, datasets)
+
+
+def _canon_batch(profile: ThroughputProfile, rec: IsolatedRecord) -> str:
+    """The key batch a (possibly written-spelling) record has in ``profile``."""
+    try:
+        return profile.key(rec.key.model, rec.key.batch_size, rec.key.num_gpus).batch_size
+    except InputError:
+        return rec.key.batch_size
 
 
 def strategied_models(table: SpeedTable) -> frozenset[str]:

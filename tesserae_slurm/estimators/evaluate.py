@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..profiles import ThroughputProfile
 from .base import ErrorReport, error_report, held_out, predict_all
 from .bayesopt import (
     BayesOpt,
@@ -33,7 +34,7 @@ from .bayesopt import (
     table_oracle,
 )
 from .complete import complete_table
-from .entries import Entry, SpeedTable, Value
+from .entries import Entry, SpeedTable, Value, profile_from_table, table_from_profile
 from .linear import LinearModel, is_data_parallel
 from .matrix_completion import MatrixCompletion
 
@@ -119,6 +120,15 @@ def budget_scenario(full: SpeedTable, budget: int, seed: int = 0, n_init: int = 
         error_report("mean", truth, mean_baseline(observed, truth)),
     )
     return Scenario(budget, seed, observed, truth, {"linear+bo": paper, "mc": mc}, reports)
+
+
+def completed_profiles(full: ThroughputProfile, budget: int, seed: int = 0) -> dict[str, ThroughputProfile]:
+    """What a site would pack with after budgeted profiling: one profile per estimator, named
+    ``<full>-<estimator>-b<budget>-s<seed>``, each holding every entry of ``full`` (measured or filled).
+    The simulator runs decisions on these and progress on ``full`` (the oracle)."""
+    sc = budget_scenario(table_from_profile(full), budget, seed)
+    return {est: profile_from_table(t, f"{full.name}-{est}-b{budget}-s{seed}", full.datasets, full)
+            for est, t in sc.completed.items()}
 
 
 def _has_strategy(e: Entry) -> bool:

@@ -17,7 +17,7 @@ from tesserae_slurm.estimators.bayesopt import (
     table_oracle,
 )
 from tesserae_slurm.estimators.entries import Endpoint, make_entry
-from tesserae_slurm.estimators.evaluate import budget_scenario, search_study
+from tesserae_slurm.estimators.evaluate import budget_scenario, completed_profiles, search_study
 from tesserae_slurm.estimators.gp import GpHyper, expected_improvement, fit_gp, kernel, matern52
 from tesserae_slurm.estimators.strategies import candidate_space, features
 from tesserae_slurm.model import InputError
@@ -137,6 +137,18 @@ def test_budgeted_estimates_beat_matrix_completion(a100_table, repeat_noise):
     assert paper.mae < mc.mae and paper.mae < mean.mae / 3
     assert paper.feasibility_errors < mc.feasibility_errors
     assert 0.3 < sc.measured_fraction < 0.45
+
+
+def test_completed_profiles_cover_the_oracle():
+    from tesserae_slurm.profiles import load_profile
+
+    a100 = load_profile("a100")
+    got = completed_profiles(a100, 2, seed=1)
+    assert set(got) == {"linear+bo", "mc"}
+    for p in got.values():
+        assert set(p.keys("a100")) == set(a100.keys("a100"))
+        assert len(p.pairs) == len(a100.pairs)  # every measured pair has a (possibly estimated) value
+        assert p.strategies("GPT2-Medium", 4) == a100.strategies("GPT2-Medium", 4)
 
 
 def test_bo_estimator_needs_observations_of_the_task():
