@@ -155,3 +155,64 @@ def completed(env: Env, *jobs: str) -> bool:
     """Slurm itself lists the jobs as COMPLETED (their processes are gone, not just their payload)."""
     q = env.squeue()
     return all(q.get(j, {}).get("state") == "COMPLETED" for j in jobs)
+
+
+TICK = ROOT / "tests" / "daemon" / "jobs" / "tick.sbatch"
+
+
+def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick", step_time: float = 0.1) -> str:
+    """tsbatch's own code path (parse, validate, sbatch) in this process: no interpreter start per job."""
+    from tesserae_slurm.daemon.config import load_config
+    from tesserae_slurm.tsbatch.submit import prepare
+
+    cfg = load_config(env.config, check_policy=False)
+    backend = backend_from_config(cfg, env.cluster.env())
+    prepared, _ = prepare(["--gpus", str(gpus), "--no-profile", "-J", name, "-o", str(env.out / "%j.out"),
+                           str(TICK), str(env.out), str(steps), str(step_time), *args], lambda _c: backend,
+                          lambda _p: cfg)
+    job_env = {**prepared.env, "TESSERAE_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    return str(backend.submit(list(prepared.script), prepared.extra_args, env=job_env))
+
+
+def consistency_problems(env: Env, jobs: list[str]) -> list[str]:
+    """Everything that would mean a job lost, placed twice, or a database that disagrees with Slurm."""
+    from tesserae_slurm.daemon.store import PLACED_STATES
+
+    problems: list[str] = []
+    store = env.store()
+    rows = {r.job_id: r for r in store.jobs()}
+    slurm = env.squeue()
+    left = [a for a in store.actions() if a.status == "intent"]
+    if left:
+        problems.append(f"actions still in intent: {[(a.round_id, a.kind, a.job_id) for a in left]}")
+    holders: dict[tuple[str, int], set[str]] = {}
+    for j in jobs:
+        r, s = rows.get(j), slurm.get(j)
+        if r is None or s is None:
+            problems.append(f"job {j} lost (db={r is not None}, slurm={s is not None})")
+            continue
+        if r.state in ("LOST", "FAILED", "CANCELLED") or s["state"] in ("FAILED", "CANCELLED"):
+            problems.append(f"job {j}: db {r.state}, slurm {s['state']}")
+        slurm_active = s["state"] in ("RUNNING", "CONFIGURING", "COMPLETING") or (
+            s["state"] == "PENDING" and s["reason"] not in ("JobHeldUser", "JobHeldAdmin"))
+        if (r.state in PLACED_STATES) != slurm_active:
+            problems.append(f"job {j}: db {r.state} but slurm {s['state']} ({s['reason']})")
+        if r.state in PLACED_STATES:
+            if s["admin_comment"] != r.assignment:
+                problems.append(f"job {j}: AdminComment differs from the recorded assignment")
+            for node, idx in parse_gpus_str(r.gpus).items():
+                for g in idx:
+                    holders.setdefault((node, g), set()).add(j)
+    for gpu, who in holders.items():
+        if len(who) > 2:
+            problems.append(f"GPU {gpu} held by {sorted(who)}")
+        elif len(who) == 2:
+            a, b = sorted(who)
+            if rows[a].packed_with != b or rows[b].packed_with != a:
+                problems.append(f"GPU {gpu} shared by {a} and {b}, which are not a packed pair")
+    return problems
+
+
+def parse_gpus_str(text: str) -> dict[str, tuple[int, ...]]:
+    from tesserae_slurm.daemon.gpuset import parse_gpus
+    return parse_gpus(text)
