@@ -27,7 +27,7 @@ BIN = Path(sys.executable).parent
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
-        out[k] = _merge(out.get(k, {}), v) if isinstance(v, Mapping) else v
+        out[k] = _merge(out.get(k, {}), v) if isinstance(v, Mapping) and v else v  # {} replaces
     return out
 
 

@@ -1,0 +1,93 @@
+"""tsbatch against the real dev cluster: what it submits, verbatim names and arguments, and refusals."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tesserae_slurm.tsbatch.meta import JobMeta
+
+from .helpers import TICK, TOY, Env, done, submit_tick, wait_for
+
+
+def _show(env: Env, job: str) -> str:
+    return subprocess.run(["scontrol", "show", "job", "-o", job], env=env.os_env(), capture_output=True, text=True,
+                          timeout=30, check=True).stdout
+
+
+def test_submits_held_requeueable_appending_with_signal_and_metadata(env: Env) -> None:
+    job = env.tsbatch("--parsable", "--gpus", "2", "--model", "GPT2-Medium", "--parallelism", "10,14;12,12",
+                      "-t", "10", str(TOY), str(env.out)).stdout.strip()
+    show = _show(env, job)
+    for field in ("JobState=PENDING", "Reason=JobHeldUser", "Requeue=1", "Partition=tesserae", "NumNodes=1"):
+        assert field in show, (field, show)
+    assert "Priority=0" in show  # held
+    slurm = env.squeue()[job]
+    meta = JobMeta.decode(slurm["comment"])
+    assert meta == JobMeta(2, "GPT2-Medium", "", ("10,14", "12,12"))
+    plain = env.tsbatch("--gpus", "1", "--model", "resnet50", "--batch-size", "64", str(TOY), str(env.out))
+    assert plain.stdout.startswith("Submitted batch job ")
+    dry = env.tsbatch("--dry-run", "--gpus", "8", "--no-profile", str(TOY), str(env.out)).stdout
+    for part in ("--hold", "--requeue", "--open-mode=append", "--signal=B:USR1@20", "--partition=tesserae",
+                 "--nodes=2"):
+        assert part in dry, dry
+
+
+def test_shell_metacharacters_arrive_verbatim_and_run_nothing(env: Env) -> None:
+    mark = env.tmp / "pwned"
+    name = f"x; touch {mark} && echo $(touch {mark}) `touch {mark}` | cat > {mark}"
+    args = [f"$(touch {mark})", f"`touch {mark}`", f"a; touch {mark}", "b|c", f"> {mark}", "it's \"quoted\"", "*"]
+    job = env.tsbatch("--parsable", "--gpus", "1", "--no-profile", "-J", name, "-o", str(env.out / "%j.out"),
+                      str(TICK), str(env.out), "3", "0.01", *args).stdout.strip()
+    assert env.squeue()[job]["name"] == name
+    d = env.daemon()
+    wait_for(lambda: done(env, job), 60, "the job to run", tick=d.run_round, every=1)
+    start = next(e for e in env.events(job) if e["event"] == "start")
+    assert start["argv"][-len(args):] == args
+    assert not mark.exists()
+    same = submit_tick(env, 1, 3, "$(id)", name="$(id)")  # the in-process path is just as literal
+    assert env.squeue()[same]["name"] == "$(id)"
+
+
+BAD = [
+    (["--gpus", "3", "--model", "DCGAN", "--batch-size", "32"], "power of two"),
+    (["--gpus", "16", "--no-profile"], "at most 8 GPUs"),
+    (["--gpus", "two", "--no-profile"], "whole number"),
+    (["--gpus", "1", "--model", "NoSuchNet"], "unknown model 'NoSuchNet'"),
+    (["--gpus", "1"], "--model is required"),
+    (["--gpus", "1", "--model", "DCGAN", "--batch-size", "7"], "unknown batch size"),
+    (["--gpus", "2", "--model", "GPT2-Medium", "--parallelism", "3,3,3"], "does not divide 2 GPUs"),
+    (["--gpus", "2", "--model", "DCGAN", "--batch-size", "32", "--parallelism", "10,14"], "no parallelism strategies"),
+    (["--gpus", "1", "--no-profile", "--model", "DCGAN"], "drop --model"),
+    (["--gpus", "1", "--no-profile", "--gres=gpu:1"], "--gres is not allowed"),
+    (["--gpus", "1", "--no-profile", "-w", "node1"], "--nodelist is not allowed"),
+    (["--gpus", "1", "--no-profile", "--no-requeue"], "must stay requeueable"),
+    (["--gpus", "1", "--no-profile", "-p", "debug"], "managed partition"),
+    (["--gpus", "1", "--no-profile", "--open-mode=truncate"], "append"),
+    (["--gpus", "1", "--no-profile", "--comment", "x"], "metadata"),
+    (["--gpus", "1", "--no-profile", "--frobnicate"], "unknown option --frobnicate"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD, ids=[m for _, m in BAD])
+def test_bad_input_is_refused_with_one_line_and_nothing_is_submitted(env: Env, args: list[str], message: str) -> None:
+    before = env.squeue_ids()
+    proc = env.tsbatch(*args, str(TOY), str(env.out), check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tsbatch: error: ") and message in lines[0], proc.stderr
+    assert env.squeue_ids() == before
+
+
+def test_bad_script_header_and_missing_script_are_refused(env: Env) -> None:
+    script = env.tmp / "bad.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:4\n#SBATCH -J fine\necho hi\n")
+    before = env.squeue_ids()
+    proc = env.tsbatch("--gpus", "1", "--no-profile", str(script), check=False)
+    assert proc.returncode == 2 and "bad.sbatch #SBATCH: sbatch option --gres is not allowed" in proc.stderr
+    proc = env.tsbatch("--gpus", "1", "--no-profile", str(env.tmp / "missing.sh"), check=False)
+    assert proc.returncode == 2 and "cannot read batch script" in proc.stderr
+    proc = env.tsbatch("--gpus", "1", "--no-profile", check=False)
+    assert proc.returncode == 2 and "missing batch script" in proc.stderr
+    assert env.squeue_ids() == before
