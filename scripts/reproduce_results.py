@@ -469,6 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="comma-separated studies to simulate: a100, restart, ftf, noise, v100, gavel-trace")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--fresh", action="store_true", help="ignore cached results")
+    ap.add_argument("--render-only", action="store_true", help="simulate nothing; write the document from the cache")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cache = Path(args.cache)
@@ -479,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"unknown studies {sorted(unknown)}; known: {', '.join(s.key for s in every)}")
     t0 = time.perf_counter()
     for study in every:  # --only limits what is simulated; the document shows everything cached
-        wanted = not args.only or study.key in args.only.split(",")
+        wanted = not args.render_only and (not args.only or study.key in args.only.split(","))
         run_study(study, cache, args.workers, args.fresh, simulate=wanted)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(render(every, args, time.perf_counter() - t0))
