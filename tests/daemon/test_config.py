@@ -1,0 +1,83 @@
+"""Daemon configuration: the shipped file documents every key with its default; broken files fail with
+one clear line (and the daemon and tsbatch do nothing)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tesserae_slurm.cli import tsbatch as tsbatch_cli
+from tesserae_slurm.cli.main import main
+from tesserae_slurm.daemon.config import DaemonConfig, config_from_mapping, load_config
+from tesserae_slurm.model import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "etc" / "tesserae.yaml"
+
+
+def test_shipped_config_documents_every_key_with_its_default():
+    assert load_config(SHIPPED) == DaemonConfig()
+    raw = yaml.safe_load(SHIPPED.read_text())
+    for section in fields(DaemonConfig):
+        if section.name == "log_level":
+            assert "log_level" in raw
+            continue
+        documented = set(raw[section.name])
+        assert documented == {f.name for f in fields(getattr(DaemonConfig(), section.name))}, section.name
+
+
+def test_overrides_and_policy_options():
+    cfg = config_from_mapping({"scheduler": {"policy": "tiresias", "round_seconds": 60,
+                                             "policy_options": {"queue_limits": [100, 200]}},
+                               "preemption": {"grace_seconds": 5}})
+    assert cfg.scheduler.round_seconds == 60.0 and cfg.scheduler.policy_options == {"queue_limits": [100, 200]}
+    assert cfg.preemption.grace_seconds == 5.0
+
+
+BROKEN = [
+    ("scheduler: [1, 2\n", "malformed YAML at line"),
+    ("[1, 2]\n", "expected a mapping at the top level"),
+    ("schedulr: {}\n", "unknown key(s) schedulr"),
+    ("scheduler: {rounds: 5}\n", "unknown key(s) scheduler.rounds"),
+    ("scheduler: {round_seconds: soon}\n", "scheduler.round_seconds must be a number"),
+    ("scheduler: {round_seconds: 0}\n", "round_seconds must be > 0"),
+    ("scheduler: {policy: magic}\n", "scheduler.policy 'magic' unknown"),
+    ("scheduler: {policy: tiresias, policy_options: {queue_limits: [5, 1]}}\n", "queue_limits must be positive and increasing"),
+    ("scheduler: {policy: fifo, policy_options: {speed: 2}}\n", "bad options"),
+    ("slurm: {retries: 1.5}\n", "slurm.retries must be an integer"),
+    ("slurm: {backend: rest}\n", "slurm.backend must be auto, cli or pyslurm"),
+    ("slurm: {partition: 'a,b'}\n", "one partition name"),
+    ("preemption: {signal: USR9}\n", "preemption.signal"),
+    ("preemption: {grace_seconds: -1}\n", "grace_seconds must be >= 0"),
+    ("mps: {thread_percentage: 150}\n", "thread_percentage must be in 1..100"),
+    ("metrics: {listen: localhost}\n", "metrics.listen must be HOST:PORT"),
+    ("log_level: LOUD\n", "log_level must be"),
+    ("state: {database: 5}\n", "state.database must be a string"),
+]
+
+
+@pytest.mark.parametrize("text,message", BROKEN, ids=[m for _, m in BROKEN])
+def test_broken_config_is_one_clear_error(tmp_path, text, message):
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=None) as exc:
+        load_config(path)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+    assert str(path) in str(exc.value)
+
+
+def test_daemon_and_tsbatch_refuse_a_broken_config_before_doing_anything(tmp_path, capsys):
+    db = tmp_path / "state.db"
+    path = tmp_path / "t.yaml"
+    path.write_text(f"state: {{database: {db}}}\nscheduler: {{round_seconds: -1}}\n")
+    assert main(["daemon", "--config", str(path), "--once"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tesserae daemon: error: ") and "round_seconds" in err[0]
+    assert not db.exists()
+    assert main(["daemon", "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read config" in capsys.readouterr().err
+    assert tsbatch_cli.main(["--config", str(path), "--gpus", "1", "--no-profile", "x.sh"]) == 2
+    assert capsys.readouterr().err.startswith("tsbatch: error: ")

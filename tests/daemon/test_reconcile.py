@@ -1,0 +1,94 @@
+"""Reconciliation rules (pure): the database's intent against what Slurm reports, row by row."""
+
+from __future__ import annotations
+
+import pytest
+
+from tesserae_slurm.daemon.observe import managed_job
+from tesserae_slurm.daemon.reconcile import NEW, JobFacts, account, close_run, transition
+from tesserae_slurm.harness.assignment import Assignment
+from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S
+from tesserae_slurm.tsbatch.meta import JobMeta
+
+META = JobMeta(2, "resnet50", "64").encode()
+OURS = Assignment("7", 3, {"node1": (0, 1)}).encode()
+OLD = Assignment("7", 1, {"node2": (2, 3)}).encode()
+NOW = 1000.0
+
+
+def sj(state: S = S.PENDING, reason: str = "", priority: int = 1, admin: str = "", comment: str = META,
+       start: int | None = None, end: int | None = None, exit_code: int | None = None) -> SlurmJob:
+    return SlurmJob(7, "j", "u", state, reason=reason, priority=priority, admin_comment=admin, comment=comment,
+                    start_time=start, end_time=end, exit_code=exit_code)
+
+
+HELD = dict(reason="JobHeldUser", priority=0)
+CASES = [
+    # (db state, db assignment, slurm job, -> state, followup, event?)
+    ("RUNNING", OURS, None, "LOST", "", True),
+    ("COMPLETED", "", None, "COMPLETED", "", False),
+    ("RUNNING", OURS, sj(S.COMPLETED, exit_code=0), "COMPLETED", "", False),
+    ("RUNNING", OURS, sj(S.FAILED, exit_code=3), "FAILED", "", False),
+    ("PREEMPTING", OURS, sj(S.COMPLETED), "PREEMPTING", "requeue", False),  # checkpointed after the signal
+    ("PREEMPTING", OURS, sj(S.CANCELLED), "CANCELLED", "", False),  # the user cancelled it meanwhile
+    ("PREEMPTING", OURS, sj(S.RUNNING, admin=OURS), "PREEMPTING", "requeue", False),  # signal sent or not: finish
+    ("PREEMPTING", OURS, sj(S.PENDING, **HELD), "PENDING", "", False),  # the requeue-hold went through
+    ("STARTING", OURS, sj(S.RUNNING, admin=OURS), "RUNNING", "", False),
+    ("RUNNING", OURS, sj(S.RUNNING, admin=OURS), "RUNNING", "", False),
+    ("STARTING", OURS, sj(S.PENDING, admin=OURS), "STARTING", "", False),  # released, not started yet
+    ("STARTING", OURS, sj(S.PENDING, admin=OURS, **HELD), "PENDING", "", True),  # crash before the release
+    ("STARTING", OURS, sj(S.PENDING, admin=OLD, **HELD), "PENDING", "", True),  # crash before the comment
+    ("PENDING", "", sj(S.RUNNING, admin=OLD), "PREEMPTING", "requeue", True),  # released by hand: stale GPUs
+    ("RUNNING", OURS, sj(S.RUNNING, admin=OLD), "PREEMPTING", "requeue", True),  # AdminComment changed by hand
+    ("PENDING", "", sj(S.PENDING, admin=OLD), "PENDING", "hold", True),  # released by hand, not started
+    ("PENDING", "", sj(S.PENDING, **HELD), "PENDING", "", False),
+    ("PENDING", "", sj(S.PENDING, reason="JobHeldAdmin", priority=0), "PENDING", "", False),
+    ("COMPLETED", "", sj(S.PENDING, **HELD), "PENDING", "", True),  # requeued by hand: scheduled again
+    (NEW, "", sj(S.PENDING, **HELD), "PENDING", "", False),
+    (NEW, "", sj(S.RUNNING, admin=OURS), "RUNNING", "", True),  # adopted (database replaced)
+    (NEW, "", sj(S.RUNNING), "PREEMPTING", "requeue", True),  # running without any assignment
+    ("PENDING", "", sj(S.PENDING, comment="tesserae:v1:{broken", **HELD), "PENDING", "", False),
+    ("RUNNING", OURS, sj(S.RUNNING, comment="tesserae:v1:{broken", admin=OURS), "PREEMPTING", "requeue", True),
+]
+
+
+@pytest.mark.parametrize("state,assignment,slurm,want,followup,event", CASES, ids=[
+    "vanished", "finished-stays", "completed", "failed", "checkpointed-after-signal", "cancelled-while-preempting",
+    "preempting-still-running", "preempt-done", "started", "running", "released-not-started",
+    "crash-before-release", "crash-before-comment", "hand-released-running", "hand-changed-comment",
+    "hand-released-pending", "held", "admin-hold", "hand-requeued-finished", "new-held", "new-adopted",
+    "new-running-unknown", "bad-meta-held", "bad-meta-running"])
+def test_transition_table(state, assignment, slurm, want, followup, event):
+    f = JobFacts("7", state, assignment, placed_at=NOW - 5)
+    t = transition(f, managed_job(slurm) if slurm is not None else None, NOW, start_timeout_s=60)
+    assert (t.state, t.followup, bool(t.event)) == (want, followup, event)
+    if want in ("PENDING", "LOST", "COMPLETED", "FAILED", "CANCELLED") and state != want:
+        assert t.clear_placement
+
+
+def test_a_released_job_slurm_does_not_start_is_held_back_after_the_timeout():
+    f = JobFacts("7", "STARTING", OURS, placed_at=NOW - 61)
+    t = transition(f, managed_job(sj(S.PENDING, reason="Resources", admin=OURS)), NOW, start_timeout_s=60)
+    assert (t.state, t.followup) == ("PENDING", "hold") and "Resources" in t.reason
+
+
+def test_account_counts_each_run_once_keyed_by_slurm_start_time():
+    f = JobFacts("7", "RUNNING", num_gpus=2)
+    # first look at a run that started at 100: 50 s so far
+    e, start, counted = account(f, sj(S.RUNNING, start=100), 150.0)
+    assert (e, start, counted) == (50.0, 100.0, 50.0)
+    f = JobFacts("7", "RUNNING", executed_time=e, run_start=start, run_counted=counted)
+    # a later look (or a restarted daemon) adds only the new part
+    assert account(f, sj(S.RUNNING, start=100), 170.0) == (70.0, 100.0, 70.0)
+    # the run ended at 180 (Slurm's end time), seen at 500: counted up to the end, not to now
+    assert account(f, sj(S.COMPLETED, start=100, end=180), 500.0) == (80.0, 100.0, 80.0)
+    # a new run (requeued, restarted at 300) starts its own count
+    assert account(f, sj(S.RUNNING, start=300), 310.0) == (60.0, 300.0, 10.0)
+    # a pending job adds nothing
+    assert account(f, sj(S.PENDING), 999.0) == (50.0, 100.0, 50.0)
+
+
+def test_close_run_counts_up_to_the_requeue():
+    f = JobFacts("7", "PREEMPTING", executed_time=50.0, run_start=100.0, run_counted=50.0)
+    assert close_run(f, 170.0) == (70.0, None, 0.0)  # 50 counted + the 20 s since the last look
+    assert close_run(JobFacts("7"), 170.0) == (0.0, None, 0.0)
