@@ -9,13 +9,16 @@ import sys
 from collections.abc import Sequence
 
 from ..model import InputError
+from ..sim.traces import cli as trace_cmd
 from . import bench_cmd, demo_cmd, migrate_cmd, plan_cmd, sim_cmd
 
 EXIT_INPUT = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tesserae", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="tesserae", description="tesserae-slurm: Tesserae placement (consolidation, packing, migration minimization) for deep-learning jobs on Slurm GPU clusters; the simulator, the daemon and its admin commands.",
+        epilog="Docs: README.md, docs/. Bad input prints one line on stderr and exits with status 2.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _command_modules():
@@ -24,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_modules() -> list:
-    mods = [demo_cmd, plan_cmd, migrate_cmd, bench_cmd, sim_cmd]
+    mods = [demo_cmd, plan_cmd, migrate_cmd, bench_cmd, sim_cmd, trace_cmd]
     for name in _OPTIONAL:
         try:
             mods.append(importlib.import_module(name))

@@ -1,6 +1,4 @@
 """`tesserae trace generate|show|convert`: make, inspect and convert job traces.
-
-The lead wires ``add_parser`` into cli/main.py; ``func`` returns the exit code, errors are InputError.
 """
 
 from __future__ import annotations
