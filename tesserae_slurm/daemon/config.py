@@ -141,6 +141,16 @@ def _validate_policy(cfg: DaemonConfig, where: str) -> None:
             make_policy(named.policy, **{**dict(named.policy_options), **dict(cfg.scheduler.policy_options)})
         except InputError as exc:
             raise InputError(f"{where}: scheduler.policy_options: {exc}") from None
+    from .profile import scheduling_profile  # the profile must load and know the partition's GPU types
+    try:
+        profile = scheduling_profile(cfg.scheduler.profile)
+    except InputError as exc:
+        raise InputError(f"{where}: scheduler.profile: {exc}") from None
+    types = {cfg.scheduler.gpu_type.lower(), *(t.lower() for t in cfg.scheduler.node_gpu_types.values())}
+    unknown = sorted(types - set(profile.gpu_types))
+    if unknown:
+        raise InputError(f"{where}: GPU type(s) {', '.join(unknown)} not in profile {profile.name} (known: "
+                         f"{', '.join(profile.gpu_types)}); set scheduler.profile or scheduler.gpu_type")
 
 
 def _validate_values(cfg: DaemonConfig, where: str) -> None:

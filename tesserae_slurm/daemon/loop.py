@@ -131,7 +131,9 @@ class Daemon:
                 up.update(slurm_state=sj.state.value, restarts=sj.restart_count, executed_time=executed,
                           run_start=run_start, run_counted=counted, attained_service=executed * f.num_gpus,
                           name=sj.name)
-                if sj.start_time is not None:
+                ran = sj.state.is_active or (sj.end_time is not None and sj.start_time is not None
+                                             and sj.end_time > sj.start_time)
+                if sj.start_time is not None and ran:
                     up["first_start"] = func.coalesce(JobRow.first_start, float(sj.start_time))
                 if sj.state.is_finished:
                     up.update(exit_code=sj.exit_code, finished_at=float(sj.end_time or snap.time))

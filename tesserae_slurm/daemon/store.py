@@ -18,6 +18,7 @@ from sqlalchemy import (
     Boolean, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event, select, update,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from ..model import InputError
@@ -185,7 +186,16 @@ class Store:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
             Base.metadata.create_all(engine)
         store = Store(engine, read_only)
-        store._check_schema(path)
+        try:
+            store._check_schema(path)
+        except OperationalError:
+            if not read_only:
+                raise
+            # A WAL database whose daemon is stopped has no -shm file, and a reader without write access to
+            # the state directory cannot create one: read the file as immutable (nobody is writing it).
+            engine = create_engine(f"sqlite:///file:{path.resolve()}?mode=ro&immutable=1&uri=true", future=True)
+            store = Store(engine, read_only)
+            store._check_schema(path)
         return store
 
     def _check_schema(self, path: Path) -> None:

@@ -56,6 +56,9 @@ BROKEN = [
     ("metrics: {listen: localhost}\n", "metrics.listen must be HOST:PORT"),
     ("log_level: LOUD\n", "log_level must be"),
     ("state: {database: 5}\n", "state.database must be a string"),
+    ("scheduler: {gpu_type: h100}\n", "GPU type(s) h100 not in profile a100"),
+    ("scheduler: {profile: gavel}\n", "GPU type(s) a100 not in profile gavel"),
+    ("scheduler: {profile: /no/such.csv}\n", "scheduler.profile: unknown profile"),
 ]
 
 
@@ -81,3 +84,14 @@ def test_daemon_and_tsbatch_refuse_a_broken_config_before_doing_anything(tmp_pat
     assert "cannot read config" in capsys.readouterr().err
     assert tsbatch_cli.main(["--config", str(path), "--gpus", "1", "--no-profile", "x.sh"]) == 2
     assert capsys.readouterr().err.startswith("tsbatch: error: ")
+
+
+def test_systemd_unit_runs_as_a_service_user_and_reloads_on_sighup():
+    unit = (ROOT / "systemd" / "tesserae.service").read_text()
+    settings = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    assert settings["User"] not in ("root", "0") and settings["Restart"] == "on-failure"
+    assert settings["ExecStart"].endswith("tesserae daemon --config /etc/tesserae/tesserae.yaml")
+    assert settings["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    assert settings["StateDirectory"] == "tesserae" and settings["ConfigurationDirectory"] == "tesserae"
+    assert DaemonConfig().state.database.startswith("/var/lib/tesserae/")
+    assert int(settings["TimeoutStopSec"]) > DaemonConfig().preemption.grace_seconds
