@@ -22,11 +22,20 @@ from .profiles import ThroughputProfile
 Clock = Callable[[], float]
 
 
+PlacementMode = Literal["best-fit", "sticky"]
+PLACEMENTS: tuple[str, ...] = ("best-fit", "sticky")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     packing: PackingMode = "on"
     migration: MigrationAlgorithm = "tesserae"
     objective: Literal["throughput", "paper-sum"] = "throughput"
+    placement: PlacementMode = "best-fit"  # sticky: a job returns to its node when it fits (fewer moves)
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise InputError(f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
 
 
 @dataclass(frozen=True)
@@ -42,10 +51,19 @@ def _no_clock() -> float:
     return 0.0
 
 
-def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> list[Unit]:
-    """Policy-chosen pairs are placed as one unit at the position of their first member."""
-    if not pairs:
+def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], home: dict[str, int] | None = None,
+           types: Callable[[Job], tuple[str, ...] | None] | None = None) -> list[Unit]:
+    """Policy-chosen pairs are placed as one unit at the position of their first member.
+
+    ``home``: job -> node index it ran on alone last round (sticky placement); ``types``: the GPU
+    types a job should try, best first (mixed clusters).
+    """
+    if not pairs and home is None and types is None:
         return [Unit((j,)) for j in jobs]
+    home = home or {}
+    prefer = types or (lambda _j: None)
+    if not pairs:
+        return [Unit((j,), home.get(j.id, -1), prefer(j)) for j in jobs]
     by_id = {j.id: j for j in jobs}
     partner: dict[str, str] = {}
     for a, b in pairs:
@@ -63,9 +81,9 @@ def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> list[Unit]:
         seen.add(j.id)
         if j.id in partner:
             seen.add(partner[j.id])
-            units.append(Unit((j, by_id[partner[j.id]])))
+            units.append(Unit((j, by_id[partner[j.id]]), home.get(j.id, -1), prefer(j)))
         else:
-            units.append(Unit((j,)))
+            units.append(Unit((j,), home.get(j.id, -1), prefer(j)))
     return units
 
 
@@ -91,7 +109,8 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         req.current.check_fits(cluster)
 
     t0 = now()
-    units = _units(req.jobs, req.pairs)
+    units = _units(req.jobs, req.pairs, _homes(req, cluster) if cfg.placement == "sticky" else None,
+                   _type_preference(profile, cluster))
     placed = place_units(cluster, units)
     t1 = now()
 
@@ -136,6 +155,38 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         migration_cost=cost,
         timings=StageTimings(placement=t1 - t0, packing=t2 - t1, migration=t3 - t2),
     )
+
+
+def _homes(req: RoundRequest, cluster: Cluster) -> dict[str, int]:
+    """Node index of every job that ran on a single node last round."""
+    if req.current is None:
+        return {}
+    index = {n.name: i for i, n in enumerate(cluster.nodes)}
+    return {j: index[refs[0][0]] for j, refs in req.current.job_gpus().items()
+            if all(node == refs[0][0] for node, _ in refs)}
+
+
+def _type_preference(profile: ThroughputProfile, cluster: Cluster) -> Callable[[Job], tuple[str, ...] | None] | None:
+    """On a mixed cluster, a job tries the GPU type it runs fastest on first (absolute throughput
+    where the profile measured it, e.g. Gavel's table; unmeasured types after, in name order)."""
+    types = cluster.gpu_types
+    if len(types) < 2:
+        return None
+    memo: dict[tuple[str, str, int], tuple[str, ...]] = {}
+
+    def prefer(job: Job) -> tuple[str, ...]:
+        k = (job.model, job.batch_size, job.num_gpus)
+        if k not in memo:
+            speed = {}
+            for t in types:
+                try:
+                    speed[t] = profile.isolated_throughput(profile.job_class(job).key, t)
+                except InputError:
+                    speed[t] = None
+            memo[k] = tuple(sorted(types, key=lambda t: (speed[t] is None, -(speed[t] or 0.0), t)))
+        return memo[k]
+
+    return prefer
 
 
 def _policy_pair(a: Job, b: Job, profile: ThroughputProfile, gpu_type: str) -> PackedPair:

@@ -122,3 +122,24 @@ def test_three_consecutive_rounds_keep_every_invariant(seed, packing, migration,
                 assert len({n for n, _ in refs}) == -(-size // 4), j
         current = d.placement
         jobs = perturb_order(jobs, rng, swap_frac=0.5)
+
+
+def test_sticky_placement_returns_jobs_to_their_nodes():
+    cluster = Cluster.from_spec("2x4:a100")
+    jobs = [Job(f"j{i}", 1, "resnet50", "32") for i in range(4)]
+    # last round: j0, j1 on node1 and j2, j3 on node2; best fit would put all four on one node
+    current = Placement.from_lists({"node1": [["j0"], ["j1"], [], []], "node2": [["j2"], ["j3"], [], []]})
+    best_fit = run(cluster, jobs, current, packing="off")
+    sticky = run(cluster, jobs, current, packing="off", placement="sticky")
+    assert len(best_fit.migrated) == 2 and sticky.migrated == () and sticky.placement == current
+    with pytest.raises(InputError, match="placement must be one of"):
+        EngineConfig(placement="random")  # type: ignore[arg-type]
+
+
+def test_mixed_cluster_tries_the_fastest_gpu_type_first():
+    gavel = load_profile("gavel")
+    cluster = Cluster.from_spec("1x4:k80,1x4:v100")  # k80 sorts first by name
+    jobs = [Job("fast", 4, "ResNet-50", "64"), Job("next", 4, "ResNet-50", "64")]
+    d = decide(RoundRequest(cluster, tuple(jobs), config=EngineConfig(packing="off")), gavel)
+    assert {n for n, _ in d.gpus_of("fast")} == {"node2"}  # the V100 node
+    assert {n for n, _ in d.gpus_of("next")} == {"node1"}

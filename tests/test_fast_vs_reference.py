@@ -35,9 +35,12 @@ def clusters(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(clusters(), st.lists(st.sampled_from([1, 1, 1, 2, 2, 3, 4, 6, 8, 12, 16]), max_size=40))
-def test_consolidation_matches_the_reference(cluster, sizes):
-    units = [Unit((Job(f"j{i}", n, "resnet50", "32"),)) for i, n in enumerate(sizes)]
+@given(clusters(), st.lists(st.tuples(st.sampled_from([1, 1, 1, 2, 2, 3, 4, 6, 8, 12, 16]), st.integers(-1, 15),
+                                      st.sampled_from([None, ("a", "b"), ("b", "a"), ("b",)])), max_size=40))
+def test_consolidation_matches_the_reference(cluster, specs):
+    """Same plan for any order, with sticky homes (-1 = none) and per-job GPU-type preferences."""
+    units = [Unit((Job(f"j{i}", n, "resnet50", "32"),), home if home < len(cluster.nodes) else -1, types)
+             for i, (n, home, types) in enumerate(specs)]
     assert place_units(cluster, units) == place_units_reference(cluster, units)
 
 

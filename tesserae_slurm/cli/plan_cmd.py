@@ -14,7 +14,7 @@ from ..profiles import profile_from_spec
 from .jsonio import dump_json, load_json
 from .render import render_placement, table
 
-_STATE_KEYS = {"cluster", "jobs", "current", "packing", "migration", "objective", "profile", "pairs"}
+_STATE_KEYS = {"cluster", "jobs", "current", "packing", "migration", "objective", "placement", "profile", "pairs"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def request_from_state(state: Any, where: str) -> tuple[RoundRequest, Any]:
         raise InputError(f"{where}: \"pairs\" must be a list of [job, job]")
     cfg = {}
     for key, choices in (("packing", ("on", "off", "single")), ("migration", ("tesserae", "flat", "gavel")),
-                         ("objective", ("throughput", "paper-sum"))):
+                         ("objective", ("throughput", "paper-sum")), ("placement", ("best-fit", "sticky"))):
         if key in state:
             if state[key] not in choices:
                 raise InputError(f"{where}: {key} must be one of {', '.join(choices)}, got {state[key]!r}")

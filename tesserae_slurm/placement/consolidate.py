@@ -6,6 +6,12 @@ job takes whole idle nodes and puts any remainder best-fit on one more node. All
 one GPU type. The walk continues past a job that does not fit (backfill) and stops when no GPU is
 free, as Listing 1 does; jobs not reached are pending with reason ``Priority``.
 
+Two optional per-unit hints: ``types``, the order in which GPU types are tried (the engine puts the
+type a job runs fastest on first; default: the cluster's types in name order), and ``home``, the node
+a job ran on last round: in *sticky* mode a single-node job goes back there whenever it still fits,
+before best fit (Gavel's lease extension, in logical terms). Sticky trades some packing of nodes for
+fewer migrations; the paper's placement is plain best fit, the default.
+
 The plan is *logical*: node names are real, but migration minimization relabels nodes and GPUs
 afterwards, so only which jobs share a node and a GPU matters here.
 """
@@ -34,6 +40,8 @@ class Unit(NamedTuple):
     """
 
     jobs: tuple[Job, ...]
+    home: int = -1  # node index to return to when it fits (sticky placement); -1 = none
+    types: tuple[str, ...] | None = None  # GPU types to try, in order; None = the cluster's order
 
     @property
     def num_gpus(self) -> int:
@@ -75,9 +83,13 @@ class _FreeMap:
             heapq.heappush(self.by_free[self.type_of[node_idx]].setdefault(self.free[node_idx], []), node_idx)
         return range(start, start + count)
 
-    def choose(self, n: int) -> list[tuple[int, int]] | None:
+    def choose(self, n: int, home: int = -1, types: Sequence[str] | None = None) -> list[tuple[int, int]] | None:
         """(node index, GPU count) pieces for an ``n``-GPU job on the fewest nodes, or None."""
-        for gtype in self.types:
+        for gtype in types or self.types:
+            if gtype not in self.max_size:
+                continue
+            if 0 <= home and self.type_of[home] == gtype and n <= self.free[home]:
+                return [(home, n)]
             pick = self._choose_in(gtype, n)
             if pick is not None:
                 return pick
@@ -149,7 +161,7 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             for j in unit.jobs:
                 pending.append(PendingJob(j.id, PendingReason.PRIORITY, "no GPU left this round"))
             continue
-        pieces = free.choose(n)
+        pieces = free.choose(n, unit.home, unit.types)
         if pieces is None:
             reason = _reason(free, n)
             detail = f"needs {n} GPUs; {free.total_free} free"

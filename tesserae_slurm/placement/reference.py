@@ -34,9 +34,12 @@ def place_units_reference(cluster: Cluster, units: Sequence[Unit]) -> Consolidat
             pending.extend(PendingJob(j.id, PendingReason.PRIORITY, "no GPU left this round") for j in unit.jobs)
             continue
         pieces = None
-        for gtype in cluster.gpu_types:
+        for gtype in unit.types or cluster.gpu_types:
             nodes = [i for i, node in enumerate(cluster.nodes) if node.gpu_type == gtype]
-            pieces = _choose_in(cluster, free, nodes, n)
+            if unit.home in nodes and len(free[unit.home]) >= n:
+                pieces = [(unit.home, n)]
+                break
+            pieces = _choose_in(cluster, free, nodes, n) if nodes else None
             if pieces is not None:
                 break
         if pieces is None:

@@ -24,13 +24,15 @@ class SchedulerConfig:
     description: str = ""
 
 
-def _cfg(name: str, policy: str, packing: str, migration: str, desc: str, **opts: Any) -> SchedulerConfig:
-    engine = EngineConfig(packing=packing, migration=migration)  # type: ignore[arg-type]
+def _cfg(name: str, policy: str, packing: str, migration: str, desc: str, placement: str = "best-fit",
+         **opts: Any) -> SchedulerConfig:
+    engine = EngineConfig(packing=packing, migration=migration, placement=placement)  # type: ignore[arg-type]
     return SchedulerConfig(name, policy, engine, opts, desc)
 
 
 CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
-    _cfg("fifo", "fifo", "off", "tesserae", "FIFO order, consolidated placement, no packing"),
+    _cfg("fifo", "fifo", "off", "tesserae", "FIFO order, consolidated placement, no packing; running jobs stay put",
+         placement="sticky"),
     _cfg("las", "las", "off", "tesserae", "least attained service, no packing"),
     _cfg("srtf", "srtf", "off", "tesserae", "shortest remaining time first (oracle durations), no packing"),
     _cfg("tiresias", "tiresias", "off", "tesserae", "Tiresias 2D-LAS, consolidated, no packing"),
@@ -38,6 +40,8 @@ CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
          "Tiresias + Tesserae packing of 1-GPU jobs only (the paper's Tiresias(Single))"),
     _cfg("tesserae-t", "tiresias", "on", "tesserae", "Tiresias + Tesserae packing + migration minimization"),
     _cfg("tesserae-t-nomig", "tiresias", "on", "gavel", "Tesserae-T with Gavel's migration rule (no relabeling)"),
+    _cfg("tesserae-t-sticky", "tiresias", "on", "tesserae",
+         "Tesserae-T, jobs return to last round's node when they fit (beyond the paper)", placement="sticky"),
     _cfg("themis", "ftf", "off", "tesserae", "finish-time fairness order (Themis rho), no packing"),
     _cfg("tesserae-ftf", "ftf-lp", "on", "tesserae", "Gavel FTF (non-packed LP) priorities + Tesserae packing"),
     _cfg("gavel", "gavel", "off", "gavel", "Gavel LAS LP with pair variables, Gavel round mechanism"),
