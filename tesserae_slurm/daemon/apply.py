@@ -27,6 +27,9 @@ from .store import PENDING, PREEMPTING, STARTING, JobRow
 
 log = logging.getLogger(__name__)
 REQUEUE_SETTLE_S = 30.0  # after requeue-hold, how long Slurm may take to kill the job (KillWait) and list it pending
+# slurmd revokes a killed job's credential with one-second resolution: a requeued job launched again
+# within the same second is killed as "Job credential revoked" (seen on 22.05). Wait this long first.
+RELAUNCH_GAP_S = 2.0
 CLEAR = {"nodes": "", "gpus": "", "assignment": "", "assign_round": None, "placed_at": None, "packed_with": ""}
 
 
@@ -57,6 +60,7 @@ class Applier:
                  poll_s: float = 0.5) -> None:
         self.backend, self.journal, self.cfg, self.stop = backend, journal, cfg, stop
         self.clock, self.sleep, self.poll_s = clock, sleep, poll_s
+        self._stopped_at: dict[str, float] = {}  # job -> when its last run was stopped by this process
 
     # ---- observation during the protocol ----------------------------------------------------------
     def _jobs(self) -> dict[str, SlurmJob] | None:
@@ -157,6 +161,7 @@ class Applier:
                 update[counter] = getattr(JobRow, counter) + 1
             self.journal.finish_action(aid, "done", now, job_id=it.job_id, job_update=update)
             result.stopped.add(it.job_id)
+            self._stopped_at[it.job_id] = now
 
     # ---- phase 2: start ---------------------------------------------------------------------------
     def start_jobs(self, round_id: int, actions: Sequence[Action], occupied: Mapping[tuple[str, int], set[str]],
@@ -206,6 +211,13 @@ class Applier:
                 placed.append(a)
             except SlurmError as exc:
                 result.failed[a.job_id] = str(exc)
+        recent = [self._stopped_at[a.job_id] for a in placed if a.job_id in self._stopped_at]
+        if recent:
+            wait = max(recent) + RELAUNCH_GAP_S - self.clock()
+            if wait > 0:
+                log.info("round %d: waiting %.1fs before relaunching requeued jobs (Slurm credential revocation)",
+                         round_id, wait)
+                self.sleep(wait)
         released = self._release([int(a.job_id) for a in placed], result)
         if released:
             failpoints.hit("after-release")

@@ -171,7 +171,7 @@ class Store:
 
     @staticmethod
     def open(path: str | Path, read_only: bool = False) -> "Store":
-        path = Path(path)
+        path = Path(path).expanduser()
         if read_only:
             if not path.exists():
                 raise InputError(f"state database {path} does not exist (has the daemon run yet?)")
