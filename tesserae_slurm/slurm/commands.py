@@ -116,11 +116,14 @@ def scontrol_release(job_ids: Iterable[int | str]) -> list[str]:
 
 
 def scontrol_hold(job_ids: Iterable[int | str]) -> list[str]:
-    """Hold pending jobs again (user hold, as `sbatch --hold` does)."""
+    """Hold pending jobs again as their owner would (`uhold`: JobHeldUser, like `sbatch --hold`).
+
+    A plain `scontrol hold` by an operator or root is an *administrator's* hold (JobHeldAdmin), which
+    the daemon must tell apart from its own."""
     ids = [job_id_arg(j) for j in job_ids]
     if not ids:
-        raise InputError("scontrol hold: no job ids")
-    return ["scontrol", "hold", ",".join(ids)]
+        raise InputError("scontrol uhold: no job ids")
+    return ["scontrol", "uhold", ",".join(ids)]
 
 
 def scontrol_requeuehold(job_id: int | str) -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tesserae_slurm.cli.main import main
 from tesserae_slurm.daemon.gpuset import parse_gpus
 
 from .helpers import Env, completed, done, progressed, wait_for
@@ -232,17 +233,21 @@ def test_kept_jobs_got_no_slurm_calls(scenario: Scenario) -> None:
         assert len(_starts(env, job)) == len(starts), job
 
 
-def test_admin_cli_shows_the_rounds(scenario: Scenario) -> None:
+def test_admin_cli_shows_the_rounds(scenario: Scenario, capsys: pytest.CaptureFixture[str]) -> None:
     env = scenario.env
-    out = env.tesserae("rounds", "-n", "1000", "-p")
+    out = env.tesserae("rounds", "-n", "1000", "-p")  # the installed console script, as an admin runs it
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("ROUND|STARTED|STATUS")
     assert len(lines) - 1 == len(env.store().rounds(limit=10_000))
-    show = env.tesserae("round", "show", str(scenario.migration_round))
-    assert show.returncode == 0 and "migrate" in show.stdout and "placement" in show.stdout, show.stdout
-    jobs = json.loads(env.tesserae("jobs", "--all", "--json").stdout)
+
+    def cli(*argv: str) -> str:  # the same entry point in this process (no interpreter start per call)
+        assert main([*argv, "--db", str(env.db)]) == 0
+        return capsys.readouterr().out
+
+    show = cli("round", "show", str(scenario.migration_round))
+    assert "migrate" in show and "placement" in show, show
+    jobs = json.loads(cli("jobs", "--all", "--json"))
     assert {j["job_id"] for j in jobs} >= set(scenario.jobs.values())
     moved = next(a.job_id for a in env.store().actions(round_id=scenario.migration_round) if a.kind == "migrate")
-    explain = env.tesserae("explain", moved)
-    assert explain.returncode == 0 and "why moved" in explain.stdout, explain.stdout
+    assert "why moved" in cli("explain", moved)
