@@ -94,7 +94,8 @@ class Applier:
         intents = [Intent(it.kind, it.job_id,
                           {"from": format_gpus(it.previous or {}), "to": format_gpus(it.target or {})},
                           {"state": PREEMPTING}) for it in items]
-        action_ids = dict(zip((it.job_id for it in items), self.journal.record_intents(round_id, intents, now)))
+        action_ids = dict(zip((it.job_id for it in items), self.journal.record_intents(round_id, intents, now),
+                              strict=True))
         failpoints.hit("after-intent")
 
         signalled: list[str] = []
@@ -155,8 +156,8 @@ class Applier:
             counter = {"migrate": "migrations", "preempt": "preemptions"}.get(it.kind)
             update = {**CLEAR, "state": PENDING, "executed_time": executed, "run_start": run_start,
                       "run_counted": counted, "attained_service": executed * facts.num_gpus,
-                      "reason": {"migrate": f"migrating (round {round_id})", "preempt": f"preempted in round {round_id}"}
-                      .get(it.kind, "requeue-held by reconciliation")}
+                      "reason": {"migrate": f"migrating (round {round_id})",
+                                 "preempt": f"preempted in round {round_id}"}.get(it.kind, "requeue-held")}
             if counter:
                 update[counter] = getattr(JobRow, counter) + 1
             self.journal.finish_action(aid, "done", now, job_id=it.job_id, job_update=update)
@@ -194,7 +195,8 @@ class Applier:
                            "packed_with": a.target.partner, "strategy": a.target.strategy,  # type: ignore[union-attr]
                            "placed_at": now, "reason": ""})
                    for a in ready]
-        action_ids = dict(zip((a.job_id for a in ready), self.journal.record_intents(round_id, intents, now)))
+        action_ids = dict(zip((a.job_id for a in ready), self.journal.record_intents(round_id, intents, now),
+                              strict=True))
         failpoints.hit("after-intent")
 
         placed: list[Action] = []

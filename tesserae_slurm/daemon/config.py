@@ -90,7 +90,8 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
             raise InputError(f"{name} must be a mapping of option names to values")
         return dict(value)
     if isinstance(default, Mapping):
-        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                     for k, v in value.items()):
             raise InputError(f"{name} must be a mapping of strings")
         return dict(value)
     return value

@@ -304,7 +304,8 @@ class Daemon:
             scheduling_ms=scheduling_ms, placement_ms=decision.timings.placement * 1e3,
             packing_ms=decision.timings.packing * 1e3, migration_ms=decision.timings.migration * 1e3,
             jobs_active=len(inp.jobs), running=len(plan.targets), kept=len(plan.kept),
-            started=sum(a.kind == "start" for a in plan.actions), preempted=sum(a.kind == "preempt" for a in plan.actions),
+            started=sum(a.kind == "start" for a in plan.actions),
+            preempted=sum(a.kind == "preempt" for a in plan.actions),
             migrated=sum(a.kind == "migrate" for a in plan.actions), packed_pairs=len(decision.packed),
             pending=len(decision.pending),
         )

@@ -163,7 +163,8 @@ def test_packed_pairs_ran_together_on_the_same_gpus_with_mps(scenario: Scenario)
     for rid, (a, b) in started_together:
         sa = next(s for s in _starts(env, a) if int(s["tesserae_round"]) == rid)
         sb = next(s for s in _starts(env, b) if int(s["tesserae_round"]) == rid)
-        assert (sa["slurmd_nodename"], sa["cuda_visible_devices"]) == (sb["slurmd_nodename"], sb["cuda_visible_devices"])
+        assert sa["slurmd_nodename"] == sb["slurmd_nodename"]
+        assert sa["cuda_visible_devices"] == sb["cuda_visible_devices"]
         assert sa["cuda_mps_active_thread_percentage"] == sb["cuda_mps_active_thread_percentage"] == "50"
         assert sa["tesserae_partner"] == b and sb["tesserae_partner"] == a
         end_a = max(e["time"] for e in env.events(a) if e["time"] >= sa["time"])

@@ -112,7 +112,8 @@ def _text(e: dict[str, Any]) -> str:
     if e["history"]:
         lines.append("\nhistory:")
         lines.append(table(["ROUND", "ACTION", "STATUS", "FROM", "TO", "ERROR"],
-                           [[m["round"], m["kind"], m["status"], m["from"], m["to"], m["error"]] for m in e["history"]]))
+                           [[m["round"], m["kind"], m["status"], m["from"], m["to"], m["error"]]
+                            for m in e["history"]]))
     if e["events"]:
         lines.append("\nevents:")
         lines.extend(f"  {ev['time']} {ev['kind']}: {ev['message']}" for ev in e["events"])

@@ -116,5 +116,6 @@ def run_round_show(args: argparse.Namespace) -> int:
     if d["slurm_calls"]:
         print("\nslurm calls:")
         print(table(["METHOD", "JOBS", "OK", "MS", "ERROR"],
-                    [[c["method"], c["jobs"], "yes" if c["ok"] else "no", c["ms"], c["error"]] for c in d["slurm_calls"]]))
+                    [[c["method"], c["jobs"], "yes" if c["ok"] else "no", c["ms"], c["error"]]
+                     for c in d["slurm_calls"]]))
     return 0
