@@ -100,7 +100,12 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
         if j.id not in gpu_type_of:
             raise InputError(f"placed job {j.id!r} has no GPU type")
         host_gpu.append(gpu_type_of[j.id].strip().lower())
-    classes = tuple(index)
+    # canonical class order, so the profile's memo of the class x class matrices hits round after round
+    classes = tuple(sorted(index, key=lambda c: (c.key, c.candidates)))
+    position = np.empty(len(index), dtype=np.int64)
+    position[[index[c] for c in classes]] = np.arange(len(classes))
+    host_cls = position[np.array(host_cls, dtype=np.int64)].tolist()
+    guest_cls = position[np.array(guest_cls, dtype=np.int64)].tolist()
     matrices = {g: profile.pair_matrix(classes, g) for g in dict.fromkeys(host_gpu)}
 
     pairs: list[PackedPair] = []

@@ -113,6 +113,17 @@ class PairMatrix:
 
 def pair_matrix(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_type: str) -> PairMatrix:
     gpu = profile._gpu(gpu_type)
+    memo_key = ("matrix", gpu, tuple(classes))
+    hit = profile._memo.get(memo_key)
+    if hit is not None:
+        return hit
+    out = _pair_matrix(profile, tuple(classes), gpu)
+    if len(profile._memo) < 100_000:  # a bound, for long-running daemons fed ever new job classes
+        profile._memo[memo_key] = out
+    return out
+
+
+def _pair_matrix(profile: ThroughputProfile, classes: tuple[JobClass, ...], gpu: str) -> PairMatrix:
     n = len(classes)
     total = np.full((n, n), np.nan)
     option = np.full((n, n), -1, dtype=np.int64)
