@@ -113,6 +113,8 @@ class Daemon:
         """Bring every job row in line with Slurm; returns the preemptions to finish and jobs to hold."""
         facts = self.journal.facts(snap.jobs)
         for job_id, mj in snap.jobs.items():
+            if job_id not in facts and mj.slurm.state.is_finished:
+                continue  # finished before the daemon ever saw it: nothing to schedule or account
             if job_id not in facts:
                 self.journal.insert_job(mj, snap.time)
                 facts[job_id] = JobFacts(job_id, num_gpus=mj.meta.num_gpus if mj.meta else 1)
@@ -164,6 +166,9 @@ class Daemon:
         excluded: dict[str, str] = {}
         rows = sorted(self.journal.rows(SCHEDULABLE), key=lambda r: (r.submit_time, int(r.job_id)))
         for r in rows:
+            placed = r.state in PLACED_STATES
+            if placed and r.gpus:  # accounted even when it cannot be scheduled: the plan then stops it
+                actual[r.job_id] = parse_gpus(r.gpus)
             mj = snap.jobs.get(r.job_id)
             if mj is None or mj.meta is None:
                 continue
@@ -176,12 +181,9 @@ class Daemon:
             except InputError as exc:
                 excluded[r.job_id] = f"Unschedulable: {exc}"
                 continue
-            placed = r.state in PLACED_STATES
             jobs[r.job_id] = job
             views.append(JobView(job, r.submit_time, r.attained_service, r.executed_time, r.rounds_run,
                                  running=placed))
-            if placed and r.gpus:
-                actual[r.job_id] = parse_gpus(r.gpus)
         if self.dry_run:
             shadow = self.journal.load_shadow()
             actual = {j: g for j, g in _gpu_maps(shadow).items() if j in jobs} if shadow is not None else {}
