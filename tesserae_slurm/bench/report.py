@@ -92,27 +92,25 @@ def markdown(points: Sequence[ScalePoint], cap_s: float, command: str, plot_name
     return "\n".join(out) + "\n"
 
 
+def _exponent_table(points: Sequence[ScalePoint], by: str, over: str) -> list[str]:
+    """One row per value of ``by`` (gpus or jobs): fitted exponents of time ~ ``over``^b per stage."""
+    lines = [f"| {by} | " + " | ".join(STAGES) + " | total |", "|---" * (len(STAGES) + 2) + "|"]
+    for key in sorted({getattr(p, by) for p in points}):
+        rows = sorted((p for p in points if getattr(p, by) == key), key=lambda p: getattr(p, over))
+        cells = []
+        for s in (*STAGES, "total"):
+            ys = [p.median_ms if s == "total" else p.stages[s] for p in rows]
+            b = slope([getattr(p, over) for p in rows], ys)
+            cells.append("" if b is None else f"{b:.2f}")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def scaling_analysis(points: Sequence[ScalePoint]) -> list[str]:
-    lines = ["Fitted exponents b of time ~ jobs^b per stage, at each cluster size (0 = flat, 1 = linear):", "",
-             "| GPUs | " + " | ".join(STAGES) + " | total |", "|---" * (len(STAGES) + 2) + "|"]
-    for gpus in sorted({p.gpus for p in points}):
-        rows = sorted((p for p in points if p.gpus == gpus), key=lambda p: p.jobs)
-        cells = []
-        for s in (*STAGES, "total"):
-            ys = [p.median_ms if s == "total" else p.stages[s] for p in rows]
-            b = slope([p.jobs for p in rows], ys)
-            cells.append("" if b is None else f"{b:.2f}")
-        lines.append(f"| {gpus} | " + " | ".join(cells) + " |")
-    lines += ["", "And of time ~ GPUs^b at a fixed number of jobs:", "",
-              "| jobs | " + " | ".join(STAGES) + " | total |", "|---" * (len(STAGES) + 2) + "|"]
-    for jobs in sorted({p.jobs for p in points}):
-        rows = sorted((p for p in points if p.jobs == jobs), key=lambda p: p.gpus)
-        cells = []
-        for s in (*STAGES, "total"):
-            ys = [p.median_ms if s == "total" else p.stages[s] for p in rows]
-            b = slope([p.gpus for p in rows], ys)
-            cells.append("" if b is None else f"{b:.2f}")
-        lines.append(f"| {jobs} | " + " | ".join(cells) + " |")
+    lines = ["Fitted exponents b of time ~ jobs^b per stage, at each cluster size (0 = flat, 1 = linear):", ""]
+    lines += _exponent_table(points, "gpus", "jobs")
+    lines += ["", "And of time ~ GPUs^b at a fixed number of jobs:", ""]
+    lines += _exponent_table(points, "jobs", "gpus")
     lines += ["",
               "Reading: scheduling (a sort of the active jobs) and the per-job bookkeeping of placement and "
               "packing grow with the number of active jobs; once the cluster is full the rest of the queue "
