@@ -95,3 +95,13 @@ def test_console_script_has_no_traceback_on_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tesserae_slurm.cli.main", "plan", str(bad)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_launch_subcommand_pins_the_assigned_gpus(tmp_path):
+    """`tesserae launch -- CMD`: the job-side launcher reached through the main CLI."""
+    env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "n1",
+           "TESSERAE_ASSIGNMENT": 'tesserae-assign:{"g":{"n1":[2,3]},"j":"5","r":1}'}
+    proc = subprocess.run([sys.executable, "-m", "tesserae_slurm.cli.main", "launch", "--",
+                           "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "2,3"

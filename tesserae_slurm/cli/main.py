@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..model import InputError
 from ..sim.traces import cli as trace_cmd
-from . import bench_cmd, demo_cmd, migrate_cmd, plan_cmd, sim_cmd
+from . import bench_cmd, demo_cmd, launch_cmd, migrate_cmd, plan_cmd, sim_cmd
 
 EXIT_INPUT = 2
 
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_modules() -> list:
-    mods = [demo_cmd, plan_cmd, migrate_cmd, bench_cmd, sim_cmd, trace_cmd]
+    mods = [demo_cmd, plan_cmd, migrate_cmd, bench_cmd, sim_cmd, trace_cmd, launch_cmd]
     for name in _OPTIONAL:
         try:
             mods.append(importlib.import_module(name))
