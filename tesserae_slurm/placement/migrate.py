@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from itertools import permutations
 from typing import Literal
 
@@ -83,24 +84,30 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
 
     if algorithm == "gavel":
         node_map = _identity_nodes(old, new)
-        gpu_map = {(nn, v): (node_map[nn], v) for nn, gpus in new.nodes.items() for v in range(len(gpus))}
+        src = _node_rows(o, n, [(o.names.index(on), n.names.index(nn), None) for nn, on in node_map.items()])
     elif algorithm == "tesserae":
-        node_map, gpu_map = _tesserae(o, n, w_old, w_new, old_key, new_key)
+        node_map, src = _tesserae(o, n, w_old, w_new, old_key, new_key)
     else:
-        gpu_map = _flat(o, n, w_old, w_new, old_key, new_key)
+        src = _flat(o, n, w_old, w_new, old_key, new_key)
         node_map = {}
 
-    placed: dict[str, list[frozenset[str]]] = {name: [frozenset()] * len(g) for name, g in old.nodes.items()}
-    final_jobs = np.full_like(o.jobs, -1)  # common-job table of the final placement, in old's GPU order
-    old_row = {(name, u): int(off) + u for name, off in zip(o.names, o.offset) for u in range(len(old.nodes[name]))}
-    new_row = {(name, v): int(off) + v for name, off in zip(n.names, n.offset) for v in range(len(new.nodes[name]))}
-    for (nn, v), (on, u) in gpu_map.items():
-        placed[on][u] = new.nodes[nn][v]
-        final_jobs[old_row[(on, u)]] = n.jobs[new_row[(nn, v)]]
-    final = Placement({name: tuple(slots) for name, slots in placed.items()})
+    # src[r]: the new plan's GPU row that lands on physical GPU row r
+    new_flat = [slot for name in n.names for slot in new.nodes[name]]
+    landed = [new_flat[i] for i in src.tolist()]
+    final = Placement({name: tuple(landed[int(off):int(off) + int(size)])
+                       for name, off, size in zip(o.names, o.offset, o.sizes)})
     final_gpus = final.job_gpus()
     migrated = tuple(j for j in common if final_gpus[j] != old_gpus[j])
-    return MigrationResult(final, migrated, _table_cost(o.jobs, final_jobs, w_old, w_new), dict(node_map))
+    return MigrationResult(final, migrated, _table_cost(o.jobs, n.jobs[src], w_old, w_new), dict(node_map))
+
+
+def _node_rows(o: _Slots, n: _Slots, pairs: Sequence[tuple[int, int, np.ndarray | None]]) -> np.ndarray:
+    """Row map from (old node, new node, GPU permutation or None = identity) triples."""
+    src = np.empty(len(o.jobs), dtype=np.int64)
+    for x, y, perm in pairs:
+        size = int(o.sizes[x])
+        src[o.offset[x]:o.offset[x] + size] = n.offset[y] + (np.arange(size) if perm is None else perm)
+    return src
 
 
 def _table_cost(before: np.ndarray, after: np.ndarray, w_old: np.ndarray, w_new: np.ndarray) -> float:
@@ -176,7 +183,10 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
         comp = label[edges_a]
         order = np.argsort(comp, kind="stable")
         bounds = np.flatnonzero(np.r_[True, comp[order][1:] != comp[order][:-1], True])
-        for s, e in zip(bounds[:-1], bounds[1:]):
+        sizes = np.diff(bounds)
+        single = order[bounds[:-1][sizes == 1]]  # a component of one edge: that edge is its matching
+        pairs += list(zip(edges_a[single].tolist(), edges_b[single].tolist()))
+        for s, e in zip(bounds[:-1][sizes > 1], bounds[1:][sizes > 1]):
             idx = order[s:e]
             ea, eb, sv = edges_a[idx], edges_b[idx], savings[idx]
             ra, ia = np.unique(ea, return_inverse=True)
@@ -219,10 +229,10 @@ def _identity_nodes(old: Placement, new: Placement) -> dict[str, str]:
 
 def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
               old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
-              ) -> tuple[dict[str, str], dict[tuple[str, int], tuple[str, int]]]:
+              ) -> tuple[dict[str, str], np.ndarray]:
     w_sum = w_old + w_new
     node_map: dict[str, str] = {}
-    gpu_map: dict[tuple[str, int], tuple[str, int]] = {}
+    triples: list[tuple[int, int, np.ndarray | None]] = []
     new_groups = _groups(new_key)
     for key, old_nodes in _groups(old_key).items():
         new_nodes = new_groups[key]
@@ -232,7 +242,7 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
         o_jobs = o.jobs[o.offset[oi][:, None] + np.arange(g)]
         n_jobs = n.jobs[n.offset[ni][:, None] + np.arange(g)]
         po, pn = _sharing_pairs(o_jobs, n_jobs)
-        perm_of: dict[tuple[int, int], tuple[int, ...]] = {}
+        perm_of: dict[tuple[int, int], np.ndarray] = {}
         savings = np.zeros(len(po))
         if len(po):
             a = o.weight[o.offset[oi][po][:, None] + np.arange(g)]  # (P, g) weight on each old GPU
@@ -241,41 +251,41 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
             cost = a[:, :, None] + b[:, None, :] - sav
             best_cost, perms = _batch_assignment(cost)
             savings = a.sum(axis=1) + b.sum(axis=1) - best_cost
-            perm_of = {(int(x), int(y)): p for x, y, p in zip(po, pn, perms)}
+            perm_of = dict(zip(zip(po.tolist(), pn.tolist()), perms))
         pairs = _max_savings_matching(po, pn, savings, [o.names[i] for i in old_nodes],
                                       [n.names[i] for i in new_nodes])
         for x, y in pairs:
-            on, nn = o.names[old_nodes[x]], n.names[new_nodes[y]]
-            node_map[nn] = on
-            perm = perm_of.get((x, y), tuple(range(g)))  # no shared job: every GPU matching costs the same
-            for u, v in enumerate(perm):
-                gpu_map[(nn, v)] = (on, u)
-    return node_map, gpu_map
+            node_map[n.names[new_nodes[y]]] = o.names[old_nodes[x]]
+            # no shared job: every GPU matching costs the same, keep the indices
+            triples.append((old_nodes[x], new_nodes[y], perm_of.get((x, y))))
+    return node_map, _node_rows(o, n, triples)
 
 
 def _sharing_pairs(o_jobs: np.ndarray, n_jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(old node, new node) index pairs of one group that hold at least one common job."""
-    def node_job(jobs: np.ndarray) -> np.ndarray:
-        nodes = np.broadcast_to(np.arange(jobs.shape[0])[:, None, None], jobs.shape)
-        rows = np.stack([jobs.ravel(), nodes.ravel()], axis=1)
-        return np.unique(rows[rows[:, 0] >= 0], axis=0)  # sorted by job, then node
+    def node_job(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        count = jobs.shape[0]
+        nodes = np.broadcast_to(np.arange(count)[:, None, None], jobs.shape).ravel()
+        flat = jobs.ravel()
+        keys = np.unique(flat[flat >= 0] * count + nodes[flat >= 0])  # sorted by job, then node
+        return keys // count, keys % count
 
-    oj, nj = node_job(o_jobs), node_job(n_jobs)
+    (oj, on), (nj, nn) = node_job(o_jobs), node_job(n_jobs)
     if not len(oj) or not len(nj):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     # join on job: every old node of a job x every new node of it (jobs span only a few nodes)
-    lo = np.searchsorted(nj[:, 0], oj[:, 0], side="left")
-    hi = np.searchsorted(nj[:, 0], oj[:, 0], side="right")
+    lo = np.searchsorted(nj, oj, side="left")
+    hi = np.searchsorted(nj, oj, side="right")
     counts = hi - lo
     rep = np.repeat(np.arange(len(oj)), counts)
     starts = np.repeat(lo, counts)
     within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    pairs = np.stack([oj[rep, 1], nj[starts + within, 1]], axis=1)
-    pairs = np.unique(pairs, axis=0)
-    return pairs[:, 0], pairs[:, 1]
+    width = n_jobs.shape[0]
+    keys = np.unique(on[rep] * width + nn[starts + within])
+    return keys // width, keys % width
 
 
-def _batch_assignment(cost: np.ndarray) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+def _batch_assignment(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Minimum-cost perfect matching of each (g x g) matrix in a batch; returns costs and perms.
 
     ``perm[u] = v``: old GPU ``u`` receives new GPU ``v``. Ties go to the first permutation in
@@ -283,28 +293,33 @@ def _batch_assignment(cost: np.ndarray) -> tuple[np.ndarray, list[tuple[int, ...
     """
     p, g, _ = cost.shape
     if g <= _PERMUTATION_LIMIT:
-        perms = np.array(list(permutations(range(g))), dtype=np.int64)  # (g!, g), identity first
+        perms = _permutations(g)  # (g!, g), identity first
         totals = cost[:, np.arange(g), perms].sum(axis=2)  # (P, g!)
         best = np.argmin(totals, axis=1)
-        return totals[np.arange(p), best], [tuple(int(x) for x in perms[b]) for b in best]
-    costs, out = np.empty(p), []
+        return totals[np.arange(p), best], perms[best]
+    costs, out = np.empty(p), np.empty((p, g), dtype=np.int64)
     for i in range(p):
         r, c = linear_sum_assignment(cost[i])
         costs[i] = cost[i][r, c].sum()
-        out.append(tuple(int(x) for x in c))
+        out[i] = c
     return costs, out
+
+
+@cache
+def _permutations(g: int) -> np.ndarray:
+    return np.array(list(permutations(range(g))), dtype=np.int64)
 
 
 def _flat(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
           old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
-          ) -> dict[tuple[str, int], tuple[str, int]]:
+          ) -> np.ndarray:
     """Appendix Algorithm 4: one GPU-level matching over the whole cluster (per GPU type)."""
     w_sum = w_old + w_new
     o_ref = [(name, u) for name, size in zip(o.names, o.sizes) for u in range(int(size))]
     n_ref = [(name, v) for name, size in zip(n.names, n.sizes) for v in range(int(size))]
     o_type = np.repeat([k[1] or "" for k in old_key], o.sizes)
     n_type = np.repeat([k[1] or "" for k in new_key], n.sizes)
-    gpu_map: dict[tuple[str, int], tuple[str, int]] = {}
+    src = np.empty(len(o.jobs), dtype=np.int64)
     for t in dict.fromkeys(o_type.tolist()):
         oi, ni = np.flatnonzero(o_type == t), np.flatnonzero(n_type == t)
         po, pn = _sharing_pairs(o.jobs[oi][:, None, :], n.jobs[ni][:, None, :])
@@ -312,8 +327,8 @@ def _flat(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
         pairs = _max_savings_matching(po, pn, savings, [f"{o_ref[i][0]}:{o_ref[i][1]}" for i in oi],
                                       [f"{n_ref[i][0]}:{n_ref[i][1]}" for i in ni])
         for x, y in pairs:
-            gpu_map[n_ref[ni[y]]] = o_ref[oi[x]]
-    return gpu_map
+            src[oi[x]] = ni[y]
+    return src
 
 
 def _shape_text(keys: Sequence[tuple[int, str | None]]) -> str:
