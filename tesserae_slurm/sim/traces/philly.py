@@ -8,6 +8,8 @@ with unmeasured scale factors standing in as described in ``models.gavel_table_k
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from ...model import InputError
@@ -35,3 +37,12 @@ def load_philly_dir(directory: str | Path) -> tuple[Trace, ...]:
     if not files:
         raise InputError(f"{directory}: no *.trace files")
     return tuple(load_philly(f) for f in files)
+
+
+def merge_vcs(traces: Sequence[Trace], name: str) -> Trace:
+    """All VCs as one trace on one cluster (ids become ``<vc>-<id>``; each VC's clock starts at 0)."""
+    jobs = []
+    for t in traces:
+        vc = t.name.removeprefix("philly-")
+        jobs += [dataclasses.replace(j, job_id=f"{vc}-{j.job_id}") for j in t]
+    return Trace.of(name, jobs)
