@@ -18,34 +18,21 @@ from ..profiles import write_profile_csv
 from ..profiling.measure import Protocol
 from ..profiling.runner import ProfilerConfig, default_gpu_label, jobs_from_args, run_profile
 from ..profiling.zoo import SIZES, ZOO
+from .progress import Bar
 from .render import table
 
 if importlib.util.find_spec("torch") is None:  # the optional extra is missing: no `profile` command
     raise ModuleNotFoundError("torch is needed by `tesserae profile`", name="torch")
 
 
-class RunProgress:
+class RunProgress(Bar):
     """One progress line on stderr, like the simulator's (only when stderr is a terminal)."""
 
     def __init__(self, label: str, enabled: bool | None = None) -> None:
-        self.label = label
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._t0 = time.monotonic()
+        super().__init__(label, "runs", enabled, label_width=10)
 
     def __call__(self, done: int, total: int, run: str) -> None:
-        if not self.enabled:
-            return
-        width = 30
-        filled = int(width * done / max(1, total))
-        elapsed = time.monotonic() - self._t0
-        sys.stderr.write(f"\r{self.label:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} runs "
-                         f"{elapsed:6.0f} s  {run[:40]:<40}")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        self.draw(done, total, f"{time.monotonic() - self.started:6.0f} s  {run[:40]:<40}")
 
 
 def _csv_list(text: str) -> list[str]:
