@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Cluster, InputError
+from ..profiles import profile_from_spec
 from ..sim.compare import RunSpec, run_many, write_report
 from ..sim.configs import CONFIGS, get_config
 from ..sim.restart import RestartCost
+from ..sim.strategies import LLM_STRATEGIES
 from ..sim.trace_source import resolve_trace
 from .jsonio import dump_json
 from .progress import Progress
@@ -36,6 +38,12 @@ def add_common(p: argparse.ArgumentParser, *, cluster: str = "20x4:a100", trace:
                    help="restart overhead of every model, seconds (default: 30, LLMs 90; docs/simulator.md)")
     p.add_argument("--restart-model", action="append", default=[], metavar="MODEL=S",
                    help="restart overhead of one model (repeatable)")
+    p.add_argument("--decision-profile", default="", metavar="PROFILE",
+                   help="what the scheduler decides with, e.g. a table completed by `tesserae estimate fill` "
+                        "(default: --profile); --profile stays the truth that drives progress")
+    p.add_argument("--llm-strategy", default="best", choices=LLM_STRATEGIES,
+                   help="LLM parallelism the engine may choose: best (default), dp or default-pp when packed, "
+                        "default-pp-always (docs/simulator.md)")
     p.add_argument("--check", action="store_true", help="check invariants on every round (slower)")
 
 
@@ -96,8 +104,12 @@ def specs_from_args(args: argparse.Namespace, policies: list[str],
     if not len(trace):
         raise InputError(f"trace {name}: no jobs")
     restart = restart_from_args(args)
+    decision = getattr(args, "decision_profile", "") or ""
+    if decision:
+        profile_from_spec(decision)  # fail here with one line, not in a worker process
     return [RunSpec(tuple(trace), name, args.cluster, p, profile, args.round_s, args.seed, args.noise,
-                    args.check, restart, tuple(sorted((policy_options or {}).items()))) for p in policies]
+                    args.check, restart, tuple(sorted((policy_options or {}).items())), decision,
+                    getattr(args, "llm_strategy", "best")) for p in policies]
 
 
 def _policy_options(items: list[str]) -> dict[str, Any]:

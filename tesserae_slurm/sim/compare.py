@@ -42,15 +42,19 @@ class RunSpec:
     check_invariants: bool = False
     restart: RestartCost | None = None
     policy_options: tuple[tuple[str, Any], ...] = ()  # override the configuration's options
+    decision_profile: str = ""  # what the scheduler decides with ("" = ``profile``); progress uses ``profile``
+    llm_strategy: str = "best"  # best | dp | default-pp | default-pp-always (sim/strategies.py)
 
 
 def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResult:
     config = get_config(spec.policy)
     if spec.policy_options:
         config = dataclasses.replace(config, policy_options={**config.policy_options, **dict(spec.policy_options)})
+    believed = profile_from_spec(spec.decision_profile) if spec.decision_profile else None
     return simulate(spec.trace, Cluster.from_spec(spec.cluster_spec), config, profile_from_spec(spec.profile),
                     round_s=spec.round_s, seed=spec.seed, noise=spec.noise, restart=spec.restart,
-                    check_invariants=spec.check_invariants, trace_name=spec.trace_name, on_round=on_round)
+                    check_invariants=spec.check_invariants, trace_name=spec.trace_name, on_round=on_round,
+                    decision_profile=believed, llm_strategy=spec.llm_strategy)
 
 
 def run_many(specs: Sequence[RunSpec], workers: int | None = None) -> list[SimResult]:

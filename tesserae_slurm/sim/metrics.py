@@ -56,6 +56,7 @@ class RoundRecord:
     migration_ms: float
     busy_gpu_s: float = 0.0  # GPU-seconds a GPU held an unfinished job (exact, finishes inside the round)
     finished: int = 0
+    infeasible_pairs: int = 0  # packed pairs the decision thought fit that run out of memory in truth
 
     @property
     def decision_ms(self) -> float:
@@ -129,6 +130,7 @@ class SimResult:
                             "stages_median": {k: stage(k, 50) for k in STAGES},
                             "stages_p99": {k: stage(k, 99) for k in STAGES}},
             "rounds": len(self.rounds),
+            "infeasible_pair_rounds": sum(r.infeasible_pairs for r in self.rounds),
             "settings": self.settings,
         }
 

@@ -29,6 +29,7 @@ from .metrics import JobRecord, RoundRecord, SimResult
 from .progress import Member, Outcome, run_alone, run_pair
 from .restart import RestartCost
 from .speeds import SpeedModel
+from .strategies import check_mode, job_parallelism, restrict_packed
 from .traces.record import TraceJob
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,8 @@ class _Live:
     finish: float | None = None
 
 
-def job_of(t: TraceJob) -> Job:
-    return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, no_pack=t.no_pack)
+def job_of(t: TraceJob, parallelism: tuple[str, ...] = ()) -> Job:
+    return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, parallelism=parallelism, no_pack=t.no_pack)
 
 
 def simulate(
@@ -75,20 +76,33 @@ def simulate(
     check_invariants: bool = False,
     trace_name: str = "",
     on_round: ProgressCallback | None = None,
+    decision_profile: ThroughputProfile | None = None,
+    llm_strategy: str = "best",
 ) -> SimResult:
-    """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring."""
+    """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring.
+
+    ``profile`` is the truth (progress); ``decision_profile`` (default: ``profile``) is what the
+    scheduler believes. It must know every job of the trace."""
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be > 0 seconds, got {round_s}")
     if not 0.0 <= noise <= 1.0:
         raise InputError(f"profile noise must be in [0, 1], got {noise}")
+    check_mode(llm_strategy)
     restart = restart or RestartCost()
     true_speeds = SpeedModel(profile, cluster)
     noise_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
-    decision_profile = profile.with_noise(noise, noise_rng) if noise > 0 else profile
-    lookup = SpeedModel(decision_profile, cluster, true_speeds.reference).lookup()
+    believed = decision_profile if decision_profile is not None else profile
+    believed = believed.with_noise(noise, noise_rng) if noise > 0 else believed
+    believed = restrict_packed(believed, llm_strategy)
+    decision_speeds = SpeedModel(believed, cluster, true_speeds.reference)
+    lookup = decision_speeds.lookup()
     policy = make_policy(config.policy, **dict(config.policy_options))
     pstate = policy.initial_state()
     _check_trace(trace, cluster, true_speeds)
+    if decision_profile is not None:
+        _check_trace(trace, cluster, decision_speeds)
+    parallelism = {t.job_id: job_parallelism(profile, t.model, t.batch_size, t.num_gpus, llm_strategy)
+                   for t in trace} if llm_strategy == "default-pp-always" else {}
 
     arrivals = sorted(trace, key=lambda t: t.submit_time)
     nxt = 0
@@ -101,7 +115,7 @@ def simulate(
     while nxt < len(arrivals) or live:
         while nxt < len(arrivals) and arrivals[nxt].submit_time <= now:
             t = arrivals[nxt]
-            live[t.job_id] = _Live(t, job_of(t), remaining=t.duration)
+            live[t.job_id] = _Live(t, job_of(t, parallelism.get(t.job_id, ())), remaining=t.duration)
             nxt += 1
         if not live:  # idle cluster: jump to the next arrival
             now = arrivals[nxt].submit_time
@@ -120,11 +134,11 @@ def simulate(
         if len(ordered) != len(live):
             raise RuntimeError(f"policy {config.policy} ranked {len(ordered)} of {len(live)} active jobs")
         decision = decide(RoundRequest(cluster, ordered, current, ranking.pairs, config.engine),
-                          decision_profile, clock=time.perf_counter)
+                          believed, clock=time.perf_counter)
         if check_invariants:
             check_round(decision, {j.id: j for j in ordered}, current)
 
-        outcomes = _advance(decision, live, true_speeds, restart, round_s)
+        outcomes, infeasible = _advance(decision, live, true_speeds, restart, round_s)
         finished = {jid for jid, o in outcomes.items() if o.finish is not None}
         busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s)
         _account(decision, live, outcomes, now, round_s, len(live) / cluster.total_gpus)
@@ -140,7 +154,7 @@ def simulate(
             preemptions=len(decision.preempted), busy_gpus=_busy_gpus(decision.placement),
             busy_gpu_s=busy_gpu_s, finished=len(finished), scheduling_ms=sched_s * 1e3,
             placement_ms=decision.timings.placement * 1e3, packing_ms=decision.timings.packing * 1e3,
-            migration_ms=decision.timings.migration * 1e3,
+            migration_ms=decision.timings.migration * 1e3, infeasible_pairs=infeasible,
         ))
         current = _without(decision.placement, finished)
         progressed = any(o.work > 0 for o in outcomes.values())
@@ -159,7 +173,7 @@ def simulate(
         settings={"noise": noise, "restart": restart.to_json(), "packing": config.engine.packing,
                   "migration": config.engine.migration, "policy": config.policy,
                   "policy_options": dict(config.policy_options), "reference_gpu": true_speeds.reference,
-                  "profile": profile.name},
+                  "profile": profile.name, "decision_profile": believed.name, "llm_strategy": llm_strategy},
     )
     if check_invariants:
         check_result(result, trace, true_speeds.max_factor)
@@ -180,8 +194,9 @@ def _check_trace(trace: Sequence[TraceJob], cluster: Cluster, speeds: SpeedModel
 
 
 def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, restart: RestartCost,
-             round_s: float) -> dict[str, Outcome]:
-    """Each placed job's exact progress this round, group by group (a job alone or a packed pair)."""
+             round_s: float) -> tuple[dict[str, Outcome], int]:
+    """Each placed job's exact progress this round, group by group (a job alone or a packed pair), and
+    how many pairs make no progress because they do not fit in truth (a wrong decision profile)."""
     gpus_of = decision.placement.job_gpus()
     migrated, started = set(decision.migrated), set(decision.started)
     outcomes: dict[str, Outcome] = {}
@@ -194,19 +209,21 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
         return Member(s.remaining, overhead, solo, solo if packed_speed is None else packed_speed)
 
     paired: set[str] = set()
+    infeasible = 0
     for p in decision.packed:
         if p.placed not in gpus_of or p.partner not in gpus_of:
             continue
         g = speeds.node_type[gpus_of[p.placed][0][0]]
         a, b = live[p.placed].job, live[p.partner].job
         sa, sb = speeds.packed(a, b, g, decision.strategies.get(a.id), decision.strategies.get(b.id))
+        infeasible += sa == 0.0 and sb == 0.0
         oa, ob = run_pair(member(a.id, g, sa), member(b.id, g, sb), round_s)
         outcomes[a.id], outcomes[b.id] = oa, ob
         paired.update((a.id, b.id))
     for jid, refs in gpus_of.items():
         if jid not in paired:
             outcomes[jid] = run_alone(member(jid, speeds.node_type[refs[0][0]], None), round_s)
-    return outcomes
+    return outcomes, infeasible
 
 
 def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str, Outcome], now: float,
