@@ -4,6 +4,7 @@
     .venv/bin/python scripts/reproduce_results.py                 # everything (slow: tens of minutes)
     .venv/bin/python scripts/reproduce_results.py --only a100,noise
     .venv/bin/python scripts/reproduce_results.py --jobs 12 --cluster 1x4 --out /tmp/r.md   # smoke run
+    .venv/bin/python scripts/reproduce_results.py --only estimators,parallelism   # sections 6 and 7 only
 
 Every simulation's summary is cached under ``--cache`` (default out/reproduce) by a key of all its
 inputs, so an interrupted run resumes and the document can be re-rendered without re-simulating.
@@ -37,6 +38,9 @@ from tesserae_slurm.sim.restart import RestartCost  # noqa: E402
 from tesserae_slurm.sim.trace_source import resolve_trace  # noqa: E402
 from tesserae_slurm.sim.traces import generate_gavel, load_shipped  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import results_profiling as profiling  # noqa: E402  (sections 6 and 7)
+
 log = logging.getLogger("reproduce")
 
 NOISE_LEVELS = (0.0, 0.2, 0.5, 1.0)
@@ -62,8 +66,12 @@ class Study:
     noise: Sequence[float] = (0.0,)
     seeds: Sequence[int] = (0,)
     restart_scale: float = 1.0  # multiplies every default restart overhead
-    results: dict[tuple[str, float, int], dict[str, Any]] = field(default_factory=dict)
+    results: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    # Studies that vary more than configuration x noise x seed list their own runs:
+    # plan(study, trace, trace_name, cache, fresh) -> [(result key, cache file label, RunSpec)]
+    plan: Callable[..., list[tuple[tuple[Any, ...], str, RunSpec]]] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # what a planned study's rendering needs
 
 
 def available(config: str) -> bool:
@@ -101,6 +109,12 @@ def studies(args: argparse.Namespace) -> list[Study]:
         Study("noise", "Profiling noise (paper Figure 14)", Setup(tess, a100, "a100"), ("tesserae-t",),
               noise=NOISE_LEVELS, seeds=NOISE_SEEDS),
         Study("v100", "V100 with Gavel's throughput table (paper Figure 10b)", Setup(tess, v100, "gavel"), HARDWARE),
+        Study("estimators", "Throughput estimators instead of the full table (paper Figure 16)",
+              Setup(tess, a100, "a100"), ("tesserae-t",), plan=profiling.plan_estimators,
+              extra={"budgets": args.budgets, "seeds": tuple(range(args.repeats))}),
+        Study("parallelism", "LLM parallelism strategy (paper section 7.1, Figure 13)", Setup(tess, a100, "a100"),
+              ("tesserae-t",), plan=profiling.plan_parallelism,
+              extra={"shares": args.llm_shares, "seeds": tuple(range(args.repeats))}),
         Study("gavel-trace", "Gavel-style trace (paper Figure 15)", Setup(gavel, a100, "a100"), MAIN),  # slowest: last
     ]
 
@@ -110,8 +124,48 @@ def cache_key(spec: RunSpec) -> str:
                          spec.round_s, spec.seed, spec.noise]
     if spec.restart is not None:
         fields.append(spec.restart.to_json())
+    if spec.decision_profile:  # the table's content, not its name: re-estimated tables re-simulate
+        fields.append(hashlib.sha256(Path(spec.decision_profile).read_bytes()).hexdigest())
+    if spec.llm_strategy != "best":
+        fields.append(spec.llm_strategy)
     ident = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def _default_plan(study: Study, trace: Sequence[Any], name: str, restart: RestartCost | None
+                  ) -> list[tuple[tuple[Any, ...], str, RunSpec]]:
+    out = []
+    for config in study.configs:
+        if config in study.missing:
+            continue
+        for noise in study.noise:
+            for seed in (study.seeds if noise > 0 else study.seeds[:1]):
+                spec = RunSpec(tuple(trace), name, study.setup.cluster, config, study.setup.profile,
+                               seed=seed, noise=noise, restart=restart)
+                out.append(((config, noise, seed), f"{config}-{noise:g}-{seed}", spec))
+    return out
+
+
+def summarize(res: Any) -> dict[str, Any]:
+    """A run's summary plus what the sections quote: worst FTF jobs, last jobs, JCT per model and size."""
+    summary = res.summary()
+    summary["worst_ftf_jobs"] = [
+        {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "duration": j.duration, "jct": j.jct,
+         "ftf": j.ftf, "preemptions": j.preemptions, "migrations": j.migrations, "packed_s": j.packed_s}
+        for j in sorted(res.jobs, key=lambda j: -j.ftf)[:3]]
+    summary["last_jobs"] = [
+        {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "duration": j.duration,
+         "submit": j.submit_time, "start": j.start_time, "finish": j.finish_time,
+         "preemptions": j.preemptions}
+        for j in sorted(res.jobs, key=lambda j: -j.finish_time)[:2]]
+    by: dict[str, list[float]] = {}
+    for j in res.jobs:  # "model@gpus" -> [jobs, JCT sum, packed seconds]
+        b = by.setdefault(f"{j.model}@{j.num_gpus}", [0, 0.0, 0.0])
+        b[0] += 1
+        b[1] += j.jct
+        b[2] += j.packed_s
+    summary["by_shape"] = by
+    return summary
 
 
 def run_study(study: Study, cache: Path, workers: int, fresh: bool, simulate: bool = True) -> None:
@@ -122,34 +176,25 @@ def run_study(study: Study, cache: Path, workers: int, fresh: bool, simulate: bo
         base = RestartCost()
         restart = RestartCost(base.default_s * study.restart_scale,
                               {m: v * study.restart_scale for m, v in base.per_model.items()})
-    todo: list[tuple[tuple[str, float, int], RunSpec, Path]] = []
-    for config in study.configs:
-        if not available(config):
-            study.missing.append(config)
-            continue
-        for noise in study.noise:
-            for seed in (study.seeds if noise > 0 else study.seeds[:1]):
-                spec = RunSpec(tuple(trace), name, study.setup.cluster, config, study.setup.profile,
-                               seed=seed, noise=noise, restart=restart)
-                path = cache / f"{study.key}-{config}-{noise:g}-{seed}-{cache_key(spec)}.json"
-                if path.exists() and (not fresh or not simulate):
-                    study.results[(config, noise, seed)] = json.loads(path.read_text())
-                else:
-                    todo.append(((config, noise, seed), spec, path))
+    study.missing[:] = [c for c in study.configs if not available(c)]
+    if study.plan is not None:
+        if study.missing:
+            return
+        planned = study.plan(study, trace, name, cache, fresh and simulate, simulate)
+    else:
+        planned = _default_plan(study, trace, name, restart)
+    todo: list[tuple[tuple[Any, ...], RunSpec, Path]] = []
+    for key, label, spec in planned:
+        path = cache / f"{study.key}-{label}-{cache_key(spec)}.json"
+        if path.exists() and (not fresh or not simulate):
+            study.results[key] = json.loads(path.read_text())
+        else:
+            todo.append((key, spec, path))
     if todo and simulate:
         log.info("%s: %d simulations (%d cached)", study.key, len(todo), len(study.results))
         t0 = time.perf_counter()
         for (key, _, path), res in zip(todo, run_many([s for _, s, _ in todo], workers=workers), strict=True):
-            summary = res.summary()
-            summary["worst_ftf_jobs"] = [
-                {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "duration": j.duration, "jct": j.jct,
-                 "ftf": j.ftf, "preemptions": j.preemptions, "migrations": j.migrations, "packed_s": j.packed_s}
-                for j in sorted(res.jobs, key=lambda j: -j.ftf)[:3]]
-            summary["last_jobs"] = [
-                {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "duration": j.duration,
-                 "submit": j.submit_time, "start": j.start_time, "finish": j.finish_time,
-                 "preemptions": j.preemptions}
-                for j in sorted(res.jobs, key=lambda j: -j.finish_time)[:2]]
+            summary = summarize(res)
             path.write_text(json.dumps(summary, indent=1))
             study.results[key] = summary
         log.info("%s: done in %.0f s", study.key, time.perf_counter() - t0)
@@ -430,6 +475,12 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
                   _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), WHY_V100),
         ]) + ["", "As in the paper, the gain on V100 is much smaller than on A100 (section 1): fewer pairs fit and "
               "pay off on the smaller, slower GPU.", ""]
+    est = by.get("estimators")
+    if est is not None and est.results:
+        out += profiling.render_estimators(est, "6")
+    par = by.get("parallelism")
+    if par is not None and par.results:
+        out += profiling.render_parallelism(par, "7")
     missing = sorted({c for s in all_studies for c in s.missing})
     not_run = [s.key for s in all_studies if not s.results]
     if not_run:
@@ -466,11 +517,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=900, help="jobs per trace (900; fewer for a smoke run)")
     ap.add_argument("--cluster", default="20x4", help="NODESxGPUS without type (20x4 = 80 GPUs)")
     ap.add_argument("--only", default="",
-                    help="comma-separated studies to simulate: a100, restart, ftf, noise, v100, gavel-trace")
+                    help="comma-separated studies to simulate: a100, restart, ftf, noise, v100, estimators, "
+                         "parallelism, gavel-trace")
+    ap.add_argument("--budgets", default=",".join(map(str, profiling.BUDGETS)),
+                    help="estimators study: strategies measured per LLM search problem (2,3,4,6)")
+    ap.add_argument("--llm-shares", default=",".join(f"{x:g}" for x in profiling.LLM_SHARES),
+                    help="parallelism study: shares of the 2- and 4-GPU jobs that are LLMs (0.2,0.4,0.6,0.8)")
+    ap.add_argument("--repeats", type=int, default=5, help="seeds per point of the estimators and parallelism studies")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--fresh", action="store_true", help="ignore cached results")
     ap.add_argument("--render-only", action="store_true", help="simulate nothing; write the document from the cache")
     args = ap.parse_args(argv)
+    try:
+        args.budgets = tuple(int(x) for x in args.budgets.split(",") if x.strip())
+        args.llm_shares = tuple(float(x) for x in args.llm_shares.split(",") if x.strip())
+    except ValueError:
+        ap.error("--budgets takes integers and --llm-shares numbers, comma-separated")
+    if args.repeats < 1 or not args.budgets or any(b < 1 for b in args.budgets) or not args.llm_shares \
+            or any(not 0.0 <= x <= 1.0 for x in args.llm_shares):
+        ap.error("--repeats and budgets must be >= 1, LLM shares in [0, 1]")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)

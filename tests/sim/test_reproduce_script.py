@@ -36,3 +36,36 @@ def test_smoke_run_writes_the_document_and_reuses_its_cache(tmp_path):
 def test_gavel_rate_matches_the_tesserae_load():
     rate = load_script().gavel_rate()
     assert 3.0 < rate < 7.0  # ~1.9 GPU-h per Tesserae job x 80/h over ~31 GPU-h per Gavel job
+
+
+def test_smoke_run_of_the_estimator_and_parallelism_studies(tmp_path):
+    script = load_script()
+    out, cache = tmp_path / "results.md", tmp_path / "cache"
+    argv = ["--jobs", "12", "--cluster", "1x4", "--out", str(out), "--cache", str(cache), "--only",
+            "estimators,parallelism", "--budgets", "2", "--repeats", "1", "--llm-shares", "0.5", "--workers", "1"]
+    assert script.main(argv) == 0
+    text = out.read_text()
+    assert "## 6. Throughput estimators instead of the full table" in text and "## 7. LLM parallelism" in text
+    assert "| 2 | 29% |" in text  # budget 2: the measured share of the A100 table
+    assert "| 50% |" in text and "Tesserae-T vs Default PP" in text
+    runs = sorted(p.name for p in cache.glob("*.json"))
+    assert len(runs) == (1 + 3) + 4  # oracle + three tables; four LLM strategy modes
+    tables = sorted(p.name for p in (cache / "profiles").iterdir())
+    assert "a100-b2-s0-linear+bo.csv" in tables and "a100-b2-s0-mc.csv.provenance.json" in tables
+    script.main(argv + ["--render-only"])  # from the cache alone: the same document
+    assert sorted(p.name for p in cache.glob("*.json")) == runs and out.read_text().count("| 50% |") == 1
+
+
+def test_llm_share_changes_only_models_of_multi_gpu_jobs():
+    script = load_script()
+    from tesserae_slurm.sim.traces import load_shipped
+
+    trace = list(load_shipped("tesserae-900"))
+    mixed = script.profiling.with_llm_share(trace, 0.5, 1)
+    assert [(j.job_id, j.submit_time, j.num_gpus, j.duration) for j in mixed] == \
+        [(j.job_id, j.submit_time, j.num_gpus, j.duration) for j in trace]
+    multi = [j for j in mixed if j.num_gpus in (2, 4)]
+    share = sum(j.model in ("GPT2-Medium", "Bert-Large") for j in multi) / len(multi)
+    assert 0.45 < share < 0.55
+    assert all(j.model == t.model for j, t in zip(mixed, trace, strict=True) if j.num_gpus not in (2, 4))
+    assert script.profiling.with_llm_share(trace, 0.5, 1) == mixed  # seeded
