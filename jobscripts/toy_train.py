@@ -3,7 +3,8 @@
 
 Runs on CPU (or the GPUs in CUDA_VISIBLE_DEVICES), checkpoints at a step boundary when it gets
 SIGUSR1 or SIGTERM and exits, resumes from the checkpoint on restart, and appends one JSON line per
-event (start, progress, checkpoint, done) to --log so tests and users can follow it. The signal
+event (start, progress, checkpoint, done) to --log so tests and users can follow it. When the daemon
+asks for throughput reports (online feedback), it reports its steps/s through ThroughputReporter. The signal
 handlers are installed before torch is imported: a job preempted while still starting up must
 checkpoint (at step 0) rather than die.
 """
@@ -32,6 +33,11 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
+
+try:  # online feedback: measured steps/s to the daemon (tesserae_slurm/harness/report.py)
+    from tesserae_slurm.harness.report import ThroughputReporter  # noqa: E402
+except ImportError:  # running where tesserae-slurm is not installed: no reports
+    ThroughputReporter = None  # type: ignore[assignment,misc]
 
 
 def log_event(path: Path, **fields: object) -> None:
@@ -67,6 +73,7 @@ def main() -> int:
         opt.load_state_dict(state["opt"])
         step = int(state["step"])
     log_event(log, event="start", step=step, device=device)
+    reporter = ThroughputReporter.from_env() if ThroughputReporter is not None else None
     t0, s0 = time.time(), step
     while step < args.steps and not stop_requested:
         x = torch.randn(64, 32, device=device)
@@ -76,6 +83,8 @@ def main() -> int:
         opt.step()
         step += 1
         time.sleep(args.step_time)
+        if reporter is not None:
+            reporter.step()
         if step % args.report_every == 0:
             rate = (step - s0) / max(1e-9, time.time() - t0)
             log_event(log, event="progress", step=step, loss=loss.item(), steps_per_s=rate)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..harness.assignment import EVERY_KEY, REPORTS_KEY
 from ..slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
 from . import failpoints
 from .config import DaemonConfig
@@ -186,7 +187,9 @@ class Applier:
             return
         now = self.clock()
         pct = self.cfg.mps.thread_percentage
-        assignments = {a.job_id: a.assignment(round_id, pct).encode() for a in ready}
+        fb = self.cfg.feedback  # where and how often the job reports its throughput (harness/report.py)
+        extra = {REPORTS_KEY: fb.reports_dir, EVERY_KEY: f"{fb.report_every_s:g}"} if fb.enabled else {}
+        assignments = {a.job_id: a.assignment(round_id, pct, extra).encode() for a in ready}
         intents = [Intent("start" if a.kind == "start" else "migrate-start", a.job_id,
                           {"gpus": format_gpus(a.target.gpus), "partner": a.target.partner,  # type: ignore[union-attr]
                            "strategy": a.target.strategy, "assignment": assignments[a.job_id]},  # type: ignore[union-attr]

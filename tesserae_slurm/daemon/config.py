@@ -52,6 +52,21 @@ class MetricsSection:
 
 
 @dataclass(frozen=True)
+class FeedbackSection:
+    """Online feedback (docs/profiling.md): jobs report measured steps/s, folded into the table."""
+
+    reports_dir: str = ""  # shared sticky directory (mode 1777) jobs append reports to; "" = off
+    report_every_s: float = 60.0  # window a job measures over; shorter windows (< half) are refused
+    alpha: float = 0.3  # EWMA weight of the newest report
+    min_reports: int = 3  # reports of a situation before its measured speed replaces the table's
+    max_speed: float = 1.0  # normalized speeds derived from reports are clamped to [0, max_speed]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.reports_dir)
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     slurm: SlurmSection = SlurmSection()
     scheduler: SchedulerSection = SchedulerSection()
@@ -59,12 +74,14 @@ class DaemonConfig:
     mps: MpsSection = MpsSection()
     state: StateSection = StateSection()
     metrics: MetricsSection = MetricsSection()
+    feedback: FeedbackSection = FeedbackSection()
     log_level: str = "INFO"
 
 
 _SECTIONS = {f.name: f.type for f in fields(DaemonConfig)}
 _SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "preemption": PreemptionSection,
-                    "mps": MpsSection, "state": StateSection, "metrics": MetricsSection}
+                    "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
+                    "feedback": FeedbackSection}
 
 
 def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any:
@@ -118,6 +135,10 @@ def config_from_mapping(raw: Any, where: str = "config", check_policy: bool = Tr
         kwargs[section] = cls(**{k: _coerce(section, k, v, getattr(defaults, k), where) for k, v in body.items()})
     if "log_level" in raw:
         kwargs["log_level"] = _coerce("", "log_level", raw["log_level"], "", where)
+    if kwargs.get("feedback") is not None and kwargs["feedback"].reports_dir.startswith("~"):
+        import dataclasses
+        fb = kwargs["feedback"]
+        kwargs["feedback"] = dataclasses.replace(fb, reports_dir=str(Path(fb.reports_dir).expanduser()))
     cfg = DaemonConfig(**kwargs)
     _validate(cfg, where, check_policy)
     return cfg
@@ -178,6 +199,23 @@ def _validate_values(cfg: DaemonConfig, where: str) -> None:
         host, _, port = cfg.metrics.listen.rpartition(":")
         if not host or not port.isdigit():
             raise InputError(f"{where}: metrics.listen must be HOST:PORT or empty, got {cfg.metrics.listen!r}")
+    _validate_feedback(cfg.feedback, where)
+
+
+def _validate_feedback(fb: FeedbackSection, where: str) -> None:
+    if fb.reports_dir and not Path(fb.reports_dir).is_absolute():
+        raise InputError(f"{where}: feedback.reports_dir must be an absolute path (jobs on other hosts open it), "
+                         f"got {fb.reports_dir!r}")
+    if any(c.isspace() or ord(c) < 32 for c in fb.reports_dir):  # it travels in AdminComment, one token
+        raise InputError(f"{where}: feedback.reports_dir must not contain whitespace")
+    if not fb.report_every_s > 0:
+        raise InputError(f"{where}: feedback.report_every_s must be > 0")
+    if not 0.0 < fb.alpha <= 1.0:
+        raise InputError(f"{where}: feedback.alpha must be in (0, 1]")
+    if fb.min_reports < 1:
+        raise InputError(f"{where}: feedback.min_reports must be >= 1")
+    if not 0.0 < fb.max_speed <= 2.0:
+        raise InputError(f"{where}: feedback.max_speed must be in (0, 2]")
 
 
 DEFAULT_PATH = "/etc/tesserae/tesserae.yaml"

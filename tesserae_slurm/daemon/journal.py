@@ -57,8 +57,10 @@ class Journal:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id).values(**values))
 
     def record_decision(self, round_id: int, decision: RoundDecision, targets: Mapping[str, Any],
-                        values: Mapping[str, Any], order: Sequence[str] = ()) -> None:
-        body = {**decision_to_json(decision), "order": list(order)}  # the policy's order, for `tesserae explain`
+                        values: Mapping[str, Any], order: Sequence[str] = (),
+                        sources: Mapping[str, Any] | None = None) -> None:
+        # the policy's order and where each placed job's speed came from, for `tesserae explain`
+        body = {**decision_to_json(decision), "order": list(order), "sources": dict(sources or {})}
         with self.store.session() as s:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
                       .values(decision_json=dumps(body), **values))

@@ -31,6 +31,7 @@ from .gpuset import GpuMap, format_gpus, parse_gpus
 from .journal import Intent, Journal
 from .metrics import Metrics
 from .observe import Snapshot, build_snapshot
+from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
 from .profile import scheduling_profile
 from .reconcile import ADMIN_HOLD, JobFacts, account, transition
@@ -97,6 +98,7 @@ class Daemon:
         stored = self.journal.load_policy_state(self.policy_key)
         self.pstate = stored if stored is not None else self.policy.initial_state()
         self.profile = scheduling_profile(cfg.scheduler.profile)
+        self.feedback = OnlineFeedback(cfg, self.journal.store, self.profile)
         self.applier = Applier(self.backend, self.journal, cfg, self.stop_event, self.clock, self.sleep)
 
     def request_stop(self) -> None:
@@ -228,19 +230,22 @@ class Daemon:
                                   "; ".join(f"job {j}: {e}" for j, e in sorted(fixed.failed.items())))
             snap = self.observe()
             self.reconcile(snap, rid)
+        if self.cfg.feedback.enabled and not self.dry_run:
+            self._collect_feedback(snap.time, rid)
         observe_ms = (time.perf_counter() - t_round) * 1e3
         self.journal.update_round(rid, status="deciding", observe_ms=observe_ms)
 
         inp = self.inputs(snap)
+        profile, _ = self.feedback.decision_profile()  # the table, with online measurements laid over it
         t0 = time.perf_counter()
-        throughput = SpeedModel(self.profile, inp.cluster).lookup()
+        throughput = SpeedModel(profile, inp.cluster).lookup()
         ranking, pstate = self.policy.rank(
             SchedulingInput(snap.time, self.cfg.scheduler.round_seconds, inp.views, inp.cluster, throughput),
             self.pstate)
         t1 = time.perf_counter()
         ordered = tuple(inp.jobs[j] for j in ranking.order)
         decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config),
-                          self.profile, clock=time.perf_counter)
+                          profile, clock=time.perf_counter)
         decision_s = time.perf_counter() - t0
         plan = plan_round(decision, inp.actual, ranking.order)
         self.pstate = pstate
@@ -283,6 +288,20 @@ class Daemon:
         error = "; ".join(f"job {j}: {e}" for j, e in sorted(failures.items()))
         return self._done(rid, "partial" if failures else "applied", decision, plan, decision_s, t_round, error)
 
+    def _collect_feedback(self, now: float, rid: int) -> None:
+        """Fold the throughput reports of running jobs; a problem here never costs the round."""
+        try:
+            got = self.feedback.collect(now)
+        except Exception as exc:  # noqa: BLE001 - feedback is an optimization; scheduling goes on without it
+            log.exception("online feedback failed")
+            self.journal.event(now, "feedback", f"reading throughput reports failed: {exc!r}", round_id=rid)
+            return
+        if got.folded or got.refused:
+            log.info("round %d: folded %d throughput report(s); refused reports of %d job(s)%s", rid, got.folded,
+                     len(got.refused), "".join(f"; job {j}: {w}" for j, w in sorted(got.refused.items())[:3]))
+        for job, why in sorted(self.feedback.suspicious_news(got).items()):
+            self.journal.event(now, "feedback", f"throughput reports ignored: {why}", job, rid)
+
     def _done(self, rid: int, status: str, decision: RoundDecision, plan: RoundPlan, decision_s: float,
               t_round: float, error: str) -> RoundResult:
         self.journal.update_round(rid, status=status, error=error, finished_at=self.clock())
@@ -311,7 +330,8 @@ class Daemon:
             migrated=sum(a.kind == "migrate" for a in plan.actions), packed_pairs=len(decision.packed),
             pending=len(decision.pending),
         )
-        self.journal.record_decision(rid, decision, plan.targets, counts, order)
+        sources = self.feedback.sources(decision, inp.jobs, inp.cluster)
+        self.journal.record_decision(rid, decision, plan.targets, counts, order, sources)
         if self.dry_run:
             return
         reasons: dict[str, dict] = {j: {"reason": why} for j, why in inp.excluded.items()}

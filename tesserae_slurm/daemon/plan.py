@@ -39,11 +39,11 @@ class Action:
     target: Target | None = None  # where it starts (start, migrate)
     previous: GpuMap | None = None  # where it ran (preempt, migrate)
 
-    def assignment(self, round_id: int, mps_percentage: int) -> Assignment:
+    def assignment(self, round_id: int, mps_percentage: int, extra: Mapping[str, str] | None = None) -> Assignment:
         assert self.target is not None
         t = self.target
         return Assignment(self.job_id, round_id, dict(t.gpus), partner=t.partner, strategy=t.strategy,
-                          mps_percentage=mps_percentage if t.partner else 0)
+                          mps_percentage=mps_percentage if t.partner else 0, extra=dict(extra or {}))
 
 
 @dataclass(frozen=True)

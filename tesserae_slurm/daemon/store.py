@@ -233,6 +233,13 @@ class Store:
                 q = q.where(JobRow.state.in_(list(states)))
             return list(s.scalars(q))
 
+    def jobs_by_id(self, ids: Sequence[str]) -> list[JobRow]:
+        out: list[JobRow] = []
+        with self.session() as s:
+            for i in range(0, len(ids), 500):
+                out += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(list(ids[i:i + 500])))))
+        return out
+
     def job(self, job_id: str) -> JobRow | None:
         with self.session() as s:
             return s.get(JobRow, job_id)

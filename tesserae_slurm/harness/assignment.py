@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from ..model import InputError
 
 PREFIX = "tesserae-assign:"
+# Assignment.extra keys: online feedback's reports directory and window length in seconds (harness/report.py)
+REPORTS_KEY, EVERY_KEY = "reports", "report_every"
 
 
 @dataclass(frozen=True)

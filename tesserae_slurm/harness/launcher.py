@@ -2,7 +2,8 @@
 
 Runs inside the batch script: reads the daemon's assignment, pins CUDA_VISIBLE_DEVICES to the chosen
 GPU indices (Slurm's own choice is overridden on purpose: the daemon is the GPU arbiter), starts MPS
-for packed jobs, adds torchrun / Megatron arguments, and forwards the checkpoint signal to the payload.
+for packed jobs, adds torchrun / Megatron arguments, tells the payload where to report its throughput
+(``harness/report.py``), and forwards the checkpoint signal to the payload.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ..model import InputError
-from .assignment import Assignment, from_scontrol_oneliner
+from .assignment import EVERY_KEY, REPORTS_KEY, Assignment, from_scontrol_oneliner
 from .megatron import parse_strategy
 from .mps import start_mps, stop_mps
+from .report import ENV_EVERY, ENV_FILE
 
 log = logging.getLogger(__name__)
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT)
@@ -53,6 +55,10 @@ def node_env(a: Assignment, node: str, env: Mapping[str, str]) -> dict[str, str]
         "TESSERAE_STRATEGY": a.strategy,
         "TESSERAE_NODES": ",".join(sorted(a.gpus)),
     }
+    reports = a.extra.get(REPORTS_KEY)
+    if reports:  # online feedback (harness/report.py): where the payload appends its measured steps/s
+        out[ENV_FILE] = os.path.join(reports, f"{a.job_id}.jsonl")
+        out[ENV_EVERY] = a.extra.get(EVERY_KEY, "60")
     return out
 
 

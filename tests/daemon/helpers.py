@@ -160,14 +160,17 @@ def completed(env: Env, *jobs: str) -> bool:
 TICK = ROOT / "tests" / "daemon" / "jobs" / "tick.sbatch"
 
 
-def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick", step_time: float = 0.1) -> str:
-    """tsbatch's own code path (parse, validate, sbatch) in this process: no interpreter start per job."""
+def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick", step_time: float = 0.1,
+                model: str = "", batch: str = "") -> str:
+    """tsbatch's own code path (parse, validate, sbatch) in this process: no interpreter start per job.
+    Without ``model`` the job is submitted with --no-profile (placed alone, never packed)."""
     from tesserae_slurm.daemon.config import load_config
     from tesserae_slurm.tsbatch.submit import prepare
 
     cfg = load_config(env.config, check_policy=False)
     backend = backend_from_config(cfg, env.cluster.env())
-    prepared, _ = prepare(["--gpus", str(gpus), "--no-profile", "-J", name, "-o", str(env.out / "%j.out"),
+    shape = ["--model", model, "--batch-size", batch] if model else ["--no-profile"]
+    prepared, _ = prepare(["--gpus", str(gpus), *shape, "-J", name, "-o", str(env.out / "%j.out"),
                            str(TICK), str(env.out), str(steps), str(step_time), *args], lambda _c: backend,
                           lambda _p: cfg)
     job_env = {**prepared.env, "TESSERAE_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}

@@ -35,6 +35,9 @@ def test_overrides_and_policy_options():
                                "preemption": {"grace_seconds": 5}})
     assert cfg.scheduler.round_seconds == 60.0 and cfg.scheduler.policy_options == {"queue_limits": [100, 200]}
     assert cfg.preemption.grace_seconds == 5.0
+    assert not cfg.feedback.enabled  # online feedback is off until a reports directory is configured
+    fb = config_from_mapping({"feedback": {"reports_dir": "~/reports", "alpha": 1}}).feedback
+    assert fb.enabled and fb.reports_dir == str(Path("~/reports").expanduser()) and fb.alpha == 1.0
 
 
 BROKEN = [
@@ -60,6 +63,13 @@ BROKEN = [
     ("scheduler: {gpu_type: h100}\n", "GPU type(s) h100 not in profile a100"),
     ("scheduler: {profile: gavel}\n", "GPU type(s) a100 not in profile gavel"),
     ("scheduler: {profile: /no/such.csv}\n", "scheduler.profile: unknown profile"),
+    ("feedback: {reports_dir: reports}\n", "feedback.reports_dir must be an absolute path"),
+    ("feedback: {reports_dir: '/shared/my reports'}\n", "feedback.reports_dir must not contain whitespace"),
+    ("feedback: {alpha: 0}\n", "feedback.alpha must be in (0, 1]"),
+    ("feedback: {min_reports: 0}\n", "feedback.min_reports must be >= 1"),
+    ("feedback: {report_every_s: 0}\n", "feedback.report_every_s must be > 0"),
+    ("feedback: {max_speed: 5}\n", "feedback.max_speed must be in (0, 2]"),
+    ("feedback: {min_reports: 2.5}\n", "feedback.min_reports must be an integer"),
 ]
 
 

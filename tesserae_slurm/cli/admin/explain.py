@@ -50,6 +50,9 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
         rid, policy, d = rounds[0]
         order = d.get("order", [])
         out["last_round"] = {"round": rid, "policy": policy, "rank": order.index(job) + 1, "of": len(order)}
+        src = d.get("sources", {}).get(job)
+        if src:  # measured (online feedback), profiled (the table) or estimated:<estimator>
+            out["speed_source"] = {"round": rid, **src}
         pending = [p for p in d.get("pending", []) if p["job"] == job]
         if pending:
             out["why_pending"] = {"reason": pending[0]["reason"], "detail": pending[0]["detail"]}
@@ -101,6 +104,8 @@ def _text(e: dict[str, Any]) -> str:
         lines.append(f"why packed: shares its GPUs with {w['with']}: normalized speeds {w['speed']:.2f} (this job) + "
                      f"{w['partner_speed']:.2f} ({w['with']}) = {w['combined']:.2f}, more than either alone (1.00)"
                      + (f"; strategy {w['strategy']}" if w["strategy"] else ""))
+    if "speed_source" in e:
+        lines.append(_source_line(e["speed_source"]))
     moved = [m for m in e["history"] if m["kind"] in ("migrate", "preempt")]
     for m in moved:
         verb = "moved" if m["kind"] == "migrate" else "preempted"
@@ -118,6 +123,18 @@ def _text(e: dict[str, Any]) -> str:
         lines.append("\nevents:")
         lines.extend(f"  {ev['time']} {ev['kind']}: {ev['message']}" for ev in e["events"])
     return "\n".join(lines)
+
+
+def _source_line(src: dict[str, Any]) -> str:
+    speed = f"speed {src['speed']:.2f} " if "speed" in src else ""
+    what = {"measured": "measured by online feedback", "profiled": "from the profile table",
+            "fallback": "not in the profile (runs alone at 1.00 by definition)"}.get(
+        src["source"], f"estimated ({src['source'].partition(':')[2] or src['source']})"
+        if src["source"].startswith("estimated") else src["source"])
+    line = f"speed source (round {src['round']}): {speed}{what} [{src['source']}] for {src['entry']}"
+    if "reports" in src:
+        line += f"; reported {src['steps_per_s']:.3g} steps/s (EWMA of {src['reports']} report(s))"
+    return line
 
 
 def run(args: argparse.Namespace) -> int:

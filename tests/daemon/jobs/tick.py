@@ -46,9 +46,13 @@ def main() -> int:
     state, events = Path(a.out) / f"ckpt-{job}.json", Path(a.out) / f"events-{job}.jsonl"
     step = json.loads(state.read_text())["step"] if state.exists() else 0
     log(events, event="start", step=step, argv=sys.argv[1:])
+    from tesserae_slurm.harness.report import ThroughputReporter  # online feedback, when the daemon asks
+    reporter = ThroughputReporter.from_env()
     while step < a.steps and not stop:
         time.sleep(a.step_time)
         step += 1
+        if reporter is not None:
+            reporter.step()
         if step % 10 == 0:
             log(events, event="progress", step=step)
     tmp = state.with_suffix(".tmp")
