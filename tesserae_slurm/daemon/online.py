@@ -120,8 +120,12 @@ class OnlineFeedback:
     def decision_profile(self) -> tuple[ThroughputProfile, SpeedTable]:
         """The profile the engine decides with (the configured one until a measurement is usable)."""
         if self._folded is None or self._folded[0] is not self.state:
-            profile, table = folded_profile(self.profile, self.table, self.state, self.fb.min_reports,
-                                            self.fb.max_speed)
+            try:
+                profile, table = folded_profile(self.profile, self.table, self.state, self.fb.min_reports,
+                                                self.fb.max_speed)
+            except Exception:  # noqa: BLE001 - a bad measurement must never stop scheduling
+                log.exception("cannot lay the online measurements over the table; deciding with the table alone")
+                profile, table = self.profile, self.table
             self._folded = (self.state, profile, table)
         return self._folded[1], self._folded[2]
 
