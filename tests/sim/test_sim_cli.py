@@ -38,6 +38,21 @@ def test_simulate_json_to_stdout_with_options(capsys):
     assert data["settings"]["restart"] == {"default_s": 0.0, "per_model": {}}
 
 
+def test_simulate_with_a_decision_profile_and_an_llm_strategy(tmp_path, capsys):
+    from tesserae_slurm.profiles import load_profile, write_profile_csv
+
+    table = tmp_path / "site.csv"
+    write_profile_csv(load_profile("a100"), table)
+    code, stdout, _ = cli(capsys, "simulate", "--trace", "sample", "--cluster", "2x4", "--decision-profile",
+                          str(table), "--llm-strategy", "default-pp", "--json", "-")
+    data = json.loads(stdout)
+    assert code == 0 and data["settings"]["llm_strategy"] == "default-pp"
+    assert data["settings"]["decision_profile"] == "site+default-pp" and data["settings"]["profile"] == "a100"
+    assert data["infeasible_pair_rounds"] == 0  # the same table as the truth: every pair it packs fits
+    code, _, err = cli(capsys, "simulate", "--trace", "sample", "--decision-profile", str(tmp_path / "no.csv"))
+    assert code == 2 and err.count("\n") == 1 and "unknown profile" in err
+
+
 def test_simulate_heterogeneous_cluster_picks_the_gavel_profile(capsys):
     code, stdout, _ = cli(capsys, "simulate", "--trace", "sample", "--cluster", "1x4:v100,1x4:k80",
                           "--policy", "fifo", "--json", "-")
