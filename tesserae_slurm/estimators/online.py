@@ -10,8 +10,9 @@ into normalized speeds and lays them over a table, tagged ``online``:
 where iso(strategy) is the table's normalized isolated speed of that strategy (1.0 for models without
 strategies), so the result is relative to the best strategy alone, as the tables are. The steps/s
 alone come from online reports of the same job shape running alone, else from the table's absolute
-isolated throughput (profiles written by ``tesserae profile`` have it). A side without a reference
-keeps its table value. Pure and immutable: the daemon keeps the state and stores its rows.
+isolated throughput (profiles written by ``tesserae profile`` have it); an LLM strategy never seen
+alone takes another strategy's reference scaled by the table's isolated ratio. A side without a
+reference keeps its table value. Pure and immutable: the daemon keeps the state and stores its rows.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class OnlineState:
         """
         refs = dict(throughput or {})
         refs.update({k: e.value for k, e in self.alone.items()})
+        refs = _other_strategies(refs, table)
         values = dict(table.values)
         sources = dict(table.sources)
         for entry in {e for e, _ in self.packed}:
@@ -144,6 +146,26 @@ class OnlineState:
             except (KeyError, TypeError, ValueError) as exc:
                 raise InputError(f"online feedback row {i}: {exc.__class__.__name__}: {exc}") from None
         return OnlineState(alpha, alone, packed)
+
+
+def _other_strategies(refs: dict[tuple[str, Endpoint], float], table: SpeedTable) -> dict[tuple[str, Endpoint], float]:
+    """Steps/s alone under strategies never seen alone, from another strategy of the same job shape:
+    ref(s) = ref(s2) x iso(s) / iso(s2), the table's isolated ratio. (An LLM alone usually runs its
+    best strategy; its packed reports under a pipeline split still get a reference this way.)"""
+    by_key: dict[tuple[str, ProfileKey], list[tuple[str, float]]] = {}
+    for (gpu, ep), v in refs.items():
+        iso = table.get(make_entry(gpu, ep))
+        if ep.strategy and iso is not None and iso.a > 0:
+            by_key.setdefault((gpu, ep.key), []).append((ep.strategy, v / iso.a))  # steps/s at iso 1.0
+    out = dict(refs)
+    for e in table:
+        if e.partner is not None or not e.job.strategy or (e.gpu_type, e.job) in out:
+            continue
+        known = by_key.get((e.gpu_type, e.job.key))
+        iso = table.values[e].a
+        if known and iso > 0:
+            out[(e.gpu_type, e.job)] = min(known)[1] * iso  # the first strategy by name: deterministic
+    return out
 
 
 def _ep(ep: Endpoint) -> dict[str, object]:

@@ -207,36 +207,37 @@ def test_collect_folds_what_checks_out_and_survives_a_restart(world):
     assert not (reports / "22.jsonl").exists() and "22" not in again.cursors  # finished and read: removed
 
 
-def test_the_folded_table_replaces_the_pair_and_the_decision_says_measured(world):
-    j, cfg, _, db = world
+def _decide_with_feedback(world) -> None:
+    """Fold the reports, check the folded table and the sources of a decision, record that round."""
+    j, cfg, _, _ = world
     fb = OnlineFeedback(cfg, j.store, PROFILE)
     fb.collect(NOW)
     profile, table = fb.decision_profile()
-    e = make_entry("a100", DCGAN, POINTNET)
     opt = profile.pair_options(DCGAN.key, POINTNET.key, "a100")[0]
     assert opt.a_speed == pytest.approx(0.5)  # 5 steps/s packed over 10 alone
     assert opt.b_speed == PROFILE.pair_options(DCGAN.key, POINTNET.key, "a100")[0].b_speed  # no PointNet reference
-    assert table.source(e) == "online"
+    assert table.source(make_entry("a100", DCGAN, POINTNET)) == "online"
     dec = RoundDecision(Placement.from_lists({"n1": [["21", "26"], ["22"], [], []]}), (), (), (), (),
                         (PackedPair("21", "26", 0.5, 0.5),), ())
     jobs = {"21": Job("21", 1, "DCGAN", "32"), "26": Job("26", 1, "PointNet", "32"), "22": Job("22", 1, "DCGAN", "32")}
     src = fb.sources(dec, jobs, _cluster())
     assert src["21"]["source"] == "measured" and src["21"]["reports"] == 1 and src["21"]["speed"] == pytest.approx(0.5)
     assert src["21"]["steps_per_s"] == 5.0
+    assert src["26"]["source"] == "measured" and src["26"]["steps_per_s"] == 4.0
     assert src["22"]["source"] == "profiled" and src["22"]["reports"] == 3  # alone: the definition, reports shown
     rid = j.begin_round(NOW, "tesserae-t", False)
     j.record_decision(rid, dec, plan_round(dec, {}).targets, {}, ("21", "22", "26"), src)
     j.update_round(rid, status="applied", finished_at=NOW + 1)
-    assert main(["explain", "21", "--db", str(db)]) == 0
 
 
-def test_explain_shows_the_speed_source(world, capsys):
-    j, cfg, _, db = world
-    test_the_folded_table_replaces_the_pair_and_the_decision_says_measured(world)
-    capsys.readouterr()
+def test_the_folded_table_replaces_the_pair_and_explain_shows_the_source(world, capsys):
+    _decide_with_feedback(world)
+    db = world[3]
     assert main(["explain", "21", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "measured by online feedback [measured]" in out and "EWMA of 1 report(s)" in out
+    assert main(["explain", "22", "--db", str(db)]) == 0
+    assert "from the profile table [profiled]" in capsys.readouterr().out
     assert main(["explain", "21", "--db", str(db), "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
     assert body["speed_source"]["source"] == "measured" and body["speed_source"]["steps_per_s"] == 5.0

@@ -91,3 +91,14 @@ def test_bad_reports_and_alpha_are_input_errors(bad):
         ThroughputReport("a100", R, None, bad)
     with pytest.raises(InputError):
         OnlineState(alpha=bad if bad != -1.0 else 1.5)
+
+
+def test_llm_strategy_never_seen_alone_borrows_the_reference_of_another():
+    # The LLM ran alone only under DP8 (iso 1.0, 10 steps/s); packed under 10,14 (iso 0.8) it runs
+    # 4 steps/s. Alone under 10,14 it would run 0.8 x 10 = 8 steps/s -> 4/8 x 0.8 = 0.4 of its best.
+    dp = Endpoint(G.key, "DP8")
+    t = base_table()
+    table = SpeedTable({**t.values, make_entry("a100", dp): Value(1.0)}, {})
+    state = OnlineState().fold([ThroughputReport("a100", dp, None, 10.0), ThroughputReport("a100", G, P, 4.0)])
+    assert speeds(state.apply(table), G, P) == (pytest.approx(0.4), 0.9)
+    assert state.apply(base_table()) == base_table()  # without any reference of the shape: unchanged
