@@ -19,19 +19,21 @@ class Node:
 class Cluster:
     nodes: tuple[Node, ...]
     _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
+    _total: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_name = {n.name: n for n in self.nodes}
         if len(by_name) != len(self.nodes):
             raise InputError("cluster: duplicate node names")
         object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_total", sum(n.num_gpus for n in self.nodes))
         for n in self.nodes:
             if n.num_gpus <= 0:
                 raise InputError(f"cluster: node {n.name!r} has {n.num_gpus} GPUs (must be > 0)")
 
     @property
     def total_gpus(self) -> int:
-        return sum(n.num_gpus for n in self.nodes)
+        return self._total
 
     def node(self, name: str) -> Node:
         try:

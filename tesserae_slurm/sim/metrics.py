@@ -57,6 +57,7 @@ class RoundRecord:
     busy_gpu_s: float = 0.0  # GPU-seconds a GPU held an unfinished job (exact, finishes inside the round)
     finished: int = 0
     infeasible_pairs: int = 0  # packed pairs the decision thought fit that run out of memory in truth
+    reused: bool = False  # nothing changed since last round: last decision kept, the engine not called
 
     @property
     def decision_ms(self) -> float:
@@ -110,10 +111,11 @@ class SimResult:
     def summary(self) -> dict[str, Any]:
         ftf = np.array([j.ftf for j in self.jobs]) if self.jobs else np.zeros(1)
         jct = np.array([j.jct for j in self.jobs]) if self.jobs else np.zeros(1)
-        dec = np.array([r.decision_ms for r in self.rounds]) if self.rounds else np.zeros(1)
+        decided = [r for r in self.rounds if not r.reused]  # decision-time statistics: engine calls only
+        dec = np.array([r.decision_ms for r in decided]) if decided else np.zeros(1)
 
         def stage(k: str, q: float) -> float:
-            return float(np.percentile([getattr(r, f"{k}_ms") for r in self.rounds], q)) if self.rounds else 0.0
+            return float(np.percentile([getattr(r, f"{k}_ms") for r in decided], q)) if decided else 0.0
 
         return {
             "policy": self.policy, "trace": self.trace, "cluster": self.cluster,
@@ -129,7 +131,7 @@ class SimResult:
                             "max": float(dec.max()),
                             "stages_median": {k: stage(k, 50) for k in STAGES},
                             "stages_p99": {k: stage(k, 99) for k in STAGES}},
-            "rounds": len(self.rounds),
+            "rounds": len(self.rounds), "decided_rounds": len(decided),
             "infeasible_pair_rounds": sum(r.infeasible_pairs for r in self.rounds),
             "settings": self.settings,
         }

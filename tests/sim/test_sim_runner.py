@@ -15,7 +15,7 @@ from tesserae_slurm.sim.invariants import InvariantError, check_progress, check_
 from tesserae_slurm.sim.restart import RestartCost
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.trace_source import resolve_trace
-from tesserae_slurm.sim.traces import Trace, TraceJob
+from tesserae_slurm.sim.traces import Trace, TraceJob, generate_tesserae
 
 A100 = load_profile("a100")
 HEURISTICS = [name for name, c in CONFIGS.items() if c.policy in ("fifo", "las", "srtf", "tiresias", "ftf")]
@@ -185,3 +185,16 @@ def test_policy_state_and_views_reach_the_policy(monkeypatch):
     (t0, v0), (t1, v1) = seen
     assert (t0, v0[0].running, v0[0].attained_service) == (0, False, 0)
     assert (t1, v1[0].running, v1[0].attained_service, v1[0].remaining_work) == (360, True, 720, 140)
+
+
+@pytest.mark.parametrize("config", ["tesserae-t", "tesserae-t-sticky", "fifo", "gavel"])
+def test_reusing_unchanged_decisions_changes_no_result(config):
+    """The shortcut for quiet rounds (same jobs, same ranking) gives exactly the full engine's results."""
+    trace = generate_tesserae(40, 30, 5)
+    cluster = Cluster.from_spec("3x4:a100")
+    full = simulate(trace, cluster, get_config(config), A100, reuse_decisions=False)
+    fast = simulate(trace, cluster, get_config(config), A100, check_invariants=True)
+    assert [(j.job_id, j.finish_time, j.migrations, j.preemptions) for j in fast.jobs] == \
+           [(j.job_id, j.finish_time, j.migrations, j.preemptions) for j in full.jobs]
+    assert fast.migrations == full.migrations and fast.preemptions == full.preemptions
+    assert any(r.reused for r in fast.rounds) and not any(r.reused for r in full.rounds)
