@@ -68,6 +68,13 @@ class Placement:
             memo = self._memo["job_gpus"] = MappingProxyType({j: tuple(sorted(refs)) for j, refs in out.items()})
         return memo
 
+    def busy_gpus(self) -> int:
+        """GPUs holding at least one job (computed once)."""
+        memo = self._memo.get("busy")
+        if memo is None:
+            memo = self._memo["busy"] = sum(1 for gpus in self.nodes.values() for slot in gpus if slot)
+        return memo
+
     def jobs(self) -> set[str]:
         return set(self.job_gpus())
 

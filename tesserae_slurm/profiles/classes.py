@@ -65,11 +65,18 @@ def _runs(profile: ThroughputProfile, cls: JobClass, gpu: str) -> tuple[tuple[st
 def class_isolated(profile: ThroughputProfile, cls: JobClass, gpu_type: str) -> tuple[float, str | None]:
     """(best normalized speed alone, its strategy); ties go to the strategy listed first."""
     gpu = profile._gpu(gpu_type)
+    memo_key = ("isolated", gpu, cls)
+    hit = profile._memo.get(memo_key)
+    if hit is not None:
+        return hit
     runs = _runs(profile, cls, gpu)
     if not runs:
-        return 1.0, (cls.candidates[0] if cls.candidates else None)
-    best = max(range(len(runs)), key=lambda i: (runs[i][1], -i))
-    return runs[best][1], runs[best][0]
+        out: tuple[float, str | None] = (1.0, (cls.candidates[0] if cls.candidates else None))
+    else:
+        best = max(range(len(runs)), key=lambda i: (runs[i][1], -i))
+        out = (runs[best][1], runs[best][0])
+    profile._memo[memo_key] = out
+    return out
 
 
 def class_best_pair(profile: ThroughputProfile, a: JobClass, b: JobClass, gpu_type: str) -> PairOption | None:
@@ -112,31 +119,55 @@ class PairMatrix:
 
 
 def pair_matrix(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_type: str) -> PairMatrix:
+    """The matrix over ``classes``, cut from a per-GPU-type matrix over every class seen so far.
+
+    The universe only grows: a class's row and column are computed once per profile, so a round
+    whose classes differ from the last round's (common on traces with dozens of job types) costs a
+    fancy-index, not a rebuild.
+    """
     gpu = profile._gpu(gpu_type)
-    memo_key = ("matrix", gpu, tuple(classes))
-    hit = profile._memo.get(memo_key)
-    if hit is not None:
-        return hit
-    out = _pair_matrix(profile, tuple(classes), gpu)
-    if len(profile._memo) < 100_000:  # a bound, for long-running daemons fed ever new job classes
-        profile._memo[memo_key] = out
-    return out
+    universe: _Universe = profile._memo.setdefault(("universe", gpu), _Universe())
+    universe.add(profile, gpu, classes)
+    ix = np.array([universe.index[c] for c in classes], dtype=np.int64)
+    return PairMatrix(gpu, tuple(classes), universe.total[np.ix_(ix, ix)], universe.option[np.ix_(ix, ix)],
+                      tuple(universe.options), universe.isolated[ix],
+                      tuple(universe.isolated_strategy[i] for i in ix.tolist()))
 
 
-def _pair_matrix(profile: ThroughputProfile, classes: tuple[JobClass, ...], gpu: str) -> PairMatrix:
-    n = len(classes)
-    total = np.full((n, n), np.nan)
-    option = np.full((n, n), -1, dtype=np.int64)
-    options: list[PairOption] = []
-    seen: dict[PairOption, int] = {}
-    for i, a in enumerate(classes):
-        for j, b in enumerate(classes):
-            best = class_best_pair(profile, a, b, gpu)
-            if best is not None:
-                total[i, j] = best.total
-                option[i, j] = seen.setdefault(best, len(options))
-                if option[i, j] == len(options):
-                    options.append(best)
-    iso = [class_isolated(profile, c, gpu) for c in classes]
-    return PairMatrix(gpu, tuple(classes), total, option, tuple(options),
-                      np.array([s for s, _ in iso], dtype=float), tuple(s for _, s in iso))
+class _Universe:
+    """Mutable, private to ``pair_matrix``: every class of one GPU type seen so far, and its matrices."""
+
+    def __init__(self) -> None:
+        self.classes: list[JobClass] = []
+        self.index: dict[JobClass, int] = {}
+        self.total = np.zeros((0, 0))
+        self.option = np.zeros((0, 0), dtype=np.int64)
+        self.options: list[PairOption] = []
+        self.seen: dict[PairOption, int] = {}
+        self.isolated = np.zeros(0)
+        self.isolated_strategy: list[str | None] = []
+
+    def add(self, profile: ThroughputProfile, gpu: str, classes: Sequence[JobClass]) -> None:
+        new = [c for c in dict.fromkeys(classes) if c not in self.index]
+        if not new:
+            return
+        old_n = len(self.classes)
+        for c in new:
+            self.index[c] = len(self.classes)
+            self.classes.append(c)
+        n = len(self.classes)
+        total = np.full((n, n), np.nan)
+        option = np.full((n, n), -1, dtype=np.int64)
+        total[:old_n, :old_n], option[:old_n, :old_n] = self.total, self.option
+        for i in range(n):  # only the new rows and columns
+            for j in range(old_n if i < old_n else 0, n):
+                best = class_best_pair(profile, self.classes[i], self.classes[j], gpu)
+                if best is not None:
+                    total[i, j] = best.total
+                    option[i, j] = self.seen.setdefault(best, len(self.options))
+                    if option[i, j] == len(self.options):
+                        self.options.append(best)
+        iso = [class_isolated(profile, c, gpu) for c in new]
+        self.total, self.option = total, option
+        self.isolated = np.concatenate([self.isolated, np.array([s for s, _ in iso], dtype=float)])
+        self.isolated_strategy += [s for _, s in iso]

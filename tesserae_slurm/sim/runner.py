@@ -54,9 +54,10 @@ class _Live:
     migrations: int = 0
     rounds_packed: int = 0
     packed_s: float = 0.0
-    contention_sum: float = 0.0
-    rounds_alive: int = 0
+    contention_at_arrival: float = 0.0  # the run's cumulative contention and round count at arrival:
+    rounds_at_arrival: int = 0  # a job's averages are differences, not per-round additions to every job
     finish: float | None = None
+    view: JobView | None = None  # last round's view; rebuilt only for jobs that ran (others are unchanged)
 
 
 def job_of(t: TraceJob, parallelism: tuple[str, ...] = ()) -> Job:
@@ -118,22 +119,20 @@ def simulate(
     current = Placement.empty(cluster)
     now = arrivals[0].submit_time if arrivals else 0.0
     stalled = 0
+    cum_contention, cum_rounds = 0.0, 0
     last: tuple[tuple[str, ...], tuple[tuple[str, str], ...], RoundDecision] | None = None
     while nxt < len(arrivals) or live:
         while nxt < len(arrivals) and arrivals[nxt].submit_time <= now:
             t = arrivals[nxt]
-            live[t.job_id] = _Live(t, job_of(t, parallelism.get(t.job_id, ())), remaining=t.duration)
+            live[t.job_id] = _Live(t, job_of(t, parallelism.get(t.job_id, ())), remaining=t.duration,
+                                   contention_at_arrival=cum_contention, rounds_at_arrival=cum_rounds)
             nxt += 1
         if not live:  # idle cluster: jump to the next arrival
             now = arrivals[nxt].submit_time
             continue
 
         running_before = current.jobs()
-        views = tuple(
-            JobView(s.job, s.trace.submit_time, s.attained, s.executed, s.rounds_run,
-                    running=jid in running_before, total_work=s.trace.duration,
-                    remaining_work=s.remaining, priority_weight=s.trace.priority)
-            for jid, s in live.items())
+        views = tuple(_view(s, jid in running_before) for jid, s in live.items())
         t0 = time.perf_counter()
         ranking, pstate = policy.rank(SchedulingInput(now, round_s, views, cluster, lookup, seed), pstate)
         sched_s = time.perf_counter() - t0
@@ -158,17 +157,19 @@ def simulate(
         outcomes, infeasible = _advance(decision, live, true_speeds, restart, round_s)
         finished = {jid for jid, o in outcomes.items() if o.finish is not None}
         busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s)
-        _account(decision, live, outcomes, now, round_s, len(live) / cluster.total_gpus)
+        _account(decision, live, outcomes, now, round_s)
+        cum_contention += len(live) / cluster.total_gpus
+        cum_rounds += 1
         if check_invariants:
             check_progress({jid: (s.trace.duration, s.done_work, s.remaining) for jid, s in live.items()},
                            {jid for jid, o in outcomes.items() if o.finish is not None}, {r.job_id for r in done})
         for jid in sorted(finished, key=lambda j: (outcomes[j].finish, j)):
-            done.append(_record(live.pop(jid), now))
+            done.append(_record(live.pop(jid), now, cum_contention, cum_rounds))
 
         rounds.append(RoundRecord(
             time=now, active=len(views), running=len(decision.placement.jobs()),
             packed_pairs=len(decision.packed), migrations=len(decision.migrated),
-            preemptions=len(decision.preempted), busy_gpus=_busy_gpus(decision.placement),
+            preemptions=len(decision.preempted), busy_gpus=decision.placement.busy_gpus(),
             busy_gpu_s=busy_gpu_s, finished=len(finished), scheduling_ms=sched_s * 1e3,
             placement_ms=decision.timings.placement * 1e3, packing_ms=decision.timings.packing * 1e3,
             migration_ms=decision.timings.migration * 1e3, infeasible_pairs=infeasible, reused=reused,
@@ -252,18 +253,26 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
     return outcomes, infeasible
 
 
+def _view(s: _Live, running: bool) -> JobView:
+    """What the policy sees of a job; a waiting job's view does not change, so it is reused."""
+    v = s.view
+    if v is None or v.running != running:
+        v = s.view = JobView(s.job, s.trace.submit_time, s.attained, s.executed, s.rounds_run, running=running,
+                             total_work=s.trace.duration, remaining_work=s.remaining,
+                             priority_weight=s.trace.priority)
+    return v
+
+
 def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str, Outcome], now: float,
-             round_s: float, contention: float) -> None:
+             round_s: float) -> None:
     for jid in decision.preempted:
         if jid in live:
             live[jid].preemptions += 1
     for jid in decision.migrated:
         live[jid].migrations += 1
-    for s in live.values():
-        s.contention_sum += contention
-        s.rounds_alive += 1
     for jid, o in outcomes.items():
         s = live[jid]
+        s.view = None  # it ran: attained service, remaining work ... changed
         held = min(round_s, o.held)
         s.remaining = 0.0 if o.finish is not None else s.remaining - o.work
         s.done_work += o.work
@@ -279,23 +288,21 @@ def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str
             s.finish = now + o.finish
 
 
-def _record(s: _Live, now: float) -> JobRecord:
+def _record(s: _Live, now: float, cum_contention: float, cum_rounds: int) -> JobRecord:
     return JobRecord(
         job_id=s.job.id, num_gpus=s.job.num_gpus, model=s.job.model, submit_time=s.trace.submit_time,
         start_time=s.start if s.start is not None else now,
         finish_time=s.finish if s.finish is not None else now, duration=s.trace.duration,
         preemptions=s.preemptions, migrations=s.migrations, rounds_packed=s.rounds_packed,
-        rounds_run=s.rounds_run, avg_contention=s.contention_sum / max(1, s.rounds_alive),
+        rounds_run=s.rounds_run, avg_contention=(cum_contention - s.contention_at_arrival) / max(1, cum_rounds - s.rounds_at_arrival),
         packed_s=s.packed_s, work_done=s.done_work,
     )
 
 
-def _busy_gpus(p: Placement) -> int:
-    return sum(1 for gpus in p.nodes.values() for slot in gpus if slot)
-
-
 def _busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], round_s: float) -> float:
     """GPU-seconds during which a GPU held at least one unfinished job this round."""
+    if all(o.finish is None for o in outcomes.values()):  # every placed job held its GPUs all round
+        return decision.placement.busy_gpus() * round_s
     total = 0.0
     for gpus in decision.placement.nodes.values():
         for slot in gpus:
