@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment, linprog
+from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
 from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
@@ -47,7 +47,7 @@ Objective = Literal["throughput", "paper-sum"]
 MODES: tuple[str, ...] = ("off", "on", "single")
 OBJECTIVES: tuple[str, ...] = ("throughput", "paper-sum")
 RESOLUTION = 1e-6  # a gain below this is no gain
-ASSIGNMENT_LIMIT = 250_000  # job-level matrices up to ~500 x 500 go to the Hungarian; larger to the LP
+ASSIGNMENT_LIMIT = 40_000  # job-level matrices up to ~200 x 200 go to the Hungarian (faster there); larger to the LP
 
 
 @dataclass(frozen=True)
@@ -180,12 +180,15 @@ def _transport(group_value: np.ndarray, group_of_row: np.ndarray, class_of_col: 
     k = gi.size
     a_ub = coo_matrix((np.ones(2 * k), (np.r_[gi, supply.size + ci], np.r_[np.arange(k), np.arange(k)])),
                       shape=(supply.size + demand.size, k)).tocsr()
-    res = linprog(-group_value[gi, ci], A_ub=a_ub, b_ub=np.r_[supply, demand], bounds=(0, None), method="highs-ds")
-    if res.status != 0:  # pragma: no cover - a bounded feasible LP (x = 0 is feasible)
+    # scipy's milp without integrality is HiGHS' LP with a fraction of linprog's call overhead
+    constraint = LinearConstraint(a_ub, -np.inf, np.r_[supply, demand])
+    res = milp(-group_value[gi, ci], constraints=constraint, bounds=Bounds(0, np.inf))
+    if res.status != 0 or res.x is None:  # pragma: no cover - a bounded feasible LP (x = 0 is feasible)
         raise RuntimeError(f"packing transportation LP failed: {res.message}")
     units = np.rint(res.x).astype(np.int64)
-    if np.abs(res.x - units).max() > 1e-6:  # pragma: no cover - simplex returns a vertex
-        raise RuntimeError("packing transportation LP returned a fractional vertex")
+    if np.abs(res.x - units).max() > 1e-6:  # not a vertex (never seen): ask for integers outright
+        res = milp(-group_value[gi, ci], constraints=constraint, bounds=Bounds(0, np.inf), integrality=np.ones(k))
+        units = np.rint(res.x).astype(np.int64)
     hosts = np.argsort(group_of_row, kind="stable")  # each group's jobs, in input order
     guests = np.argsort(class_of_col, kind="stable")
     next_host = np.r_[0, np.cumsum(supply)[:-1]]
