@@ -76,42 +76,56 @@ class TiresiasPolicy:
         return TiresiasState()
 
     def rank(self, inp: SchedulingInput, state: TiresiasState) -> tuple[Ranking, TiresiasState]:
+        """One sort per round: every later step keeps (queue, entry) order by construction."""
         elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
         views = {v.id: v for v in inp.jobs}
-        jobs: dict[str, QueuedJob] = {}
-        # 1. waiting time since the last promotion, for jobs known last round that did not run
+        # 1. jobs known last round (finished ones drop out); waiting time since the last promotion
+        #    grows for those that did not run; 2. in each queue, last round's running jobs first
+        known = []
         for jid, q in state.jobs.items():
             v = views.get(jid)
             if v is None:
                 continue  # finished or cancelled
             if not v.running and v.executed_time - q.executed_base > 0:
                 q = q._replace(pending_s=q.pending_s + elapsed)
-            jobs[jid] = q
-        # 2. in each queue, last round's running jobs ahead of the waiting ones (stable)
+            known.append((q.queue, not v.running, q.seq, jid, q))
+        known.sort(key=lambda k: k[:3])  # seq is unique: no further ties
         seq = state.next_seq
-        ordered = sorted(jobs, key=lambda j: (jobs[j].queue, not views[j].running, jobs[j].seq))
-        for jid in ordered:
-            jobs[jid] = jobs[jid]._replace(seq=seq)
+        current: list[tuple[str, QueuedJob]] = []
+        in_q0 = 0
+        for queue, _, _, jid, q in known:
+            current.append((jid, q._replace(seq=seq)))
             seq += 1
+            in_q0 += queue == 0
         # 3. arrivals at the tail of Q0, in arrival order
+        arrivals = []
         for v in inp.jobs:
-            if v.id not in jobs:
-                jobs[v.id] = QueuedJob(0, seq, 0.0, 0.0)
+            if v.id not in state.jobs:
+                arrivals.append((v.id, QueuedJob(0, seq, 0.0, 0.0)))
                 seq += 1
-        # 4. demotion / promotion, in current queue order
+        # 4. demotion / promotion in current queue order; a moved job goes to the tail of its new
+        #    queue, so each queue ends up as its staying jobs, then the ones moved in
+        stay: list[list[str]] = [[] for _ in range(self.num_queues)]
+        moved: list[list[str]] = [[] for _ in range(self.num_queues)]
+        jobs: dict[str, QueuedJob] = {}
         demotions, promotions = state.demotions, state.promotions
-        for jid in sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)):
-            q, v = jobs[jid], views[jid]
+        for jid, q in (*current[:in_q0], *arrivals, *current[in_q0:]):
+            v = views[jid]
             level = self._level(service_of(v, self.service) - q.service_base, q.queue)
             if level != q.queue:
-                jobs[jid] = q._replace(queue=level, seq=seq)
+                q = q._replace(queue=level, seq=seq)
                 seq += 1
                 demotions += 1
+                moved[level].append(jid)
             elif self._promote(q, v):
-                jobs[jid] = QueuedJob(0, seq, service_of(v, self.service), v.executed_time)
+                q = QueuedJob(0, seq, service_of(v, self.service), v.executed_time)
                 seq += 1
                 promotions += 1
-        order = tuple(sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)))
+                moved[0].append(jid)
+            else:
+                stay[q.queue].append(jid)
+            jobs[jid] = q
+        order = tuple(j for level in range(self.num_queues) for j in (*stay[level], *moved[level]))
         new_state = TiresiasState(MappingProxyType(jobs), seq, inp.now, promotions, demotions)
         return Ranking(order), new_state
 
