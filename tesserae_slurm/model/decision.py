@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from .plan import GpuRef, Placement
 
@@ -18,8 +19,9 @@ class PendingReason(str, Enum):
     UNSATISFIABLE = "Unsatisfiable"  # the cluster can never hold the job (too many GPUs, unknown type)
 
 
-@dataclass(frozen=True, slots=True)
-class PendingJob:
+class PendingJob(NamedTuple):
+    """A job that does not run this round and why (a named tuple: one per waiting job per round)."""
+
     job_id: str
     reason: PendingReason
     detail: str = ""
