@@ -56,12 +56,6 @@ class PackingResult:
     unmatched: tuple[str, ...]  # pending job ids given but not packed, in the order given
 
 
-@dataclass(frozen=True)
-class _Side:
-    jobs: tuple[Job, ...]
-    classes: np.ndarray  # class index per job
-
-
 def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfile,
          gpu_type_of: Mapping[str, str], *, mode: PackingMode = "on", objective: Objective = "throughput",
          exclude: Collection[str] = (), _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
@@ -93,69 +87,69 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
             found = seen[raw] = index.setdefault(profile.job_class(j), len(index))
         return found
 
-    host_cls = [class_of(j) for j in hosts]
-    guest_cls = [class_of(j) for j in guests]
     host_gpu = []
     for j in hosts:
         if j.id not in gpu_type_of:
             raise InputError(f"placed job {j.id!r} has no GPU type")
         host_gpu.append(gpu_type_of[j.id].strip().lower())
+    host_raw = np.fromiter(map(class_of, hosts), np.int64, len(hosts))
+    guest_raw = np.fromiter(map(class_of, guests), np.int64, len(guests))
     # canonical class order, so the profile's memo of the class x class matrices hits round after round
     classes = tuple(sorted(index, key=lambda c: (c.key, c.candidates)))
     position = np.empty(len(index), dtype=np.int64)
     position[[index[c] for c in classes]] = np.arange(len(classes))
-    host_cls = position[np.array(host_cls, dtype=np.int64)].tolist()
-    guest_cls = position[np.array(guest_cls, dtype=np.int64)].tolist()
-    matrices = {g: profile.pair_matrix(classes, g) for g in dict.fromkeys(host_gpu)}
+    host_cls, guest_cls = position[host_raw], position[guest_raw]
+    gpu_names = list(dict.fromkeys(host_gpu))
+    matrices = [profile.pair_matrix(classes, g) for g in gpu_names]
+    gpu_index = {g: i for i, g in enumerate(gpu_names)}
+    host_type = np.fromiter((gpu_index[g] for g in host_gpu), np.int64, len(hosts))
+    host_n = np.fromiter((j.num_gpus for j in hosts), np.int64, len(hosts))
+    guest_n = np.fromiter((j.num_gpus for j in guests), np.int64, len(guests))
 
     pairs: list[PackedPair] = []
     for n in counts:
-        rows = [i for i, j in enumerate(hosts) if j.num_gpus == n]
-        cols = [i for i, j in enumerate(guests) if j.num_gpus == n]
-        pairs += _match_class(
-            _Side(tuple(hosts[i] for i in rows), np.array([host_cls[i] for i in rows])),
-            [host_gpu[i] for i in rows],
-            _Side(tuple(guests[i] for i in cols), np.array([guest_cls[i] for i in cols])),
-            matrices, objective, _assignment_limit)
+        rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
+        for r, c in _match_class(host_cls[rows], host_type[rows], guest_cls[cols], matrices, objective,
+                                 _assignment_limit):
+            h, g = int(rows[r]), int(cols[c])
+            mat = matrices[host_type[h]]
+            opt = mat.options[int(mat.option[host_cls[h], guest_cls[g]])]
+            pairs.append(PackedPair(hosts[h].id, guests[g].id, opt.a_speed, opt.b_speed,
+                                    opt.a_strategy, opt.b_strategy))
     order = {j.id: i for i, j in enumerate(placed)}
     pairs.sort(key=lambda p: order[p.placed])
     packed = {p.partner for p in pairs}
     return PackingResult(tuple(pairs), tuple(j for j in all_pending if j not in packed))
 
 
-def _match_class(hosts: _Side, host_gpu: Sequence[str], guests: _Side, matrices: Mapping[str, PairMatrix],
-                 objective: Objective, assignment_limit: int | None) -> list[PackedPair]:
-    """One matching problem: placed jobs (rows) x pending jobs (columns) of one GPU count."""
-    gpu_ids = {g: i for i, g in enumerate(matrices)}
-    row_group = hosts.classes * len(gpu_ids) + np.array([gpu_ids[g] for g in host_gpu])
+def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray,
+                 matrices: Sequence[PairMatrix], objective: Objective,
+                 assignment_limit: int | None) -> list[tuple[int, int]]:
+    """One matching problem: placed jobs (rows) x pending jobs (columns) of one GPU count.
+
+    Returns (row, column) positions of the chosen pairs.
+    """
+    types = len(matrices)
+    row_group = host_cls * types + host_type
     # Group-level values: a row group is (class, GPU type), a column group a class. Jobs of one group
     # are interchangeable, so the job-level problem only repeats these rows and columns.
     groups, group_of_row = np.unique(row_group, return_inverse=True)
-    classes, class_of_col = np.unique(guests.classes, return_inverse=True)
-    gpu_names = list(gpu_ids)
+    classes, class_of_col = np.unique(guest_cls, return_inverse=True)
     group_value = np.zeros((groups.size, classes.size))
     for gi, g in enumerate(groups.tolist()):
-        mat = matrices[gpu_names[g % len(gpu_ids)]]
-        gain = mat.total[g // len(gpu_ids)] - mat.isolated[g // len(gpu_ids)]  # NaN: never measured
+        mat, cls = matrices[g % types], g // types
+        gain = mat.total[cls] - mat.isolated[cls]  # NaN: never measured
         edge = gain > RESOLUTION  # False for NaN
-        row = np.where(edge, gain if objective == "throughput" else mat.total[g // len(gpu_ids)], 0.0)
+        row = np.where(edge, gain if objective == "throughput" else mat.total[cls], 0.0)
         group_value[gi] = row[classes]
     if not (group_value > 0.0).any():
         return []
     # At most min(rows, columns) jobs get a partner: only the earliest that many of each group matter.
-    rows = np.flatnonzero(_rank_in_group(row_group) < len(guests.jobs))
-    cols = np.flatnonzero(_rank_in_group(guests.classes) < len(rows))
+    rows = np.flatnonzero(_rank_in_group(row_group) < len(guest_cls))
+    cols = np.flatnonzero(_rank_in_group(guest_cls) < len(rows))
     if assignment_limit is None or rows.size * cols.size <= assignment_limit:
-        chosen = _assign_jobs(group_value, group_of_row, class_of_col, rows, cols, row_group, guests.classes)
-    else:
-        chosen = _transport(group_value, group_of_row, class_of_col)
-    out = []
-    for r, c in chosen:
-        mat = matrices[host_gpu[r]]
-        opt = mat.options[int(mat.option[hosts.classes[r], guests.classes[c]])]
-        out.append(PackedPair(hosts.jobs[r].id, guests.jobs[c].id, opt.a_speed, opt.b_speed,
-                              opt.a_strategy, opt.b_strategy))
-    return out
+        return _assign_jobs(group_value, group_of_row, class_of_col, rows, cols, row_group, guest_cls)
+    return _transport(group_value, group_of_row, class_of_col)
 
 
 def _assign_jobs(group_value: np.ndarray, group_of_row: np.ndarray, class_of_col: np.ndarray, rows: np.ndarray,
