@@ -35,3 +35,15 @@ def test_slope_recovers_known_exponents():
     assert abs(slope(xs, [3 * x for x in xs]) - 1.0) < 1e-9
     assert abs(slope(xs, [x * x for x in xs]) - 2.0) < 1e-9
     assert slope([1], [1]) is None
+
+
+def test_report_re_renders_from_json_without_running(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["bench", "scale", "--smoke", "--baselines", "none", "--json", str(out)]) == 0
+    capsys.readouterr()
+    md = tmp_path / "perf.md"
+    assert main(["bench", "scale", "--from-json", str(out), "--report", str(md)]) == 0
+    assert "--smoke" in md.read_text() and "## 16 GPUs" in md.read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"points": [{"gpus": 1}]}')
+    assert main(["bench", "scale", "--from-json", str(bad)]) == 2

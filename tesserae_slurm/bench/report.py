@@ -70,6 +70,11 @@ def markdown(points: Sequence[ScalePoint], cap_s: float, command: str, plot_name
            f"Baselines are the whole Gavel / POP (k=4) policy decision, LP build and solve included, on the same "
            f"state, capped at {cap_s:g} s.", "", "## Targets (issue 6)", ""]
     out += target_lines(points)
+    out += ["", "About the Gavel ratio: our Gavel LP is the same formulation as Gavel's `max_min_fairness_packed` "
+            "(a variable per job and per same-size job pair and GPU type), solved with HiGHS' interior-point "
+            "method, the fastest solver available here (docs/policies-lp.md); HiGHS' dual simplex takes 3-4x "
+            "longer on the same LPs, and Gavel's own cvxpy/ECOS path is not installed. The ratio is therefore "
+            "against a strong LP baseline; how it grows with the jobs is the point of the comparison."]
     for gpus in sorted({p.gpus for p in points}):
         rows = sorted((p for p in points if p.gpus == gpus), key=lambda p: p.jobs)
         out += ["", f"## {gpus} GPUs", "",

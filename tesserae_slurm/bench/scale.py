@@ -182,5 +182,14 @@ def machine() -> dict[str, str]:
             "numpy": np.__version__, "scipy": scipy.__version__, "os": platform.platform()}
 
 
-def as_json(points: Sequence[ScalePoint], cap_s: float) -> dict:
-    return {"machine": machine(), "cap_s": cap_s, "points": [asdict(p) for p in points]}
+def as_json(points: Sequence[ScalePoint], cap_s: float, command: str = "") -> dict:
+    return {"machine": machine(), "cap_s": cap_s, "command": command, "points": [asdict(p) for p in points]}
+
+
+def from_json(data: dict) -> tuple[list[ScalePoint], float, str]:
+    """Points, cap and command back from ``as_json`` output (to re-render without re-running)."""
+    points = []
+    for p in data["points"]:
+        base = {k: BaselineTime(**v) for k, v in p.pop("baselines", {}).items()}
+        points.append(ScalePoint(**p, baselines=base))
+    return points, float(data["cap_s"]), str(data.get("command", ""))

@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", metavar="OUT", help="write results JSON here ('-' for stdout)")
     s.add_argument("--plot", metavar="PNG", help="write the time-vs-jobs plot here")
     s.add_argument("--report", metavar="MD", help="write a markdown report here (docs/performance.md)")
+    s.add_argument("--from-json", metavar="JSON", help="re-render --report/--plot from an earlier --json (no runs)")
     s.set_defaults(func=run_scale)
 
 
@@ -67,6 +68,25 @@ def run_decision(args: argparse.Namespace) -> int:
           f"(p90 {b.p90_ms:.2f} ms); median migrations {b.migrations_median:g}, packed pairs {b.packed_median:g}")
     print(table(["STAGE", "MEDIAN_MS"], [[k, f"{v:.2f}"] for k, v in b.stages.items()]))
     return 0
+
+
+def _scale_command(args: argparse.Namespace) -> str:
+    """The sweep's own command line, rebuilt from the parsed options (for the report's header)."""
+    words = ["tesserae", "bench", "scale"]
+    if args.smoke:
+        words.append("--smoke")
+    for flag, value in (("--gpus", args.gpus), ("--jobs", args.jobs)):
+        if value:
+            words += [flag, ",".join(map(str, value))]
+    for flag, value, default in (("--repeats", args.repeats, 5), ("--seed", args.seed, 0),
+                                 ("--baselines", args.baselines, "gavel,pop"), ("--cap", args.cap, 60.0),
+                                 ("--baseline-max-jobs", args.baseline_max_jobs, 2048)):
+        if value != default:
+            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    for flag, value in (("--json", args.json), ("--plot", args.plot), ("--report", args.report)):
+        if value:
+            words += [flag, value]
+    return shlex.join(words)
 
 
 def run_scale(args: argparse.Namespace) -> int:
@@ -86,8 +106,18 @@ def run_scale(args: argparse.Namespace) -> int:
     def progress(text: str) -> None:
         print(f"bench scale: {text} ...", file=sys.stderr, flush=True)
 
-    points = scale.sweep(gpus, jobs, repeats, args.seed, baselines, cap, args.baseline_max_jobs, progress)
-    result = scale.as_json(points, cap)
+    command = _scale_command(args)
+    if args.from_json:
+        from .jsonio import load_json
+
+        try:
+            points, cap, recorded = scale.from_json(load_json(args.from_json))
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"{args.from_json}: not a `tesserae bench scale --json` file ({exc})") from None
+        command = recorded or f"tesserae bench scale (re-rendered from {args.from_json})"
+    else:
+        points = scale.sweep(gpus, jobs, repeats, args.seed, baselines, cap, args.baseline_max_jobs, progress)
+    result = scale.as_json(points, cap, command)
     if args.json == "-":
         dump_json(result)
     elif args.json:
@@ -104,7 +134,6 @@ def run_scale(args: argparse.Namespace) -> int:
                 rel = str(Path(plot_name).resolve().relative_to(out.resolve().parent))
             except ValueError:
                 rel = str(Path(plot_name).resolve())
-        command = "tesserae bench scale " + shlex.join(sys.argv[3:] if sys.argv[1:3] == ["bench", "scale"] else [])
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(report.markdown(points, cap, command.strip(), rel))
     if args.json != "-":
