@@ -123,7 +123,13 @@ def scaling_analysis(points: Sequence[ScalePoint]) -> list[str]:
               "jobs, so its solver cost stays flat. Migration depends on the GPUs: node pairs that share no job "
               "have a closed-form cost, so only the sharing pairs are solved, a number linear in the nodes. "
               "Gavel's LP has a variable per job pair of equal GPU count: its size, and its time, grow "
-              "quadratically or worse with the jobs."]
+              "quadratically or worse with the jobs.", "",
+              "Memory (the *peak* column) stays linear in jobs + GPUs: no jobs x jobs matrix is ever built. "
+              "Per GPU count, packing keeps only the earliest min(placed, pending) jobs of each profile class "
+              "(jobs of one class are interchangeable, so later ones can never be needed for the optimum), "
+              "and once that job-level matrix would exceed 40,000 cells it solves the equivalent "
+              "transportation LP over (class, GPU type) groups instead; migration builds GPU-level matrices "
+              "only for node pairs that share a job."]
     return lines
 
 
