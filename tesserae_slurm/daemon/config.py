@@ -28,6 +28,7 @@ class SchedulerSection:
     gpu_type: str = "a100"  # GPU type of every node unless node_gpu_types says otherwise
     node_gpu_types: Mapping[str, str] = field(default_factory=dict)
     policy_options: Mapping[str, Any] = field(default_factory=dict)  # over the named configuration's own
+    seed: int = 0  # for randomized policies (POP's partitions), as `tesserae simulate --seed`
 
 
 @dataclass(frozen=True)

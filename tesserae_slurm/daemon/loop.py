@@ -240,7 +240,8 @@ class Daemon:
         t0 = time.perf_counter()
         throughput = SpeedModel(profile, inp.cluster).lookup()
         ranking, pstate = self.policy.rank(
-            SchedulingInput(snap.time, self.cfg.scheduler.round_seconds, inp.views, inp.cluster, throughput),
+            SchedulingInput(snap.time, self.cfg.scheduler.round_seconds, inp.views, inp.cluster, throughput,
+                            self.cfg.scheduler.seed),
             self.pstate)
         t1 = time.perf_counter()
         ordered = tuple(inp.jobs[j] for j in ranking.order)
