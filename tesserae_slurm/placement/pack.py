@@ -1,17 +1,17 @@
 """Packing (paper Algorithm 3): pair pending jobs with placed ones by max-weight bipartite matching.
 
-One matching problem per GPU count (only jobs of the same GPU count can share GPUs). Jobs fall into
-a few profile classes, and jobs of one class are interchangeable, so the job-level matrix only repeats
-a small group x class matrix: medium problems go to ``scipy.optimize.linear_sum_assignment`` on the
-job-level matrix (capped to the jobs that can matter), large ones to the equivalent transportation LP
-between groups (HiGHS; integral at its vertices), which keeps memory linear in jobs. An edge joins a pending and a placed job when the profile
-measured them together, both speeds are > 0 (no OOM), neither job is ``no_pack``, the placed job has
-no partner yet, and packing raises total normalized throughput over the placed job alone: the edge
-weight -- the pair's speed sum under the best strategies both jobs allow (paper "Parallelism
-Strategy") -- exceeds the placed job's best isolated speed. Weight matrices come from the profile's
-class x class matrices by two ``np.take``s, so building them is cheap; for 2048 pending x 256 placed
-jobs the whole call takes ~3 ms when the jobs fall in one class each side and ~20 ms with a dozen
-classes (mostly the solver itself, slowed by the many exactly tied weights).
+One matching problem per GPU count (only jobs of the same GPU count can share GPUs). An edge joins
+a pending and a placed job when the profile measured them together, both speeds are > 0 (no OOM),
+neither job is ``no_pack``, the placed job has no partner yet, and packing raises total normalized
+throughput over the placed job alone: the edge weight -- the pair's speed sum under the best
+strategies both jobs allow (paper "Parallelism Strategy") -- exceeds the placed job's best isolated
+speed.
+
+Jobs fall into a few profile classes, and jobs of one class are interchangeable, so the job-level
+matrix only repeats a small (class, GPU type) x class matrix cut from the profile's memoized class
+matrices: medium problems go to ``scipy.optimize.linear_sum_assignment`` on the job-level matrix
+(capped to the jobs that can matter), large ones to the equivalent transportation LP between groups
+(HiGHS; integral at its vertices), which keeps memory linear in jobs.
 
 Objectives, for a fixed set of placed jobs (they run whether packed or not):
 
@@ -94,7 +94,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
         host_gpu.append(gpu_type_of[j.id].strip().lower())
     host_raw = np.fromiter(map(class_of, hosts), np.int64, len(hosts))
     guest_raw = np.fromiter(map(class_of, guests), np.int64, len(guests))
-    # canonical class order, so the profile's memo of the class x class matrices hits round after round
+    # canonical class order: indices, and so the solvers' tie-breaks, do not depend on which job came first
     classes = tuple(sorted(index, key=lambda c: (c.key, c.candidates)))
     position = np.empty(len(index), dtype=np.int64)
     position[[index[c] for c in classes]] = np.arange(len(classes))
