@@ -6,7 +6,9 @@ service drawn so Tiresias has several queues to sort, and a current placement th
 own decision for last round's order. The timed decision is then this round's: the Tiresias ranking
 (scheduling), placement, packing and migration against that current placement. Medians of repeats.
 Baselines run the whole policy decision (build + solve the allocation LP, Gavel's round mechanism)
-once per state under a time cap; a run that hits the cap is reported as "> cap".
+once per state under a time cap; a run that hits the cap is reported as "> cap". ``gavel`` is our
+HiGHS model of Gavel's LP; ``gavel-cvxpy`` is Gavel's own way of building and solving it (cvxpy +
+ECOS, the optional ``bench`` extra), run in a child process that is killed at the cap.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .synthetic import perturb_order, synthetic_jobs
 STAGES = ("scheduling", "placement", "packing", "migration")
 DEFAULT_GPUS = (64, 256, 1024, 10_000)
 DEFAULT_JOBS = (256, 512, 1024, 2048, 8192, 50_000)
-BASELINES = ("gavel", "pop")
+BASELINES = ("gavel", "gavel-cvxpy", "pop")
 # Above this many pair variables the LP is not even built: its matrix alone would take minutes and
 # gigabytes, far past any cap. Reported as "> cap" with the count.
 MAX_PAIR_VARIABLES = 5_000_000
@@ -44,9 +46,14 @@ class BaselineTime:
     ms: float | None  # None: did not finish within the cap (or not run, see ``note``)
     capped: bool
     note: str = ""
+    peak_mib: float | None = None  # peak RSS of the child process (baselines run in one)
 
     def text(self, cap_s: float) -> str:
-        return f"{self.ms:.0f}" if self.ms is not None else f"> {cap_s * 1e3:.0f}"
+        if self.ms is not None:
+            return f"{self.ms:.0f}"
+        if not self.capped and self.note:  # not run ("not installed") or failed ("failed: why")
+            return self.note.split(":", 1)[0]
+        return f"> {cap_s * 1e3:.0f}"
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,8 @@ def time_baseline(name: str, state: _State, cap_s: float) -> BaselineTime:
     pair_vars = int((sizes * (sizes - 1) // 2).sum())  # pairs form only between equal GPU counts
     if pair_vars > MAX_PAIR_VARIABLES:
         return BaselineTime(name, None, True, f"not run: ~{pair_vars:.1e} pair variables")
+    if name == "gavel-cvxpy":
+        return time_gavel_cvxpy_baseline(state, cap_s)
     profile = load_profile("a100")
     throughput = SpeedModel(profile, state.cluster).lookup()
     policy = make_policy(name, time_limit_s=cap_s)
@@ -124,6 +133,22 @@ def time_baseline(name: str, state: _State, cap_s: float) -> BaselineTime:
     if st.time_limit_hits or ms > cap_s * 1e3:
         return BaselineTime(name, None, True, f"hit the {cap_s:g} s cap")
     return BaselineTime(name, ms, False)
+
+
+def time_gavel_cvxpy_baseline(state: _State, cap_s: float) -> BaselineTime:
+    """Gavel's LP via cvxpy/ECOS in a child killed at the cap; "not installed" without cvxpy."""
+    from ..policies.gavel_cvxpy import cvxpy_available
+    from .cvxpy_baseline import describe, time_gavel_cvxpy
+
+    name = "gavel-cvxpy"
+    if not cvxpy_available():
+        return BaselineTime(name, None, False, "not installed")
+    run = time_gavel_cvxpy(state.cluster, state.views, cap_s)
+    if run.capped:
+        return BaselineTime(name, None, True, f"killed at the {cap_s:g} s cap; {describe(run)}", run.peak_rss_mib)
+    if run.ms is None:
+        return BaselineTime(name, None, False, f"failed: {describe(run)}", run.peak_rss_mib)
+    return BaselineTime(name, run.ms, False, describe(run), run.peak_rss_mib)
 
 
 def bench_point(gpus: int, jobs: int, repeats: int = 5, seed: int = 0, baselines: Sequence[str] = (),

@@ -247,8 +247,9 @@ def to_allocation(lp: GavelLp, xv: np.ndarray, status: str) -> Allocation:
     pairs = tuple(tuple(sorted((lp.job_ids[a], lp.job_ids[b]))) for a, b in zip(lp.combo_a[keep], lp.combo_b[keep]))
     shares = lp.shares(xv)
     objective = float(shares.min()) if len(shares) else 0.0
-    return Allocation(lp.job_ids, lp.gpu_types, single, pairs, xv[keep].reshape(-1, nw), status,  # type: ignore[arg-type]
-                      objective, lp.num_combos * nw)
+    pair_x = xv[keep].reshape(-1, nw)
+    return Allocation(lp.job_ids, lp.gpu_types, single, pairs, pair_x, status, objective,  # type: ignore[arg-type]
+                      lp.num_combos * nw)
 
 
 def solve_las_cvxpy(jobs: Sequence[Job | JobView], cluster: Cluster | Mapping[str, int],
