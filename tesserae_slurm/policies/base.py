@@ -61,6 +61,27 @@ class Policy(Protocol):
     def rank(self, inp: SchedulingInput, state: Any) -> tuple[Ranking, Any]: ...
 
 
+@runtime_checkable
+class QuietRounds(Protocol):
+    """Optional: lets a shell skip rounds in which nothing would change (the simulator's fast-forward).
+
+    Both methods describe the rounds after ``rank(inp, state)`` returned ``(ranking, state)``: the
+    active jobs stay the same, the jobs with ``v.running`` run through every one of them (each
+    accruing ``inp.round_s`` wall seconds and ``inp.round_s * num_gpus`` GPU-seconds per round, added
+    one round at a time) and the others keep waiting. Round ``i`` starts at ``inp.now`` plus
+    ``inp.round_s`` added ``i`` times (``t += round_s``, the shells' clock arithmetic). Answers must be
+    exact, float for float: a shell replays nothing, it trusts them.
+    """
+
+    def stable_rounds(self, inp: SchedulingInput, state: Any, ranking: Ranking, max_rounds: int) -> int:
+        """How many of the following rounds (at most ``max_rounds``) ``rank`` returns ``ranking`` again."""
+        ...
+
+    def skip_rounds(self, inp: SchedulingInput, state: Any, ranking: Ranking, rounds: int) -> Any:
+        """The state ``rank`` leaves after ``rounds`` following rounds, each returning ``ranking``."""
+        ...
+
+
 def stable_order(jobs: Sequence[JobView], key: Any) -> tuple[str, ...]:
     """Ids sorted by ``key(view)``; ties keep arrival order (Python's stable sort, as every reference does)."""
     return tuple(v.id for v in sorted(jobs, key=key))

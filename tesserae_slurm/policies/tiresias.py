@@ -12,6 +12,10 @@ turns promotion off.
 
 Service is GPU-seconds (``service="gpu-time"``, the default, Tiresias' 2D attained service) or wall
 seconds (``"time"``, Tiresias' ``dlas``). Thresholds are checked at round boundaries.
+
+Quiet rounds (``stable_rounds``/``skip_rounds``, for the simulator's fast-forward): while the jobs and
+the running set stay, the order only changes when a running job's service crosses its queue's limit
+or a waiting job's wait reaches the promotion threshold; both are replayed float for float.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
+
+import numpy as np
 
 from ..model import InputError, JobView
 from .base import Ranking, SchedulingInput
@@ -76,9 +82,13 @@ class TiresiasPolicy:
         return TiresiasState()
 
     def rank(self, inp: SchedulingInput, state: TiresiasState) -> tuple[Ranking, TiresiasState]:
-        """One sort per round: every later step keeps (queue, entry) order by construction."""
+        """One sort per round: every later step keeps (queue, entry) order by construction.
+
+        Runs every round for every active job (thousands of rounds x hundreds of jobs on the Philly
+        set), hence the plain tuples and inlined thresholds."""
         elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
-        views = {v.id: v for v in inp.jobs}
+        views = {v.job.id: v for v in inp.jobs}
+        gpu_time = self.service == "gpu-time"
         # 1. jobs known last round (finished ones drop out); waiting time since the last promotion
         #    grows for those that did not run; 2. in each queue, last round's running jobs first
         known = []
@@ -86,22 +96,24 @@ class TiresiasPolicy:
             v = views.get(jid)
             if v is None:
                 continue  # finished or cancelled
-            if not v.running and v.executed_time - q.executed_base > 0:
+            waiting = not v.running
+            if waiting and v.executed_time - q.executed_base > 0:
                 q = q._replace(pending_s=q.pending_s + elapsed)
-            known.append((q.queue, not v.running, q.seq, jid, q))
-        known.sort(key=lambda k: k[:3])  # seq is unique: no further ties
+            known.append((q.queue, waiting, q.seq, jid, q))
+        known.sort()  # (queue, waiting, seq): seq is unique, so nothing after it is ever compared
         seq = state.next_seq
+        new = tuple.__new__
         current: list[tuple[str, QueuedJob]] = []
         in_q0 = 0
         for queue, _, _, jid, q in known:
-            current.append((jid, q._replace(seq=seq)))
+            current.append((jid, new(QueuedJob, (queue, seq, q[2], q[3], q[4]))))
             seq += 1
             in_q0 += queue == 0
         # 3. arrivals at the tail of Q0, in arrival order
         arrivals = []
-        for v in inp.jobs:
-            if v.id not in state.jobs:
-                arrivals.append((v.id, QueuedJob(0, seq, 0.0, 0.0)))
+        for jid in views:
+            if jid not in state.jobs:
+                arrivals.append((jid, QueuedJob(0, seq, 0.0, 0.0)))
                 seq += 1
         # 4. demotion / promotion in current queue order; a moved job goes to the tail of its new
         #    queue, so each queue ends up as its staying jobs, then the ones moved in
@@ -109,25 +121,110 @@ class TiresiasPolicy:
         moved: list[list[str]] = [[] for _ in range(self.num_queues)]
         jobs: dict[str, QueuedJob] = {}
         demotions, promotions = state.demotions, state.promotions
+        limits, promote = self.queue_limits, self.promote_knob > 0
+        last_queue = len(limits)
         for jid, q in (*current[:in_q0], *arrivals, *current[in_q0:]):
             v = views[jid]
-            level = self._level(service_of(v, self.service) - q.service_base, q.queue)
-            if level != q.queue:
-                q = q._replace(queue=level, seq=seq)
+            level = queue = q[0]
+            if queue < last_queue:  # _level, inlined
+                service = (v.attained_service if gpu_time else v.executed_time) - q[2]
+                while level < last_queue and service >= limits[level]:
+                    level += 1
+            if level != queue:
+                q = new(QueuedJob, (level, seq, q[2], q[3], q[4]))
                 seq += 1
                 demotions += 1
                 moved[level].append(jid)
-            elif self._promote(q, v):
+            elif promote and self._promote(q, v):
                 q = QueuedJob(0, seq, service_of(v, self.service), v.executed_time)
                 seq += 1
                 promotions += 1
                 moved[0].append(jid)
             else:
-                stay[q.queue].append(jid)
+                stay[queue].append(jid)
             jobs[jid] = q
         order = tuple(j for level in range(self.num_queues) for j in (*stay[level], *moved[level]))
         new_state = TiresiasState(MappingProxyType(jobs), seq, inp.now, promotions, demotions)
         return Ranking(order), new_state
+
+    def stable_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking, max_rounds: int) -> int:
+        views = {v.job.id: v for v in inp.jobs}
+        jobs = state.jobs
+        if ranking.pairs or len(jobs) != len(views) or len(ranking.order) != len(views):
+            return 0
+        # the next round sorts by (queue, waiting, entry): the ranking must already be in that order
+        # (a job demoted or promoted this round sits at its queue's tail, even if it runs)
+        prev: tuple[int, bool, int] | None = None
+        for jid in ranking.order:
+            q, v = jobs.get(jid), views.get(jid)
+            if q is None or v is None:
+                return 0
+            key = (q.queue, not v.running, q.seq)
+            if prev is not None and not prev < key:
+                return 0
+            prev = key
+        bound = max_rounds
+        last_queue = len(self.queue_limits)
+        for jid in ranking.order:  # demotions: a running job's service reaches its queue's limit
+            v, q = views[jid], jobs[jid]
+            if not v.running or q.queue >= last_queue:
+                continue
+            inc = inp.round_s * v.num_gpus if self.service == "gpu-time" else inp.round_s
+            service, limit = service_of(v, self.service), self.queue_limits[q.queue]
+            for i in range(bound):
+                service += inc  # as the shell adds it: one round at a time
+                if service - q.service_base >= limit:
+                    bound = i
+                    break
+        if self.promote_knob > 0 and bound > 0:  # promotions: a waiting job's wait reaches P x its run
+            elapsed = self._elapsed(inp, state, bound)
+            for jid in ranking.order:
+                v, q = views[jid], jobs[jid]
+                ran = v.executed_time - q.executed_base
+                if v.running or q.queue == 0 or not ran > 0:
+                    continue
+                pending, need = q.pending_s, self.promote_knob * ran
+                for i in range(bound):
+                    pending += elapsed[i]
+                    if pending >= need:
+                        bound = i
+                        break
+        return bound
+
+    def skip_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking,
+                    rounds: int) -> TiresiasState:
+        """Each quiet round renumbers every job in ranking order and adds the round's length to the
+        wait of every waiting job that has run since its last promotion (float for float)."""
+        if rounds <= 0:
+            return state
+        views = {v.id: v for v in inp.jobs}
+        elapsed = self._elapsed(inp, state, rounds)
+        waits = [jid for jid in ranking.order
+                 if not views[jid].running and views[jid].executed_time - state.jobs[jid].executed_base > 0]
+        pending = np.array([state.jobs[jid].pending_s for jid in waits], dtype=float)
+        for e in elapsed:
+            pending += e
+        grown = dict(zip(waits, pending.tolist()))
+        n = len(ranking.order)
+        base = state.next_seq + (rounds - 1) * n
+        jobs: dict[str, QueuedJob] = {}
+        for pos, jid in enumerate(ranking.order):
+            q = state.jobs[jid]
+            jobs[jid] = QueuedJob(q.queue, base + pos, q.service_base, q.executed_base, grown.get(jid, q.pending_s))
+        last = inp.now
+        for _ in range(rounds):
+            last += inp.round_s
+        return TiresiasState(MappingProxyType(jobs), base + n, last, state.promotions, state.demotions)
+
+    @staticmethod
+    def _elapsed(inp: SchedulingInput, state: TiresiasState, rounds: int) -> list[float]:
+        """What ``rank`` adds to a waiting job's wait in each of the next ``rounds`` rounds."""
+        out, t, last = [], inp.now, state.last_now
+        for _ in range(rounds):
+            t += inp.round_s
+            out.append(0.0 if last is None else max(0.0, t - last))
+            last = t
+        return out
 
     def _level(self, service: float, queue: int) -> int:
         while queue < len(self.queue_limits) and service >= self.queue_limits[queue]:

@@ -1,0 +1,127 @@
+"""Fast-forward over quiet rounds, exactly: the same numbers as simulating them one by one.
+
+A round is *quiet* when no job arrives before it starts, the policy ranks exactly as last round (the
+simulator then reuses last round's decision: nobody starts, stops, migrates or restarts) and no
+placed job finishes inside it. Then every placed job does ``round x speed`` work, every active job
+stays, and the next round looks the same again. After a round whose placed jobs are exactly the
+ones that ran before it (so the running set stays), the simulator asks how many following rounds
+are quiet: arrivals and finishes it checks itself; the ranking it asks the policy
+(``policies.base.QuietRounds.stable_rounds``), which replays its own thresholds float for float.
+It then applies those rounds in a tight loop with the same float operations per round as the
+round-by-round path (``remaining -= work`` k times, not ``k x work``), appends one reused
+``RoundRecord`` per round, and asks the policy for its state after them (``skip_rounds``).
+Policies without the hook (Themis/FTF, Gavel, POP, SRTF) are never fast-forwarded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import RoundDecision
+from .metrics import RoundRecord
+from .rounds import _Live, _solo
+from .speeds import SpeedModel
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """The rounds after an executed one, while nothing changes: what each of them repeats."""
+
+    ids: tuple[str, ...]  # placed jobs
+    work: np.ndarray  # reference work per round (round x speed; 0 for a job that cannot run)
+    moving: np.ndarray  # speed > 0 (only those can finish)
+    packed: np.ndarray  # packed seconds per round (round or 0)
+    gpu_s: np.ndarray  # round x num_gpus: attained GPU-seconds per round
+    record: dict[str, object]  # the reused round's record, but its time
+
+
+def stretch_of(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, round_s: float,
+               infeasible: int, active: int) -> Stretch | None:
+    """What each following quiet round does (the reused decision: the same groups at the same
+    speeds, nobody restarting), or None if nothing would progress (the stall guard then counts
+    rounds one by one). Speeds come from the same memos ``rounds._advance`` just filled."""
+    gpus_of = decision.placement.job_gpus()
+    strategies = decision.strategies
+    rate: dict[str, tuple[float, bool]] = {}
+    for p in decision.packed:  # as in _advance: a pair counts only when both members are placed
+        if p.placed in gpus_of and p.partner in gpus_of:
+            a, b = live[p.placed].job, live[p.partner].job
+            g = speeds.node_type[gpus_of[p.placed][0][0]]
+            sa, sb = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
+            rate[a.id], rate[b.id] = (sa, True), (sb, True)
+    for jid, refs in gpus_of.items():
+        if jid not in rate:
+            rate[jid] = (_solo(live[jid], speeds, speeds.node_type[refs[0][0]], strategies.get(jid)), False)
+    ids = tuple(rate)
+    speed = np.array([rate[j][0] for j in ids], dtype=float)
+    moving = speed > 0
+    work = np.where(moving, (round_s - 0.0) * speed, 0.0)  # progress._segment's arithmetic
+    if not (work > 0).any():
+        return None
+    packed = np.array([round_s if rate[j][1] else 0.0 for j in ids], dtype=float)
+    gpu_s = np.array([round_s * live[j].job.num_gpus for j in ids], dtype=float)
+    placement = decision.placement
+    record = dict(
+        active=active, running=len(ids), packed_pairs=len(decision.packed), migrations=0,
+        preemptions=0, busy_gpus=placement.busy_gpus(), busy_gpu_s=placement.busy_gpus() * round_s, finished=0,
+        scheduling_ms=0.0, placement_ms=0.0, packing_ms=0.0, migration_ms=0.0, infeasible_pairs=infeasible,
+        reused=True)
+    return Stretch(ids, work, moving, packed, gpu_s, record)
+
+
+def upper_bound(st: Stretch, live: dict[str, _Live], now: float, round_s: float, next_arrival: float) -> int:
+    """A cheap bound on the quiet rounds (``quiet_rounds`` counts them exactly), to cap the policy's
+    replay: rounds until the next arrival or the first finish, plus a margin for rounding."""
+    rem = np.array([live[j].remaining for j in st.ids], dtype=float)
+    finish = float(np.min(rem[st.moving] / st.work[st.moving])) if st.work[st.moving].all() else 0.0
+    arrive = (next_arrival - now) / round_s
+    bound = min(finish, arrive) + 2
+    return int(bound) if math.isfinite(bound) else 0
+
+
+def quiet_rounds(st: Stretch, live: dict[str, _Live], now: float, round_s: float, next_arrival: float,
+                 limit: int) -> int:
+    """How many rounds from ``now`` on (at most ``limit``) start before the next arrival and see no
+    placed job finish, replaying ``remaining -= work`` exactly as the rounds would."""
+    rem = np.array([live[j].remaining for j in st.ids], dtype=float)
+    k, t = 0, now
+    while k < limit and t < next_arrival and not (st.moving & (st.work >= rem)).any():
+        rem -= st.work
+        t += round_s
+        k += 1
+    return k
+
+
+def apply_rounds(st: Stretch, live: dict[str, _Live], k: int, now: float, round_s: float,
+                 rounds: list[RoundRecord]) -> float:
+    """Apply ``k`` quiet rounds from ``now`` on: every placed job's counters advance with the same
+    float operations ``rounds._account`` does, once per round; one record per round. Returns the
+    clock after them."""
+    jobs = [live[j] for j in st.ids]
+    rem = np.array([s.remaining for s in jobs], dtype=float)
+    done = np.array([s.done_work for s in jobs], dtype=float)
+    executed = np.array([s.executed for s in jobs], dtype=float)
+    attained = np.array([s.attained for s in jobs], dtype=float)
+    packed_s = np.array([s.packed_s for s in jobs], dtype=float)
+    held = np.full(len(jobs), round_s)
+    record = st.record
+    for _ in range(k):
+        rem -= st.work
+        done += st.work
+        executed += held
+        attained += st.gpu_s
+        packed_s += st.packed
+        rounds.append(RoundRecord(time=now, **record))  # type: ignore[arg-type]
+        now += round_s
+    is_packed = (st.packed > 0).tolist()
+    for s, r, d, e, a, p, pk in zip(jobs, rem.tolist(), done.tolist(), executed.tolist(), attained.tolist(),
+                                    packed_s.tolist(), is_packed):
+        s.remaining, s.done_work, s.executed, s.attained, s.packed_s = r, d, e, a, p
+        s.rounds_run += k
+        if pk:
+            s.rounds_packed += k
+    return now
+
