@@ -31,11 +31,8 @@ class CappedRun:
     error: str = ""  # why there is no result, when not capped
 
 
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
-
-
-def _vm_hwm_mib(pid: int) -> float | None:
+def _vm_hwm_mib(pid: int | str) -> float | None:
+    """Peak resident memory of this process image (/proc VmHWM, MiB); None off Linux."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -44,6 +41,13 @@ def _vm_hwm_mib(pid: int) -> float | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def _rss_mib() -> float:
+    # Not getrusage's ru_maxrss: Linux carries the parent's peak across fork + exec, so a child of a
+    # big parent would report the parent's memory. VmHWM belongs to the child's own image.
+    hwm = _vm_hwm_mib("self")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _resolve(target: str) -> Any:
