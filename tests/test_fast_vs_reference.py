@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
 from tesserae_slurm.engine import EngineConfig, RoundRequest, decide
-from tesserae_slurm.model import Cluster, Job, Node
+from tesserae_slurm.model import Cluster, Job, Node, Placement
 from tesserae_slurm.placement.consolidate import Unit, place_units
 from tesserae_slurm.placement.migrate import migrate
 from tesserae_slurm.placement.pack import pack
@@ -41,7 +41,10 @@ def test_consolidation_matches_the_reference(cluster, specs):
     """Same plan for any order, with sticky homes (-1 = none) and per-job GPU-type preferences."""
     units = [Unit((Job(f"j{i}", n, "resnet50", "32"),), home if home < len(cluster.nodes) else -1, types)
              for i, (n, home, types) in enumerate(specs)]
-    assert place_units(cluster, units) == place_units_reference(cluster, units)
+    fast = place_units(cluster, units)
+    assert fast == place_units_reference(cluster, units)
+    # the plan's job -> GPUs map is handed in by place_units; it must equal the one computed from the GPUs
+    assert dict(fast.placement.job_gpus()) == dict(Placement(fast.placement.nodes).job_gpus())
 
 
 def _objective(pairs, placed, profile, gpu_type_of):

@@ -63,10 +63,25 @@ class Placement:
             out: dict[str, list[GpuRef]] = {}
             for node, gpus in self.nodes.items():
                 for idx, slot in enumerate(gpus):
-                    for j in slot:
-                        out.setdefault(j, []).append((node, idx))
-            memo = self._memo["job_gpus"] = MappingProxyType({j: tuple(sorted(refs)) for j, refs in out.items()})
+                    if slot:
+                        for j in slot:
+                            refs = out.get(j)
+                            if refs is None:
+                                out[j] = [(node, idx)]
+                            else:
+                                refs.append((node, idx))
+            # refs come in index order within a node: only a job on several nodes needs sorting
+            memo = self._memo["job_gpus"] = MappingProxyType(
+                {j: tuple(refs) if refs[0][0] == refs[-1][0] else tuple(sorted(refs)) for j, refs in out.items()})
         return memo
+
+    def seed_job_gpus(self, refs: Mapping[str, tuple[GpuRef, ...]]) -> None:
+        """Hand in ``job_gpus()`` when the builder already knows it (each job's GPUs, sorted).
+
+        The engine builds plans GPU by GPU and knows every job's GPUs on the way; recomputing them
+        walks every GPU of the cluster again. Tests check the seeded value against the computed one.
+        """
+        self._memo["job_gpus"] = MappingProxyType(dict(refs))
 
     def busy_gpus(self) -> int:
         """GPUs holding at least one job (computed once)."""

@@ -152,15 +152,17 @@ def _reason(free: _FreeMap, n: int) -> PendingReason:
 
 def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     free = _FreeMap(cluster)
-    slots: list[list[set[str]]] = [[set() for _ in range(n.num_gpus)] for n in cluster.nodes]
+    names = [n.name for n in cluster.nodes]
+    touched: dict[tuple[int, int], list[str]] = {}  # (node index, GPU) -> jobs; most GPUs of a big cluster stay empty
+    refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
     placed: list[str] = []
     pending: list[PendingJob] = []
-    for unit in units:
+    for k, unit in enumerate(units):
+        if free.total_free == 0:  # the rest wait: one reason for all of them
+            pending.extend(PendingJob(j.id, PendingReason.PRIORITY, "no GPU left this round")
+                           for u in units[k:] for j in u.jobs)
+            break
         n = unit.num_gpus
-        if free.total_free == 0:
-            for j in unit.jobs:
-                pending.append(PendingJob(j.id, PendingReason.PRIORITY, "no GPU left this round"))
-            continue
         pieces = free.choose(n, unit.home, unit.types)
         if pieces is None:
             reason = _reason(free, n)
@@ -168,11 +170,22 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             pending.extend(PendingJob(j.id, reason, detail) for j in unit.jobs)
             continue
         ids = [j.id for j in unit.jobs]
+        refs: list[tuple[str, int]] = []
         for node_idx, count in pieces:
+            name = names[node_idx]
             for gpu in free.take(node_idx, count):
-                slots[node_idx][gpu].update(ids)
+                touched.setdefault((node_idx, gpu), []).extend(ids)
+                refs.append((name, gpu))
+        sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
+        for j in ids:
+            refs_of[j] = sorted_refs
         placed.extend(ids)
-    plan = Placement({node.name: tuple(frozenset(s) for s in slots[i]) for i, node in enumerate(cluster.nodes)})
+    empty: frozenset[str] = frozenset()
+    slots = [[empty] * n.num_gpus for n in cluster.nodes]
+    for (node_idx, gpu), ids in touched.items():
+        slots[node_idx][gpu] = frozenset(ids)
+    plan = Placement({name: tuple(gpus) for name, gpus in zip(names, slots)})
+    plan.seed_job_gpus(refs_of)
     return ConsolidationResult(plan, tuple(placed), tuple(pending))
 
 

@@ -77,28 +77,26 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     if not counts:
         return PackingResult((), all_pending)
 
-    index: dict[JobClass, int] = {}
-    seen: dict[tuple[str, str, int, tuple[str, ...]], int] = {}
-
-    def class_of(j: Job) -> int:
-        raw = (j.model, j.batch_size, j.num_gpus, j.parallelism)
-        found = seen.get(raw)
-        if found is None:
-            found = seen[raw] = index.setdefault(profile.job_class(j), len(index))
-        return found
-
+    ids = _ClassIds.of(profile)
+    host_raw = np.fromiter(map(ids.of_job, hosts), np.int64, len(hosts))
+    guest_raw = np.fromiter(map(ids.of_job, guests), np.int64, len(guests))
+    # canonical class order: indices, and so the solvers' tie-breaks, do not depend on which job came first
+    present = np.unique(np.concatenate((host_raw, guest_raw)))
+    order = sorted(present.tolist(), key=ids.sort_key.__getitem__)
+    classes = tuple(ids.classes[i] for i in order)
+    position = np.zeros(len(ids.classes), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    host_cls, guest_cls = position[host_raw], position[guest_raw]
+    lowered: dict[str, str] = {}
     host_gpu = []
     for j in hosts:
-        if j.id not in gpu_type_of:
+        g = gpu_type_of.get(j.id)
+        if g is None:
             raise InputError(f"placed job {j.id!r} has no GPU type")
-        host_gpu.append(gpu_type_of[j.id].strip().lower())
-    host_raw = np.fromiter(map(class_of, hosts), np.int64, len(hosts))
-    guest_raw = np.fromiter(map(class_of, guests), np.int64, len(guests))
-    # canonical class order: indices, and so the solvers' tie-breaks, do not depend on which job came first
-    classes = tuple(sorted(index, key=lambda c: (c.key, c.candidates)))
-    position = np.empty(len(index), dtype=np.int64)
-    position[[index[c] for c in classes]] = np.arange(len(classes))
-    host_cls, guest_cls = position[host_raw], position[guest_raw]
+        low = lowered.get(g)
+        if low is None:
+            low = lowered[g] = g.strip().lower()
+        host_gpu.append(low)
     gpu_names = list(dict.fromkeys(host_gpu))
     matrices = [profile.pair_matrix(classes, g) for g in gpu_names]
     gpu_index = {g: i for i, g in enumerate(gpu_names)}
@@ -120,6 +118,39 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     pairs.sort(key=lambda p: order[p.placed])
     packed = {p.partner for p in pairs}
     return PackingResult(tuple(pairs), tuple(j for j in all_pending if j not in packed))
+
+
+class _ClassIds:
+    """Profile classes numbered in the order first seen, memoized on the profile: the engine maps
+    every placed and pending job to its class every round, and a dict hit on the job's raw fields
+    is cheaper than hashing a ``JobClass``. ``sort_key`` gives the canonical class order."""
+
+    def __init__(self, profile: ThroughputProfile) -> None:
+        self.profile = profile
+        self.by_raw: dict[tuple[str, str, int, tuple[str, ...]], int] = {}
+        self.by_class: dict[JobClass, int] = {}
+        self.classes: list[JobClass] = []
+        self.sort_key: list[tuple[str, str, int, tuple[str, ...]]] = []
+
+    @staticmethod
+    def of(profile: ThroughputProfile) -> _ClassIds:
+        ids = profile._memo.get("pack-class-ids")
+        if ids is None:
+            ids = profile._memo["pack-class-ids"] = _ClassIds(profile)
+        return ids
+
+    def of_job(self, j: Job) -> int:
+        raw = (j.model, j.batch_size, j.num_gpus, j.parallelism)
+        found = self.by_raw.get(raw)
+        if found is None:
+            cls = self.profile.job_class(j)
+            found = self.by_class.get(cls)
+            if found is None:
+                found = self.by_class[cls] = len(self.classes)
+                self.classes.append(cls)
+                self.sort_key.append((cls.key.model, cls.key.batch_size, cls.key.num_gpus, cls.candidates))
+            self.by_raw[raw] = found
+        return found
 
 
 def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray,

@@ -240,7 +240,13 @@ class ThroughputProfile:
         return job_class(self, job)
 
     def best_isolated(self, job: Job, gpu_type: str) -> tuple[float, str | None]:
-        return class_isolated(self, self.job_class(job), gpu_type)
+        # memoized on the job's raw fields: hashing them is cheaper than hashing its JobClass, and
+        # the engine asks once per placed job per round
+        memo_key = ("best_isolated", job.model, job.batch_size, job.num_gpus, job.parallelism, gpu_type)
+        hit = self._memo.get(memo_key)
+        if hit is None:
+            hit = self._memo[memo_key] = class_isolated(self, self.job_class(job), gpu_type)
+        return hit
 
     def best_pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
         if a.num_gpus != b.num_gpus:
