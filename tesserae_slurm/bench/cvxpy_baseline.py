@@ -35,13 +35,16 @@ def child_setup(args: tuple[Cluster, tuple[JobView, ...], str | None, str]) -> d
 
 def child_call(ctx: dict[str, Any]) -> dict[str, Any]:
     """In the child, timed: one round of the policy from its initial state (so the LP is solved)."""
+    import cvxpy
+
     policy = ctx["policy"]
     policy.rank(ctx["input"], policy.initial_state())
     res = ctx["solves"][-1] if ctx["solves"] else None
     if res is None:
         return {"solver": "", "status": "no solve"}
     return {"solver": res.solver, "status": res.cvxpy_status, "build_s": res.build_s, "compile_s": res.compile_s,
-            "solve_s": res.solve_s, "variables": res.num_variables, "objective": res.allocation.objective}
+            "solve_s": res.solve_s, "variables": res.num_variables, "objective": res.allocation.objective,
+            "cvxpy": cvxpy.__version__}
 
 
 def time_gavel_cvxpy(cluster: Cluster, views: tuple[JobView, ...], cap_s: float, solver: str | None = "ECOS",
@@ -57,5 +60,5 @@ def describe(run: CappedRun) -> str:
     r = run.result
     if not isinstance(r, dict) or "build_s" not in r:
         return "; ".join(x for x in (run.error, mem) if x)
-    return (f"cvxpy + {r['solver']} ({r['status']}): build {r['build_s']:.2f} s, compile {r['compile_s']:.2f} s, "
+    return (f"cvxpy {r.get('cvxpy', '')} + {r['solver']} ({r['status']}): build {r['build_s']:.2f} s, compile {r['compile_s']:.2f} s, "
             f"solve {r['solve_s']:.2f} s; {r['variables']} variables; {mem}")
