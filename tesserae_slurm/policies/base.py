@@ -74,7 +74,8 @@ class QuietRounds(Protocol):
     """
 
     def stable_rounds(self, inp: SchedulingInput, state: Any, ranking: Ranking, max_rounds: int) -> int:
-        """How many of the following rounds (at most ``max_rounds``) ``rank`` returns ``ranking`` again."""
+        """How many of the following rounds (at most ``max_rounds``) certainly repeat: ``rank`` returns
+        ``ranking`` again and the state evolves as ``skip_rounds`` says. Smaller is safe, larger never."""
         ...
 
     def skip_rounds(self, inp: SchedulingInput, state: Any, ranking: Ranking, rounds: int) -> Any:

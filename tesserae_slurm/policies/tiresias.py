@@ -176,13 +176,14 @@ class TiresiasPolicy:
                 if service - q.service_base >= limit:
                     bound = i
                     break
-        if self.promote_knob > 0 and bound > 0:  # promotions: a waiting job's wait reaches P x its run
+        # promotions: a waiting job below Q0 that ran since its last promotion is promoted once its
+        # wait (growing by each round's length) reaches P x that run
+        waiting = [(jobs[j], views[j].executed_time - jobs[j].executed_base) for j in ranking.order
+                   if self.promote_knob > 0 and not views[j].running and jobs[j].queue > 0]
+        waiting = [(q, ran) for q, ran in waiting if ran > 0]
+        if waiting and bound > 0:
             elapsed = self._elapsed(inp, state, bound)
-            for jid in ranking.order:
-                v, q = views[jid], jobs[jid]
-                ran = v.executed_time - q.executed_base
-                if v.running or q.queue == 0 or not ran > 0:
-                    continue
+            for q, ran in waiting:
                 pending, need = q.pending_s, self.promote_knob * ran
                 for i in range(bound):
                     pending += elapsed[i]

@@ -127,8 +127,9 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
 def _view(s: _Live, running: bool) -> JobView:
     """What the policy sees of a job (the shell rebuilds it only when the job ran or its running flag
     changed; other jobs keep last round's view)."""
-    return JobView(s.job, s.trace.submit_time, s.attained, s.executed, s.rounds_run, running=running,
-                   total_work=s.trace.duration, remaining_work=s.remaining, priority_weight=s.trace.priority)
+    t = s.trace  # positional: built for every running job every round
+    return JobView(s.job, t.submit_time, s.attained, s.executed, s.rounds_run, running, t.duration, s.remaining,
+                   t.priority)
 
 
 def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str, Outcome], now: float,
