@@ -97,16 +97,15 @@ class TiresiasPolicy:
             if v is None:
                 continue  # finished or cancelled
             waiting = not v.running
-            if waiting and v.executed_time - q.executed_base > 0:
-                q = q._replace(pending_s=q.pending_s + elapsed)
-            known.append((q.queue, waiting, q.seq, jid, q))
+            pending = q[4] + elapsed if waiting and v.executed_time - q[3] > 0 else q[4]
+            known.append((q[0], waiting, q[1], jid, q, pending))
         known.sort()  # (queue, waiting, seq): seq is unique, so nothing after it is ever compared
         seq = state.next_seq
-        new = tuple.__new__
+        new = tuple.__new__  # QueuedJob(...) without the keyword handling: one per job per round
         current: list[tuple[str, QueuedJob]] = []
         in_q0 = 0
-        for queue, _, _, jid, q in known:
-            current.append((jid, new(QueuedJob, (queue, seq, q[2], q[3], q[4]))))
+        for queue, _, _, jid, q, pending in known:
+            current.append((jid, new(QueuedJob, (queue, seq, q[2], q[3], pending))))
             seq += 1
             in_q0 += queue == 0
         # 3. arrivals at the tail of Q0, in arrival order

@@ -163,7 +163,8 @@ def _record(s: _Live, now: float, cum_contention: float, cum_rounds: int) -> Job
         start_time=s.start if s.start is not None else now,
         finish_time=s.finish if s.finish is not None else now, duration=s.trace.duration,
         preemptions=s.preemptions, migrations=s.migrations, rounds_packed=s.rounds_packed,
-        rounds_run=s.rounds_run, avg_contention=(cum_contention - s.contention_at_arrival) / max(1, cum_rounds - s.rounds_at_arrival),
+        rounds_run=s.rounds_run,
+        avg_contention=(cum_contention - s.contention_at_arrival) / max(1, cum_rounds - s.rounds_at_arrival),
         packed_s=s.packed_s, work_done=s.done_work,
     )
 

@@ -62,6 +62,10 @@ def history(policy, steps, round_s):
     return views, state, now
 
 
+def frozen_running(views, run_mask):
+    return {j: dataclasses.replace(v, running=bool(run_mask >> (i % 16) & 1)) for i, (j, v) in enumerate(views.items())}
+
+
 def oracle(policy, views, state, now, round_s):
     """(rank input, state, ranking) at ``now``, and the rankings/states of the next CAP rounds."""
     inp = SchedulingInput(now, round_s, tuple(views.values()), CLUSTER, NoSpeeds())
@@ -103,7 +107,7 @@ round_lengths = st.sampled_from([360.0, 100.7, 0.1 + 0.2])
 def test_tiresias_hooks_match_round_by_round_ranking(hist, round_s, knob, service, run_mask):
     policy = TiresiasPolicy(queue_limits=(700.0, 2000.0), promote_knob=knob, service=service)
     views, state, now = history(policy, hist, round_s)
-    views = {j: dataclasses.replace(v, running=bool(run_mask >> (i % 16) & 1)) for i, (j, v) in enumerate(views.items())}
+    views = frozen_running(views, run_mask)
     if views:
         check(policy, views, state, now, round_s)
 
@@ -113,7 +117,7 @@ def test_tiresias_hooks_match_round_by_round_ranking(hist, round_s, knob, servic
 def test_las_hook_matches_round_by_round_ranking(hist, round_s, service, run_mask):
     policy = LasPolicy(service=service)
     views, state, now = history(policy, hist, round_s)
-    views = {j: dataclasses.replace(v, running=bool(run_mask >> (i % 16) & 1)) for i, (j, v) in enumerate(views.items())}
+    views = frozen_running(views, run_mask)
     if views:
         check(policy, views, state, now, round_s)
 
@@ -123,7 +127,7 @@ def test_las_hook_matches_round_by_round_ranking(hist, round_s, service, run_mas
 def test_fifo_is_stable_while_the_running_set_is(hist, preemptive, run_mask):
     policy = FifoPolicy(preemptive=preemptive)
     views, state, now = history(policy, hist, 360.0)
-    views = {j: dataclasses.replace(v, running=bool(run_mask >> (i % 16) & 1)) for i, (j, v) in enumerate(views.items())}
+    views = frozen_running(views, run_mask)
     if views:
         assert check(policy, views, state, now, 360.0) == CAP
 

@@ -155,7 +155,8 @@ def test_policies_without_the_hook_and_check_runs_skip_nothing():
     tr, _ = resolve_trace("demo")
     assert simulate(tr, Cluster.from_spec("3x4"), get_config("themis"), A100).settings[SKIPPED] == 0
     assert simulate(tr, Cluster.from_spec("3x4"), get_config("srtf"), A100).settings[SKIPPED] == 0
-    assert simulate(tr, Cluster.from_spec("3x4"), get_config("fifo"), A100, reuse_decisions=False).settings[SKIPPED] == 0
+    no_reuse = simulate(tr, Cluster.from_spec("3x4"), get_config("fifo"), A100, reuse_decisions=False)
+    assert no_reuse.settings[SKIPPED] == 0
     checked = simulate(tr, Cluster.from_spec("3x4"), get_config("fifo"), A100, check_invariants=True)
     assert checked.settings[SKIPPED] == 0
     assert comparable(checked) == comparable(simulate(tr, Cluster.from_spec("3x4"), get_config("fifo"), A100))
