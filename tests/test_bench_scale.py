@@ -47,3 +47,24 @@ def test_report_re_renders_from_json_without_running(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"points": [{"gpus": 1}]}')
     assert main(["bench", "scale", "--from-json", str(bad)]) == 2
+
+
+def test_a_baseline_skipped_by_size_claims_no_time(tmp_path, capsys):
+    """Above --baseline-max-jobs a baseline is not run: the table says so and gives no ratio, while a
+    baseline that really hit the cap reads "> cap" with a lower bound on the ratio."""
+    from tesserae_slurm.bench.report import ratio_text
+    from tesserae_slurm.bench.scale import BaselineTime, ScalePoint
+
+    out = tmp_path / "r.json"
+    assert main(["bench", "scale", "--smoke", "--baseline-max-jobs", "32", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    skipped = data["points"][1]["baselines"]["gavel"]
+    assert skipped["ms"] is None and skipped["note"] == "not run above 32 jobs"
+    assert "not run above 32 jobs" in printed and "> 60000" not in printed
+    point = ScalePoint(gpus=16, jobs=64, repeats=1, median_ms=2.0, p90_ms=2.0, stages={}, peak_mib=0.0, placed=0,
+                       packed_pairs=0, migrations=0)
+    assert ratio_text(BaselineTime("gavel", None, False, "not run above 32 jobs"), point, 60.0) == ""
+    # JSON from before the distinction marked skipped baselines as capped: still no claim
+    assert ratio_text(BaselineTime("gavel", None, True, "not run above 32 jobs"), point, 60.0) == ""
+    assert ratio_text(BaselineTime("gavel", None, True, "hit the 60 s cap"), point, 60.0) == "> 30,000x"

@@ -42,7 +42,7 @@ def ratio_text(g: BaselineTime | None, p: ScalePoint, cap_s: float) -> str:
         return ""
     if g.ms is not None:
         return f"{g.ms / p.median_ms:,.0f}x"
-    return f"> {cap_s * 1e3 / p.median_ms:,.0f}x" if g.capped else ""
+    return f"> {cap_s * 1e3 / p.median_ms:,.0f}x" if g.hit_cap else ""
 
 
 def target_lines(points: Sequence[ScalePoint]) -> list[str]:
@@ -64,7 +64,7 @@ def target_lines(points: Sequence[ScalePoint]) -> list[str]:
             if g.ms is not None:
                 ratio = g.ms / p.median_ms
                 lines.append(f"{head} **{ratio:,.0f}x** ({'met' if ratio >= factor else 'NOT met'})")
-            elif g.capped:
+            elif g.hit_cap:
                 lines.append(f"{head} Gavel {g.note}; ratio > cap / {p.median_ms:.1f} ms")
             else:
                 lines.append(f"{head} {g.note}")

@@ -48,10 +48,16 @@ class BaselineTime:
     note: str = ""
     peak_mib: float | None = None  # peak RSS of the child process (baselines run in one)
 
+    @property
+    def hit_cap(self) -> bool:
+        """It ran and the cap stopped it. A baseline skipped by size ("not run ...") claims no time;
+        JSON written before that distinction marked those capped too."""
+        return self.capped and self.ms is None and not self.note.startswith("not run")
+
     def text(self, cap_s: float) -> str:
         if self.ms is not None:
             return f"{self.ms:.0f}"
-        if not self.capped and self.note:  # not run ("not installed") or failed ("failed: why")
+        if not self.hit_cap and self.note:  # not run ("not installed", "not run above N jobs") or failed
             return self.note.split(":", 1)[0]
         return f"> {cap_s * 1e3:.0f}"
 
@@ -120,7 +126,7 @@ def time_baseline(name: str, state: _State, cap_s: float) -> BaselineTime:
     sizes = np.bincount([v.num_gpus for v in state.views])
     pair_vars = int((sizes * (sizes - 1) // 2).sum())  # pairs form only between equal GPU counts
     if pair_vars > MAX_PAIR_VARIABLES:
-        return BaselineTime(name, None, True, f"not run: ~{pair_vars:.1e} pair variables")
+        return BaselineTime(name, None, False, f"not run: ~{pair_vars:.1e} pair variables")
     if name == "gavel-cvxpy":
         return time_gavel_cvxpy_baseline(state, cap_s)
     profile = load_profile("a100")
@@ -168,7 +174,7 @@ def bench_point(gpus: int, jobs: int, repeats: int = 5, seed: int = 0, baselines
     base = {}
     for name in baselines:
         if jobs > baseline_max_jobs:
-            base[name] = BaselineTime(name, None, True, f"not run above {baseline_max_jobs} jobs")
+            base[name] = BaselineTime(name, None, False, f"not run above {baseline_max_jobs} jobs")
         else:
             base[name] = time_baseline(name, state, cap_s)
     return ScalePoint(
