@@ -25,7 +25,8 @@ def _job(jid: int, name: str, meta: JobMeta) -> SlurmJob:
 @pytest.fixture
 def db(tmp_path):
     path = tmp_path / "state.db"
-    j = Journal(Store.open(path))
+    store = Store.open(path)
+    j = Journal(store)
     metas = {11: JobMeta(2, "GPT2-Medium"), 12: JobMeta(2, "DCGAN", "32"), 13: JobMeta(4, no_profile=True),
              14: JobMeta(1, "resnet50", "64")}
     for jid, meta in metas.items():
@@ -59,6 +60,7 @@ def db(tmp_path):
     j.finish_action(aid, "done", 2401.0)
     j.update_round(r2, status="applied")
     j.event(2400.0, "reconcile", "an event about 11", "11", r2)
+    store.close()  # the daemon has stopped: its WAL is checkpointed into the file now, not whenever GC runs
     return path
 
 

@@ -198,6 +198,11 @@ class Store:
             store._check_schema(path)
         return store
 
+    def close(self) -> None:
+        """Close the pooled connections now. SQLite checkpoints the WAL into the database file when its
+        last connection closes; leaving that to the garbage collector makes the moment unpredictable."""
+        self.engine.dispose()
+
     def _check_schema(self, path: Path) -> None:
         raw = self.get_kv("schema_version")
         if raw is None:
