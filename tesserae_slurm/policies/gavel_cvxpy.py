@@ -48,7 +48,7 @@ import scipy.sparse as sp
 from ..model import Cluster, InputError, Job, JobView
 from .base import SchedulingInput, ThroughputLookup
 from .gavel import GavelLasPolicy, GavelState
-from .gavel_lp import EPS, Allocation, capacity_of, empty_allocation, isolated_speeds
+from .gavel_lp import EPS, Allocation, capacity_of, class_pair_speeds, empty_allocation, isolated_speeds
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +158,7 @@ def _pair_throughputs(reps: Sequence[Job], cls: np.ndarray, a: np.ndarray, b: np
     sa = np.zeros((len(a), len(types)))
     sb = np.zeros_like(sa)
     for w, t in enumerate(types):
-        ma = np.zeros((len(present), len(present)))
-        mb = np.zeros_like(ma)
-        for p, ca in enumerate(present):
-            for q, cb in enumerate(present):
-                got = throughput.packed(reps[ca], reps[cb], t)
-                if got is not None:
-                    ma[p, q], mb[p, q] = max(0.0, float(got[0])), max(0.0, float(got[1]))
+        ma, mb = class_pair_speeds(reps, present, t, throughput)
         sa[:, w], sb[:, w] = ma[la, lb], mb[la, lb]
     return sa, sb
 

@@ -275,17 +275,26 @@ def _pair_vars(views: Sequence[JobView], reps: Sequence[Job], cls: np.ndarray, s
         for w, t in enumerate(types):
             if g > cap[w]:
                 continue
-            sa_m = np.zeros((len(present), len(present)))
-            sb_m = np.zeros_like(sa_m)
-            for p, ca in enumerate(present):
-                for q, cb in enumerate(present):
-                    got = throughput.packed(reps[ca], reps[cb], t)
-                    if got is not None:
-                        sa_m[p, q], sb_m[p, q] = max(0.0, float(got[0])), max(0.0, float(got[1]))
+            sa_m, sb_m = class_pair_speeds(reps, present, t, throughput)
             sa, sb = sa_m[la, lb], sb_m[la, lb]
             feasible = (sa > 0) & (sb > 0)
             if feasible.any():
                 yield a[feasible], b[feasible], np.full(int(feasible.sum()), w), sa[feasible], sb[feasible]
+
+
+def class_pair_speeds(reps: Sequence[Job], present: np.ndarray, gpu_type: str,
+                      throughput: ThroughputLookup) -> tuple[np.ndarray, np.ndarray]:
+    """(K, K) packed speeds of a class-p job (rows) next to a class-q job on ``gpu_type``, for the
+    classes ``present`` (``reps[c]`` stands for class c); 0 where they cannot pack. One lookup per
+    class pair, not per job pair."""
+    sa = np.zeros((len(present), len(present)))
+    sb = np.zeros_like(sa)
+    for p, ca in enumerate(present):
+        for q, cb in enumerate(present):
+            got = throughput.packed(reps[ca], reps[cb], gpu_type)
+            if got is not None:
+                sa[p, q], sb[p, q] = max(0.0, float(got[0])), max(0.0, float(got[1]))
+    return sa, sb
 
 
 def solve_lp(c: np.ndarray, a_ub: sp.spmatrix, b_ub: np.ndarray, bounds: np.ndarray,
