@@ -8,39 +8,16 @@ import json
 
 import numpy as np
 import pytest
+from gavel_fakes import TableSpeeds, jv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.bench.capped import run_capped
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.model import Cluster, InputError, Job, JobView
+from tesserae_slurm.model import Cluster, InputError
 from tesserae_slurm.policies.base import SchedulingInput
 from tesserae_slurm.policies.gavel_cvxpy import GavelCvxpyPolicy, build_gavel_lp, solve_las_cvxpy
 from tesserae_slurm.policies.gavel_lp import solve_las_allocation
-
-
-class Speeds:
-    """Speeds by model: ``iso[(model, type)]`` alone (default 1), ``pair[(ma, mb, type)]`` packed, else no packing."""
-
-    def __init__(self, iso=None, pair=None):
-        self.iso, self.pair = dict(iso or {}), dict(pair or {})
-
-    def isolated(self, job: Job, gpu_type: str) -> float:
-        return self.iso.get((job.model, gpu_type), 1.0)
-
-    def packed(self, a: Job, b: Job, gpu_type: str):
-        if a.num_gpus != b.num_gpus or a.no_pack or b.no_pack:
-            return None
-        if (a.model, b.model, gpu_type) in self.pair:
-            return self.pair[(a.model, b.model, gpu_type)]
-        if (b.model, a.model, gpu_type) in self.pair:
-            sb, sa = self.pair[(b.model, a.model, gpu_type)]
-            return sa, sb
-        return None
-
-
-def jv(jid, gpus=1, model="m", weight=1.0, no_pack=False):
-    return JobView(Job(jid, gpus, model, no_pack=no_pack), 0.0, priority_weight=weight)
 
 
 def gavel_feasible(alloc, views, capacity, tol=1e-6):
@@ -59,7 +36,7 @@ def test_hand_solved_pair():
     # One GPU; A and B alone run at 1, packed at 0.9 and 0.3. With t packed and a for A alone, the
     # equal shares are a + 0.9t = (1 - t - a) + 0.3t, so a = 0.5 - 0.8t and the share 0.5 + 0.1t
     # grows until a = 0: t = 0.625, B alone 0.375, min share 0.5625 (unique).
-    look = Speeds(pair={("a", "b", "a100"): (0.9, 0.3)})
+    look = TableSpeeds(pair={("a", "b", "a100"): (0.9, 0.3)})
     res = solve_las_cvxpy([jv("A", model="a"), jv("B", model="b")], {"a100": 1}, look)
     assert res.solver == "ECOS" and res.cvxpy_status == "optimal"
     a = res.allocation
@@ -76,7 +53,7 @@ def test_same_optimum_as_the_highs_model(seed, n, caps):
     iso = {(m, t): float(rng.uniform(0.3, 2.0)) for m in models for t in types}
     pair = {(x, y, t): (float(rng.uniform(0.1, 0.95)), float(rng.uniform(0.1, 0.95)))
             for x, y in itertools.combinations_with_replacement(models, 2) for t in types if rng.random() < 0.8}
-    look = Speeds(iso, pair)
+    look = TableSpeeds(iso, pair)
     cap = {t: c for t, c in zip(types, caps) if c > 0}
     views = [jv(f"J{i}", int(rng.choice([1, 1, 2])) if min(c for c in caps if c) >= 2 else 1, str(rng.choice(models)),
                 weight=float(rng.choice([1.0, 2.0, 0.5])), no_pack=bool(rng.random() < 0.15)) for i in range(n)]
@@ -91,14 +68,14 @@ def test_same_optimum_as_the_highs_model(seed, n, caps):
 def test_a_job_too_big_for_a_type_keeps_its_variable_there_as_in_gavel():
     # Gavel gives every job a variable on every type and lets only the capacity row limit it: a 2-GPU
     # job on one GPU gets x = 1/2 and share x * 2 / tprop = 1. Our HiGHS model drops the variable.
-    res = solve_las_cvxpy([jv("Big", 2)], {"a100": 1}, Speeds())
+    res = solve_las_cvxpy([jv("Big", 2)], {"a100": 1}, TableSpeeds())
     assert res.allocation.single[0, 0] == pytest.approx(0.5, abs=1e-6)
     assert res.allocation.objective == pytest.approx(1.0, abs=1e-6)
-    assert solve_las_allocation([jv("Big", 2)], {"a100": 1}, Speeds()).status == "empty"
+    assert solve_las_allocation([jv("Big", 2)], {"a100": 1}, TableSpeeds()).status == "empty"
 
 
 def test_combinations_are_gavel_s():
-    look = Speeds(pair={("a", "a", "a100"): (0.5, 0.5)})
+    look = TableSpeeds(pair={("a", "a", "a100"): (0.5, 0.5)})
     views = [jv("A1", 1, "a"), jv("A2", 1, "a"), jv("B", 1, "b"), jv("C2", 2, "c"), jv("D2", 2, "c"),
              jv("N", 1, "a", no_pack=True), jv("Z", 1, "zero")]
     look.iso[("zero", "a100")] = 0.0
@@ -117,7 +94,7 @@ def test_combinations_are_gavel_s():
 
 
 def test_policy_ranks_every_job_and_refuses_a_time_limit():
-    look = Speeds(pair={("a", "a", "a100"): (0.6, 0.6)})
+    look = TableSpeeds(pair={("a", "a", "a100"): (0.6, 0.6)})
     views = tuple(jv(f"J{i}", 1, "a") for i in range(5))
     got = []
     pol = GavelCvxpyPolicy(on_solve=got.append)
