@@ -226,11 +226,6 @@ class TiresiasPolicy:
             last = t
         return out
 
-    def _level(self, service: float, queue: int) -> int:
-        while queue < len(self.queue_limits) and service >= self.queue_limits[queue]:
-            queue += 1
-        return queue
-
     def _promote(self, q: QueuedJob, v: JobView) -> bool:
         if self.promote_knob <= 0 or q.queue == 0 or v.running:
             return False

@@ -14,6 +14,13 @@ from tesserae_slurm.policies.tiresias import QueuedJob, TiresiasPolicy, Tiresias
 from policy_helpers import inp, view
 
 
+def _level(p: TiresiasPolicy, service: float, queue: int) -> int:
+    """The queue a job's service since its last promotion puts it in (several limits at once if crossed)."""
+    while queue < len(p.queue_limits) and service >= p.queue_limits[queue]:
+        queue += 1
+    return queue
+
+
 def reference_rank(p: TiresiasPolicy, i, state: TiresiasState):
     """The first implementation: renumber, append arrivals, then sort by (queue, seq) twice."""
     elapsed = 0.0 if state.last_now is None else max(0.0, i.now - state.last_now)
@@ -37,7 +44,7 @@ def reference_rank(p: TiresiasPolicy, i, state: TiresiasState):
     demotions, promotions = state.demotions, state.promotions
     for jid in sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)):
         q, v = jobs[jid], views[jid]
-        level = p._level(service_of(v, p.service) - q.service_base, q.queue)
+        level = _level(p, service_of(v, p.service) - q.service_base, q.queue)
         if level != q.queue:
             jobs[jid] = q._replace(queue=level, seq=seq)
             seq += 1
