@@ -113,10 +113,7 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
         if jid in outcomes:
             continue
         s = live[jid]
-        key = (node_type[refs[0][0]], strategies.get(jid))
-        if s.solo_key != key:
-            s.solo_key, s.solo_speed = key, speeds.solo(s.job, key[0], key[1])
-        solo = s.solo_speed
+        solo = _solo(s, speeds, node_type[refs[0][0]], strategies.get(jid))
         o = None if jid in resumed else get(s.remaining, solo, False)
         if o is None:
             o = run_alone(Member(s.remaining, overhead(s) if jid in resumed else 0.0, solo, solo), round_s)
