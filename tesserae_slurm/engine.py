@@ -91,10 +91,13 @@ def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
     partner_of = {p.placed: p.partner for p in pairs}
     if not partner_of:
         return plan
-    return Placement({
+    refs = dict(plan.job_gpus())
+    for placed, partner in partner_of.items():
+        refs[partner] = refs[placed]
+    return Placement.built({
         node: tuple(slot | {partner_of[j] for j in slot if j in partner_of} for slot in gpus)
         for node, gpus in plan.nodes.items()
-    })
+    }, refs)
 
 
 def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = None) -> RoundDecision:

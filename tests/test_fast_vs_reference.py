@@ -45,6 +45,8 @@ def test_consolidation_matches_the_reference(cluster, specs):
     assert fast == place_units_reference(cluster, units)
     # the plan's job -> GPUs map is handed in by place_units; it must equal the one computed from the GPUs
     assert dict(fast.placement.job_gpus()) == dict(Placement(fast.placement.nodes).job_gpus())
+    # the cluster's empty free map is built once and copied: a second walk starts from a clean copy
+    assert place_units(cluster, units) == fast
 
 
 def _objective(pairs, placed, profile, gpu_type_of):

@@ -150,6 +150,13 @@ def _check_result(old, new, res):
     assert res.migrated == tuple(sorted(j for j in common if gpus_old[j] != gpus_final[j]))
     assert res.cost == pytest.approx(mapping_cost(old, res.placement))
     assert res.placement.jobs() == new.jobs()
+    # the final plan's job_gpus is built per job from the row map: it equals a GPU-by-GPU recount,
+    # keys in the same order (by first GPU in node order; jobs sharing that GPU in either order)
+    seeded, counted = res.placement.job_gpus(), Placement(res.placement.nodes).job_gpus()
+    assert dict(seeded) == dict(counted)
+    position = {n: i for i, n in enumerate(res.placement.nodes)}
+    first = lambda j: min((position[n], u) for n, u in counted[j])  # noqa: E731
+    assert [first(j) for j in seeded] == [first(j) for j in counted]
 
 
 @settings(max_examples=150, deadline=None)

@@ -20,6 +20,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
     _total: int = field(init=False, repr=False, compare=False)
+    _memo: dict = field(init=False, repr=False, compare=False)  # derived views of the immutable shape
 
     def __post_init__(self) -> None:
         by_name = {n.name: n for n in self.nodes}
@@ -27,6 +28,7 @@ class Cluster:
             raise InputError("cluster: duplicate node names")
         object.__setattr__(self, "_by_name", by_name)
         object.__setattr__(self, "_total", sum(n.num_gpus for n in self.nodes))
+        object.__setattr__(self, "_memo", {})
         for n in self.nodes:
             if n.num_gpus <= 0:
                 raise InputError(f"cluster: node {n.name!r} has {n.num_gpus} GPUs (must be > 0)")
@@ -43,7 +45,15 @@ class Cluster:
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
-        return tuple(sorted({n.gpu_type for n in self.nodes}))
+        types = self._memo.get("gpu_types")
+        if types is None:
+            types = self._memo["gpu_types"] = tuple(sorted({n.gpu_type for n in self.nodes}))
+        return types
+
+    def memo(self) -> dict:
+        """Scratch space for views of this (immutable) cluster that stages derive every round,
+        e.g. consolidation's empty free map; keys are the deriving module's business."""
+        return self._memo
 
     @staticmethod
     def from_spec(spec: str, prefix: str = "node") -> "Cluster":

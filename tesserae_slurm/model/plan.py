@@ -37,6 +37,18 @@ class Placement:
         return Placement({n.name: tuple(frozenset() for _ in range(n.num_gpus)) for n in cluster.nodes})
 
     @staticmethod
+    def built(nodes: Mapping[str, tuple[GpuSlot, ...]],
+              job_gpus: Mapping[str, tuple[GpuRef, ...]] | None = None) -> "Placement":
+        """A plan the engine built itself, slot by slot, so it holds at most two jobs per GPU by
+        construction: skips the per-GPU check (every GPU of the cluster, twice a round at scale).
+        ``job_gpus``: as for ``seed_job_gpus``; a dict is taken over, not copied (do not change it)."""
+        p = object.__new__(Placement)
+        object.__setattr__(p, "nodes", nodes)
+        object.__setattr__(p, "_memo", {} if job_gpus is None else {"job_gpus": MappingProxyType(
+            job_gpus if type(job_gpus) is dict else dict(job_gpus))})
+        return p
+
+    @staticmethod
     def from_lists(raw: Mapping[str, Iterable[Iterable[str]]]) -> "Placement":
         nodes: dict[str, tuple[GpuSlot, ...]] = {}
         for node, gpus in raw.items():

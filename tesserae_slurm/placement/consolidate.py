@@ -59,21 +59,23 @@ class _FreeMap:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.size = [n.num_gpus for n in cluster.nodes]
-        self.free = list(self.size)
+        empty = cluster.memo().get("consolidate-free-map")
+        if empty is None:  # the idle cluster's map, built once per cluster and copied every round
+            empty = cluster.memo()["consolidate-free-map"] = _empty_map(cluster)
+        size, capacity, by_free, idle, max_size, type_of = empty
+        self.size = size  # read only
+        self.free = list(size)
         self.total_free = cluster.total_gpus
-        self.capacity_by_type: dict[str, int] = {}
-        self.by_free: dict[str, dict[int, list[int]]] = {}
-        self.idle: dict[str, dict[int, list[int]]] = {}
-        self.max_size: dict[str, int] = {}
-        for i, n in enumerate(cluster.nodes):
-            t = n.gpu_type
-            self.capacity_by_type[t] = self.capacity_by_type.get(t, 0) + n.num_gpus
-            self.by_free.setdefault(t, {}).setdefault(n.num_gpus, []).append(i)  # ascending: a valid heap
-            self.idle.setdefault(t, {}).setdefault(n.num_gpus, []).append(i)
-            self.max_size[t] = max(self.max_size.get(t, 0), n.num_gpus)
+        self.capacity_by_type = capacity  # read only
+        self.by_free = {t: {f: list(h) for f, h in heaps.items()} for t, heaps in by_free.items()}
+        self.idle = {t: {f: list(h) for f, h in heaps.items()} for t, heaps in idle.items()}
+        self.max_size = max_size  # read only
         self.types = cluster.gpu_types
-        self.type_of = [n.gpu_type for n in cluster.nodes]
+        self.type_of = type_of  # read only
+        # GPUs are only ever taken, so a GPU count that found no node of a type never will again:
+        # per type, the smallest single-node count that failed, and the multi-node counts that failed
+        self.fails_from = {t: s + 1 for t, s in max_size.items()}
+        self.fails_multi: dict[str, set[int]] = {t: set() for t in max_size}
 
     def take(self, node_idx: int, count: int) -> range:
         start = self.size[node_idx] - self.free[node_idx]
@@ -90,9 +92,18 @@ class _FreeMap:
                 continue
             if 0 <= home and self.type_of[home] == gtype and n <= self.free[home]:
                 return [(home, n)]
+            if n <= self.max_size[gtype]:
+                if n >= self.fails_from[gtype]:
+                    continue
+            elif n in self.fails_multi[gtype]:
+                continue
             pick = self._choose_in(gtype, n)
             if pick is not None:
                 return pick
+            if n <= self.max_size[gtype]:
+                self.fails_from[gtype] = n
+            else:
+                self.fails_multi[gtype].add(n)
         return None
 
     def _best_fit(self, gtype: str, n: int, exclude: frozenset[int] = frozenset()) -> int | None:
@@ -142,6 +153,21 @@ class _FreeMap:
         return pieces
 
 
+def _empty_map(cluster: Cluster) -> tuple:
+    size = [n.num_gpus for n in cluster.nodes]
+    capacity: dict[str, int] = {}
+    by_free: dict[str, dict[int, list[int]]] = {}
+    idle: dict[str, dict[int, list[int]]] = {}
+    max_size: dict[str, int] = {}
+    for i, n in enumerate(cluster.nodes):
+        t = n.gpu_type
+        capacity[t] = capacity.get(t, 0) + n.num_gpus
+        by_free.setdefault(t, {}).setdefault(n.num_gpus, []).append(i)  # ascending: a valid heap
+        idle.setdefault(t, {}).setdefault(n.num_gpus, []).append(i)
+        max_size[t] = max(max_size.get(t, 0), n.num_gpus)
+    return size, capacity, by_free, idle, max_size, [n.gpu_type for n in cluster.nodes]
+
+
 def _reason(free: _FreeMap, n: int) -> PendingReason:
     if n > max(free.capacity_by_type.values(), default=0):
         return PendingReason.UNSATISFIABLE
@@ -184,8 +210,7 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     slots = [[empty] * n.num_gpus for n in cluster.nodes]
     for (node_idx, gpu), ids in touched.items():
         slots[node_idx][gpu] = frozenset(ids)
-    plan = Placement({name: tuple(gpus) for name, gpus in zip(names, slots)})
-    plan.seed_job_gpus(refs_of)
+    plan = Placement.built({name: tuple(gpus) for name, gpus in zip(names, slots)}, refs_of)
     return ConsolidationResult(plan, tuple(placed), tuple(pending))
 
 

@@ -24,9 +24,10 @@ GPUs change.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from itertools import permutations
 from typing import Literal
 
@@ -70,17 +71,16 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     types = dict(node_types or {})
     old_key = [(len(g), types.get(n)) for n, g in old.nodes.items()]
     new_key = [(len(g), types.get(n)) for n, g in new.nodes.items()]
-    if sorted(old_key, key=repr) != sorted(new_key, key=repr):
+    if Counter(old_key) != Counter(new_key):
         raise InputError(f"shape mismatch: the two plans must have the same node sizes (and GPU types); "
                          f"old {_shape_text(old_key)}, new {_shape_text(new_key)}")
 
     old_gpus, new_gpus = old.job_gpus(), new.job_gpus()
     common = sorted(set(old_gpus) & set(new_gpus))
-    index = {j: i for i, j in enumerate(common)}
     w_old = np.array([1.0 / (2 * len(old_gpus[j])) for j in common])
     w_new = np.array([1.0 / (2 * len(new_gpus[j])) for j in common])
-    o = _slots(old, index, w_old)
-    n = _slots(new, index, w_new)
+    o = _slots(old, old_gpus, common, w_old)
+    n = _slots(new, new_gpus, common, w_new)
 
     if algorithm == "gavel":
         node_map = _identity_nodes(old, new)
@@ -94,11 +94,46 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     # src[r]: the new plan's GPU row that lands on physical GPU row r
     new_flat = [slot for name in n.names for slot in new.nodes[name]]
     landed = [new_flat[i] for i in src.tolist()]
-    final = Placement({name: tuple(landed[int(off):int(off) + int(size)])
-                       for name, off, size in zip(o.names, o.offset, o.sizes)})
-    final_gpus = final.job_gpus()
+    final_gpus = _landed_gpus(o, n, src, new_gpus)
+    final = Placement.built({name: tuple(landed[off:off + size])
+                             for name, off, size in zip(o.names, o.offset.tolist(), o.sizes.tolist())}, final_gpus)
     migrated = tuple(j for j in common if final_gpus[j] != old_gpus[j])
     return MigrationResult(final, migrated, _table_cost(o.jobs, n.jobs[src], w_old, w_new), dict(node_map))
+
+
+def _landed_gpus(o: _Slots, n: _Slots, src: np.ndarray,
+                 new_gpus: Mapping[str, tuple[tuple[str, int], ...]]) -> dict[str, tuple[tuple[str, int], ...]]:
+    """``job_gpus()`` of the final plan, from the new plan's and the row map: per job, not per GPU.
+
+    The same value and key order as ``Placement.job_gpus`` would compute (keys by first GPU in
+    node order, each job's GPUs sorted); tests compare the two."""
+    dst = np.empty_like(src)
+    dst[src] = np.arange(len(src))  # new row -> physical row
+    start = dict(zip(n.names, n.offset.tolist()))
+    ids = list(new_gpus)
+    counts = np.fromiter(map(len, new_gpus.values()), np.int64, len(ids))
+    rows = np.fromiter((start[node] + gpu for refs in new_gpus.values() for node, gpu in refs), np.int64,
+                       int(counts.sum()))
+    phys = dst[rows]
+    owner = np.repeat(np.arange(len(ids)), counts)
+    order = np.lexsort((phys, owner))  # by job, then physical row (node order, then GPU index)
+    ref_of_row = _row_refs(o.names, tuple(o.sizes.tolist()))
+    refs = [ref_of_row[r] for r in phys[order].tolist()]
+    bounds = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    first = phys[order][bounds[:-1]] if len(ids) else phys[:0]
+    out: dict[str, tuple[tuple[str, int], ...]] = {}
+    b = bounds.tolist()
+    for k in np.argsort(first, kind="stable").tolist():
+        mine = refs[b[k]:b[k + 1]]
+        out[ids[k]] = tuple(mine) if mine[0][0] == mine[-1][0] else tuple(sorted(mine))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _row_refs(names: tuple[str, ...], sizes: tuple[int, ...]) -> list[tuple[str, int]]:
+    """(node, GPU index) of every flat GPU row; one list per cluster shape (the physical plan's)."""
+    return [(name, gpu) for name, size in zip(names, sizes) for gpu in range(size)]
 
 
 def _node_rows(o: _Slots, n: _Slots, pairs: Sequence[tuple[int, int, np.ndarray | None]]) -> np.ndarray:
@@ -132,22 +167,25 @@ def mapping_cost(old: Placement, final: Placement) -> float:
 
 
 # ---- array form ------------------------------------------------------------------------------------
-def _slots(p: Placement, index: Mapping[str, int], weight: np.ndarray) -> _Slots:
+def _slots(p: Placement, gpus_of: Mapping[str, tuple[tuple[str, int], ...]], common: Sequence[str],
+           weight: np.ndarray) -> _Slots:
+    """Built from each common job's GPUs, not GPU by GPU: most GPUs of a big cluster hold none."""
     names = tuple(p.nodes)
-    sizes = np.array([len(p.nodes[name]) for name in names], dtype=np.int64)
-    offset = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    sizes = np.fromiter(map(len, p.nodes.values()), np.int64, len(names))
+    offset = np.zeros(len(names), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=offset[1:])
+    start = dict(zip(names, offset.tolist()))
     jobs = np.full((int(sizes.sum()), 2), -1, dtype=np.int64)
-    g = 0
-    for name in names:
-        for slot in p.nodes[name]:
-            k = 0
-            for j in slot:
-                x = index.get(j)
-                if x is not None:
-                    jobs[g, k] = x
-                    k += 1
-            g += 1
-    w = np.where(jobs >= 0, np.append(weight, 0.0)[jobs], 0.0).sum(axis=1) if len(jobs) else np.zeros(0)
+    counts = [len(gpus_of[j]) for j in common]
+    rows = np.fromiter((start[node] + gpu for j in common for node, gpu in gpus_of[j]), np.int64, sum(counts))
+    owner = np.repeat(np.arange(len(common), dtype=np.int64), counts)
+    order = np.argsort(rows, kind="stable")
+    rows, owner = rows[order], owner[order]
+    second = np.zeros(len(rows), dtype=np.int64)  # a GPU's second job goes into column 1
+    if len(rows) > 1:
+        second[1:] = rows[1:] == rows[:-1]
+    jobs[rows, second] = owner
+    w = np.bincount(rows, weights=weight[owner], minlength=len(jobs)) if len(jobs) else np.zeros(0)
     return _Slots(names, sizes, offset, jobs, w)
 
 
@@ -232,7 +270,7 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
               ) -> tuple[dict[str, str], np.ndarray]:
     w_sum = w_old + w_new
     node_map: dict[str, str] = {}
-    triples: list[tuple[int, int, np.ndarray | None]] = []
+    src = np.empty(len(o.jobs), dtype=np.int64)
     new_groups = _groups(new_key)
     for key, old_nodes in _groups(old_key).items():
         new_nodes = new_groups[key]
@@ -241,8 +279,8 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
         # (node, GPU, slot) job tables of this group
         o_jobs = o.jobs[o.offset[oi][:, None] + np.arange(g)]
         n_jobs = n.jobs[n.offset[ni][:, None] + np.arange(g)]
-        po, pn = _sharing_pairs(o_jobs, n_jobs)
-        perm_of: dict[tuple[int, int], np.ndarray] = {}
+        po, pn = _sharing_pairs(o_jobs, n_jobs)  # sorted by (po, pn)
+        perms = np.zeros((0, g), dtype=np.int64)
         savings = np.zeros(len(po))
         if len(po):
             a = o.weight[o.offset[oi][po][:, None] + np.arange(g)]  # (P, g) weight on each old GPU
@@ -251,14 +289,22 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
             cost = a[:, :, None] + b[:, None, :] - sav
             best_cost, perms = _batch_assignment(cost)
             savings = a.sum(axis=1) + b.sum(axis=1) - best_cost
-            perm_of = dict(zip(zip(po.tolist(), pn.tolist()), perms))
         pairs = _max_savings_matching(po, pn, savings, [o.names[i] for i in old_nodes],
                                       [n.names[i] for i in new_nodes])
-        for x, y in pairs:
-            node_map[n.names[new_nodes[y]]] = o.names[old_nodes[x]]
-            # no shared job: every GPU matching costs the same, keep the indices
-            triples.append((old_nodes[x], new_nodes[y], perm_of.get((x, y))))
-    return node_map, _node_rows(o, n, triples)
+        x = np.fromiter((a for a, _ in pairs), np.int64, len(pairs))
+        y = np.fromiter((b for _, b in pairs), np.int64, len(pairs))
+        node_map.update(zip([n.names[i] for i in ni[y].tolist()], [o.names[i] for i in oi[x].tolist()]))
+        # GPU matching: the sharing pair's, or (no shared job: every matching costs the same) the identity
+        perm = np.broadcast_to(np.arange(g), (len(pairs), g)).copy()
+        if len(po):
+            width = len(new_nodes)
+            keys = po * width + pn  # ascending
+            want = x * width + y
+            at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+            hit = keys[at] == want
+            perm[hit] = perms[at[hit]]
+        src[o.offset[oi[x]][:, None] + np.arange(g)] = n.offset[ni[y]][:, None] + perm
+    return node_map, src
 
 
 def _sharing_pairs(o_jobs: np.ndarray, n_jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -98,7 +98,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
             low = lowered[g] = g.strip().lower()
         host_gpu.append(low)
     gpu_names = list(dict.fromkeys(host_gpu))
-    matrices = [profile.pair_matrix(classes, g) for g in gpu_names]
+    matrices = [_pair_matrix(profile, ids, tuple(order), classes, g) for g in gpu_names]
     gpu_index = {g: i for i, g in enumerate(gpu_names)}
     host_type = np.fromiter((gpu_index[g] for g in host_gpu), np.int64, len(hosts))
     host_n = np.fromiter((j.num_gpus for j in hosts), np.int64, len(hosts))
@@ -131,6 +131,7 @@ class _ClassIds:
         self.by_class: dict[JobClass, int] = {}
         self.classes: list[JobClass] = []
         self.sort_key: list[tuple[str, str, int, tuple[str, ...]]] = []
+        self.matrices: dict[tuple[str, tuple[int, ...]], PairMatrix] = {}  # see _pair_matrix
 
     @staticmethod
     def of(profile: ThroughputProfile) -> _ClassIds:
@@ -151,6 +152,22 @@ class _ClassIds:
                 self.sort_key.append((cls.key.model, cls.key.batch_size, cls.key.num_gpus, cls.candidates))
             self.by_raw[raw] = found
         return found
+
+
+_MATRIX_MEMO = 256  # class subsets remembered per profile (a few KB each); consecutive rounds repeat them
+
+
+def _pair_matrix(profile: ThroughputProfile, ids: _ClassIds, key: tuple[int, ...], classes: tuple[JobClass, ...],
+                 gpu: str) -> PairMatrix:
+    """``profile.pair_matrix`` memoized on the class numbers: the present classes rarely change
+    between rounds, and hashing ints is cheaper than cutting the matrix from hashed ``JobClass``es."""
+    memo = ids.matrices
+    found = memo.get((gpu, key))
+    if found is None:
+        if len(memo) >= _MATRIX_MEMO:
+            memo.clear()
+        found = memo[(gpu, key)] = profile.pair_matrix(classes, gpu)
+    return found
 
 
 def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray,
