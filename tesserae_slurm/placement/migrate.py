@@ -224,7 +224,14 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
         sizes = np.diff(bounds)
         single = order[bounds[:-1][sizes == 1]]  # a component of one edge: that edge is its matching
         pairs += list(zip(edges_a[single].tolist(), edges_b[single].tolist()))
-        for s, e in zip(bounds[:-1][sizes > 1], bounds[1:][sizes > 1]):
+        ea_l, eb_l, sv_l, order_l = edges_a.tolist(), edges_b.tolist(), savings.tolist(), order.tolist()
+        for s, e in zip(bounds[:-1][sizes > 1].tolist(), bounds[1:][sizes > 1].tolist()):
+            if e - s <= 4:  # most components: two old and two new nodes (jobs swapped between them)
+                two = _two_by_two([ea_l[i] for i in order_l[s:e]], [eb_l[i] for i in order_l[s:e]],
+                                  [sv_l[i] for i in order_l[s:e]])
+                if two is not None:
+                    pairs += two
+                    continue
             idx = order[s:e]
             ea, eb, sv = edges_a[idx], edges_b[idx], savings[idx]
             ra, ia = np.unique(ea, return_inverse=True)
@@ -249,6 +256,23 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
     rest_b = [j for j in free_b if b_names[j] in by_name]
     pairs += list(zip(rest_a, rest_b))
     return pairs
+
+
+def _two_by_two(ea: list[int], eb: list[int], sv: list[float]) -> list[tuple[int, int]] | None:
+    """A component on two a-items and two b-items, solved without numpy; None when it is not one,
+    or when its two matchings save within 1e-9 of each other (then the caller's assignment solver
+    settles the tie, as for every other component, so decisions do not depend on this shortcut)."""
+    ra, rb = sorted(set(ea)), sorted(set(eb))
+    if len(ra) != 2 or len(rb) != 2:
+        return None
+    d = [[0.0, 0.0], [0.0, 0.0]]
+    for a, b, v in zip(ea, eb, sv):
+        d[a != ra[0]][b != rb[0]] = v
+    diag, anti = d[0][0] + d[1][1], d[0][1] + d[1][0]
+    if abs(diag - anti) <= 1e-9:
+        return None
+    cols = (0, 1) if diag > anti else (1, 0)
+    return [(ra[i], rb[c]) for i, c in enumerate(cols) if d[i][c] > _EPS]
 
 
 # ---- algorithms ------------------------------------------------------------------------------------
