@@ -59,7 +59,8 @@ def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], home: dict[str
     types a job should try, best first (mixed clusters).
     """
     if not pairs and home is None and types is None:
-        return [Unit((j,)) for j in jobs]
+        new = tuple.__new__  # Unit((j,)) without the named tuple's argument handling: one per active job
+        return [new(Unit, ((j,), -1, None)) for j in jobs]
     home = home or {}
     prefer = types or (lambda _j: None)
     if not pairs:

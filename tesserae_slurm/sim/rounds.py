@@ -186,7 +186,9 @@ def _without(p: Placement, gone: set[str]) -> Placement:
         return p
     gpus_of = p.job_gpus()
     touched = {node for j in gone for node, _ in gpus_of.get(j, ())}
-    return Placement({n: tuple(slot - gone for slot in gpus) if n in touched else gpus for n, gpus in p.nodes.items()})
+    return Placement.built({n: tuple(slot - gone for slot in gpus) if n in touched else gpus
+                            for n, gpus in p.nodes.items()},
+                           {j: refs for j, refs in gpus_of.items() if j not in gone})
 
 
 def _unchanged(d: RoundDecision, order: Sequence[str]) -> RoundDecision:
