@@ -7,7 +7,8 @@
     .venv/bin/python scripts/reproduce_results.py --only estimators,parallelism   # sections 6 and 7 only
 
 Every simulation's summary is cached under ``--cache`` (default out/reproduce) by a key of all its
-inputs, so an interrupted run resumes and the document can be re-rendered without re-simulating.
+inputs, the code's fingerprint among them (``sim/fingerprint.py``: runs by other code are simulated
+again), so an interrupted run resumes and the document can be re-rendered without re-simulating.
 Configurations whose policy module is missing are reported as not run.
 """
 
@@ -34,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from tesserae_slurm.policies.registry import POLICIES  # noqa: E402
 from tesserae_slurm.sim.compare import RunSpec, run_many  # noqa: E402
 from tesserae_slurm.sim.configs import get_config  # noqa: E402
+from tesserae_slurm.sim.fingerprint import code_fingerprint  # noqa: E402
 from tesserae_slurm.sim.restart import RestartCost  # noqa: E402
 from tesserae_slurm.sim.trace_source import resolve_trace  # noqa: E402
 from tesserae_slurm.sim.traces import generate_gavel, load_shipped  # noqa: E402
@@ -121,7 +123,7 @@ def studies(args: argparse.Namespace) -> list[Study]:
 
 def cache_key(spec: RunSpec) -> str:
     fields: list[Any] = [spec.trace_name, len(spec.trace), spec.cluster_spec, spec.policy, spec.profile,
-                         spec.round_s, spec.seed, spec.noise]
+                         spec.round_s, spec.seed, spec.noise, code_fingerprint()]  # other code: simulate again
     if spec.restart is not None:
         fields.append(spec.restart.to_json())
     if spec.decision_profile:  # the table's content, not its name: re-estimated tables re-simulate

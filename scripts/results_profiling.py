@@ -27,6 +27,7 @@ from tesserae_slurm.estimators.entries import profile_from_table, table_from_pro
 from tesserae_slurm.estimators.evaluate import budget_scenario
 from tesserae_slurm.profiles import load_profile, write_profile_csv
 from tesserae_slurm.sim.compare import RunSpec
+from tesserae_slurm.sim.fingerprint import code_fingerprint
 from tesserae_slurm.sim.traces.models import A100_BATCHES, LLM_BATCH, LLM_MODELS, SMALL_MODELS
 from tesserae_slurm.sim.traces.record import TraceJob
 
@@ -56,13 +57,15 @@ def estimator_tables(folder: Path, profile: str, budget: int, seed: int, regener
                      allowed: bool) -> tuple[dict[str, Path], dict[str, Any]] | None:
     """CSV per estimator (+ provenance) and the held-out scores of one budgeted profiling run.
 
-    Written once under ``folder`` (deterministic for budget and seed); None when they do not exist
+    Written once under ``folder`` (deterministic for budget, seed and code); None when they do not exist
     and generating is not ``allowed`` (render only)."""
     stem = f"{profile}-b{budget}-s{seed}"
     paths = {est: folder / f"{stem}-{est}.csv" for est in ESTIMATORS}
     scores_path = folder / f"{stem}.scores.json"
     if scores_path.exists() and all(p.exists() for p in paths.values()) and not regenerate:
-        return paths, json.loads(scores_path.read_text())
+        scores = json.loads(scores_path.read_text())
+        if scores.get("code") == code_fingerprint():  # tables estimated by other code are estimated again
+            return paths, scores
     if not allowed:
         return None
     folder.mkdir(parents=True, exist_ok=True)
@@ -79,7 +82,7 @@ def estimator_tables(folder: Path, profile: str, budget: int, seed: int, regener
             prov.write_text(json.dumps(provenance_rows(table), indent=1) + "\n")
     finally:
         quiet.setLevel(level)
-    scores = {"measured_fraction": sc.measured_fraction, "held_out": len(sc.truth),
+    scores = {"code": code_fingerprint(), "measured_fraction": sc.measured_fraction, "held_out": len(sc.truth),
               "reports": {r.estimator: {"mae": r.mae, "relative": r.mean_relative,
                                         "feasibility_wrong": r.feasibility_errors} for r in sc.reports}}
     scores_path.write_text(json.dumps(scores, indent=1))

@@ -31,6 +31,22 @@ def test_smoke_run_writes_the_document_and_reuses_its_cache(tmp_path):
     assert len(cached) == 5 + 1 + 3 * 5  # 5 configurations; n = 0 once, three noisy levels x 5 seeds
     script.main(argv)  # second run: everything from the cache
     assert sorted(p.name for p in cache.iterdir()) == cached and out.read_text().count("| tesserae-t |") == 1
+    script.code_fingerprint = lambda: "other-code"  # the code changed: nothing cached is reused
+    script.main(argv + ["--only", "a100"])
+    assert len(set(p.name for p in cache.iterdir()) - set(cached)) == 5
+
+
+def test_code_fingerprint_follows_the_files(tmp_path):
+    from tesserae_slurm.sim.fingerprint import code_fingerprint
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "notes.md").write_text("not code\n")
+    before = code_fingerprint.__wrapped__(tmp_path)
+    (tmp_path / "notes.md").write_text("edited\n")
+    assert code_fingerprint.__wrapped__(tmp_path) == before  # only sources and data count
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert code_fingerprint.__wrapped__(tmp_path) != before
+    assert code_fingerprint() == code_fingerprint() and len(code_fingerprint()) == 12
 
 
 def test_gavel_rate_matches_the_tesserae_load():
