@@ -59,23 +59,22 @@ class _FreeMap:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        empty = cluster.memo().get("consolidate-free-map")
-        if empty is None:  # the idle cluster's map, built once per cluster and copied every round
+        empty: _EmptyMap | None = cluster.memo().get("consolidate-free-map")
+        if empty is None:  # built once per cluster, copied every round
             empty = cluster.memo()["consolidate-free-map"] = _empty_map(cluster)
-        size, capacity, by_free, idle, max_size, type_of = empty
-        self.size = size  # read only
-        self.free = list(size)
+        self.size = empty.size
+        self.free = list(empty.size)
         self.total_free = cluster.total_gpus
-        self.capacity_by_type = capacity  # read only
-        self.by_free = {t: {f: list(h) for f, h in heaps.items()} for t, heaps in by_free.items()}
-        self.idle = {t: {f: list(h) for f, h in heaps.items()} for t, heaps in idle.items()}
-        self.max_size = max_size  # read only
+        self.capacity_by_type = empty.capacity
+        self.by_free = {t: {f: list(h) for f, h in heaps.items()} for t, heaps in empty.by_free.items()}
+        self.idle = {t: {f: list(h) for f, h in heaps.items()} for t, heaps in empty.idle.items()}
+        self.max_size = empty.max_size
         self.types = cluster.gpu_types
-        self.type_of = type_of  # read only
+        self.type_of = empty.type_of
         # GPUs are only ever taken, so a GPU count that found no node of a type never will again:
         # per type, the smallest single-node count that failed, and the multi-node counts that failed
-        self.fails_from = {t: s + 1 for t, s in max_size.items()}
-        self.fails_multi: dict[str, set[int]] = {t: set() for t in max_size}
+        self.fails_from = {t: s + 1 for t, s in empty.max_size.items()}
+        self.fails_multi: dict[str, set[int]] = {t: set() for t in empty.max_size}
 
     def take(self, node_idx: int, count: int) -> range:
         start = self.size[node_idx] - self.free[node_idx]
@@ -153,7 +152,18 @@ class _FreeMap:
         return pieces
 
 
-def _empty_map(cluster: Cluster) -> tuple:
+class _EmptyMap(NamedTuple):
+    """The idle cluster's free map; every walk copies the heaps and shares the rest (read only)."""
+
+    size: list[int]  # GPUs per node
+    capacity: dict[str, int]  # GPUs per type
+    by_free: dict[str, dict[int, list[int]]]  # type -> free count -> heap of node indices
+    idle: dict[str, dict[int, list[int]]]  # type -> node size -> heap of idle node indices
+    max_size: dict[str, int]  # largest node per type
+    type_of: list[str]  # GPU type per node
+
+
+def _empty_map(cluster: Cluster) -> _EmptyMap:
     size = [n.num_gpus for n in cluster.nodes]
     capacity: dict[str, int] = {}
     by_free: dict[str, dict[int, list[int]]] = {}
@@ -165,7 +175,7 @@ def _empty_map(cluster: Cluster) -> tuple:
         by_free.setdefault(t, {}).setdefault(n.num_gpus, []).append(i)  # ascending: a valid heap
         idle.setdefault(t, {}).setdefault(n.num_gpus, []).append(i)
         max_size[t] = max(max_size.get(t, 0), n.num_gpus)
-    return size, capacity, by_free, idle, max_size, [n.gpu_type for n in cluster.nodes]
+    return _EmptyMap(size, capacity, by_free, idle, max_size, [n.gpu_type for n in cluster.nodes])
 
 
 def _reason(free: _FreeMap, n: int) -> PendingReason:
