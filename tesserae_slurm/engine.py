@@ -93,10 +93,13 @@ def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
     if not partner_of:
         return plan
     refs = dict(plan.job_gpus())
+    touched = set()  # only the nodes of packed jobs get new slots
     for placed, partner in partner_of.items():
         refs[partner] = refs[placed]
+        touched.update(node for node, _ in refs[placed])
     return Placement.built({
-        node: tuple(slot | {partner_of[j] for j in slot if j in partner_of} for slot in gpus)
+        node: tuple(slot | {partner_of[j] for j in slot if j in partner_of} for slot in gpus) if node in touched
+        else gpus
         for node, gpus in plan.nodes.items()
     }, refs)
 
