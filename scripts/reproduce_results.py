@@ -121,6 +121,14 @@ def studies(args: argparse.Namespace) -> list[Study]:
     ]
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it: the document names no home folder."""
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def cache_key(spec: RunSpec) -> str:
     fields: list[Any] = [spec.trace_name, len(spec.trace), spec.cluster_spec, spec.policy, spec.profile,
                          spec.round_s, spec.seed, spec.noise, code_fingerprint()]  # other code: simulate again
@@ -514,7 +522,8 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             "development machine.", "",
             "```sh", ".venv/bin/python scripts/reproduce_results.py   # writes docs/results.md",
             ".venv/bin/python scripts/reproduce_results.py --only estimators,parallelism   # sections 6 and 7 only",
-            "```", "", f"Cached run summaries: `{args.cache}/` (delete it, or pass `--fresh`, to re-simulate).", ""]
+            "```", "", f"Cached run summaries: `{_shown(Path(args.cache))}/` (delete it, or pass `--fresh`, to "
+            "re-simulate; runs made by other code are simulated again).", ""]
     return "\n".join(out)
 
 

@@ -85,3 +85,9 @@ def test_llm_share_changes_only_models_of_multi_gpu_jobs():
     assert 0.45 < share < 0.55
     assert all(j.model == t.model for j, t in zip(mixed, trace, strict=True) if j.num_gpus not in (2, 4))
     assert script.profiling.with_llm_share(trace, 0.5, 1) == mixed  # seeded
+
+
+def test_the_document_names_the_cache_relative_to_the_repository(tmp_path):
+    script = load_script()
+    assert script._shown(script.ROOT / "out" / "reproduce") == "out/reproduce"
+    assert script._shown(tmp_path) == str(tmp_path)  # outside the repository: as given
