@@ -110,10 +110,11 @@ class TiresiasPolicy:
             in_q0 += queue == 0
         # 3. arrivals at the tail of Q0, in arrival order
         arrivals = []
-        for jid in views:
-            if jid not in state.jobs:
-                arrivals.append((jid, QueuedJob(0, seq, 0.0, 0.0)))
-                seq += 1
+        if len(known) < len(views):  # every view is a known job otherwise: skip the pass
+            for jid in views:
+                if jid not in state.jobs:
+                    arrivals.append((jid, QueuedJob(0, seq, 0.0, 0.0)))
+                    seq += 1
         # 4. demotion / promotion in current queue order; a moved job goes to the tail of its new
         #    queue, so each queue ends up as its staying jobs, then the ones moved in
         stay: list[list[str]] = [[] for _ in range(self.num_queues)]
