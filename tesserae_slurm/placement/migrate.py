@@ -259,9 +259,16 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
 
 
 def _two_by_two(ea: list[int], eb: list[int], sv: list[float]) -> list[tuple[int, int]] | None:
-    """A component on two a-items and two b-items, solved without numpy; None when it is not one,
-    or when its two matchings save within 1e-9 of each other (then the caller's assignment solver
-    settles the tie, as for every other component, so decisions do not depend on this shortcut)."""
+    """A component on two a-items and two b-items, solved without numpy, exactly as the general
+    path (``linear_sum_assignment``) solves it; None when it is not such a component, or when the
+    solver's float arithmetic could settle it differently.
+
+    The better matching wins when the two differ by more than 1e-9. They tie often (jobs swapped
+    between two nodes), and a tie is settled as scipy's shortest-augmenting-path solver settles it:
+    row 0 takes column 0 unless column 1 saves strictly more, row 1 the other. That rule is only
+    used when every saving is a dyadic fraction (weights 1/(2 x GPUs) of jobs on 2^k GPUs), so that
+    every sum the solver forms is exact; a property test holds the shortcut to the solver.
+    """
     ra, rb = sorted(set(ea)), sorted(set(eb))
     if len(ra) != 2 or len(rb) != 2:
         return None
@@ -269,10 +276,19 @@ def _two_by_two(ea: list[int], eb: list[int], sv: list[float]) -> list[tuple[int
     for a, b, v in zip(ea, eb, sv):
         d[a != ra[0]][b != rb[0]] = v
     diag, anti = d[0][0] + d[1][1], d[0][1] + d[1][0]
-    if abs(diag - anti) <= 1e-9:
+    if abs(diag - anti) > 1e-9:
+        cols = (0, 1) if diag > anti else (1, 0)
+    elif diag == anti and all(_dyadic(v) for v in sv):
+        cols = (0, 1) if d[0][0] >= d[0][1] else (1, 0)
+    else:
         return None
-    cols = (0, 1) if diag > anti else (1, 0)
     return [(ra[i], rb[c]) for i, c in enumerate(cols) if d[i][c] > _EPS]
+
+
+def _dyadic(v: float) -> bool:
+    """``v`` is k / 2^20 with |v| < 2^10: sums and differences of a few such numbers are exact."""
+    scaled = v * 1048576.0
+    return abs(v) < 1024.0 and scaled == int(scaled)
 
 
 # ---- algorithms ------------------------------------------------------------------------------------
