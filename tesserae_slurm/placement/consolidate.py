@@ -193,23 +193,25 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
     placed: list[str] = []
     pending: list[PendingJob] = []
+    choose, take = free.choose, free.take
     for k, unit in enumerate(units):
         if free.total_free == 0:  # the rest wait: one reason for all of them
             pending.extend(PendingJob(j.id, PendingReason.PRIORITY, "no GPU left this round")
                            for u in units[k:] for j in u.jobs)
             break
-        n = unit.num_gpus
-        pieces = free.choose(n, unit.home, unit.types)
+        jobs, home, types = unit
+        n = jobs[0].num_gpus
+        pieces = choose(n, home, types)
         if pieces is None:
             reason = _reason(free, n)
             detail = f"needs {n} GPUs; {free.total_free} free"
-            pending.extend(PendingJob(j.id, reason, detail) for j in unit.jobs)
+            pending.extend(PendingJob(j.id, reason, detail) for j in jobs)
             continue
-        ids = [j.id for j in unit.jobs]
+        ids = [j.id for j in jobs]
         refs: list[tuple[str, int]] = []
         for node_idx, count in pieces:
             name = names[node_idx]
-            for gpu in free.take(node_idx, count):
+            for gpu in take(node_idx, count):
                 touched.setdefault((node_idx, gpu), []).extend(ids)
                 refs.append((name, gpu))
         sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
