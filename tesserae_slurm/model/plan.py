@@ -41,7 +41,10 @@ class Placement:
               job_gpus: Mapping[str, tuple[GpuRef, ...]] | None = None) -> "Placement":
         """A plan the engine built itself, slot by slot, so it holds at most two jobs per GPU by
         construction: skips the per-GPU check (every GPU of the cluster, twice a round at scale).
-        ``job_gpus``: as for ``seed_job_gpus``; a dict is taken over, not copied (do not change it)."""
+
+        ``job_gpus``: the builder knows every job's GPUs on the way (each job's GPUs sorted, as
+        ``job_gpus()`` returns them); handing them in saves walking every GPU again. A dict is taken
+        over, not copied (do not change it). Tests check handed-in maps against a recount."""
         p = object.__new__(Placement)
         object.__setattr__(p, "nodes", nodes)
         object.__setattr__(p, "_memo", {} if job_gpus is None else {"job_gpus": MappingProxyType(
@@ -86,14 +89,6 @@ class Placement:
             memo = self._memo["job_gpus"] = MappingProxyType(
                 {j: tuple(refs) if refs[0][0] == refs[-1][0] else tuple(sorted(refs)) for j, refs in out.items()})
         return memo
-
-    def seed_job_gpus(self, refs: Mapping[str, tuple[GpuRef, ...]]) -> None:
-        """Hand in ``job_gpus()`` when the builder already knows it (each job's GPUs, sorted).
-
-        The engine builds plans GPU by GPU and knows every job's GPUs on the way; recomputing them
-        walks every GPU of the cluster again. Tests check the seeded value against the computed one.
-        """
-        self._memo["job_gpus"] = MappingProxyType(dict(refs))
 
     def busy_gpus(self) -> int:
         """GPUs holding at least one job (computed once)."""

@@ -84,7 +84,7 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
 
     if algorithm == "gavel":
         node_map = _identity_nodes(old, new)
-        src = _node_rows(o, n, [(o.names.index(on), n.names.index(nn), None) for nn, on in node_map.items()])
+        src = _identity_rows(o, n, node_map)
     elif algorithm == "tesserae":
         node_map, src = _tesserae(o, n, w_old, w_new, old_key, new_key)
     else:
@@ -136,12 +136,24 @@ def _row_refs(names: tuple[str, ...], sizes: tuple[int, ...]) -> list[tuple[str,
     return [(name, gpu) for name, size in zip(names, sizes) for gpu in range(size)]
 
 
-def _node_rows(o: _Slots, n: _Slots, pairs: Sequence[tuple[int, int, np.ndarray | None]]) -> np.ndarray:
-    """Row map from (old node, new node, GPU permutation or None = identity) triples."""
+def _place_rows(src: np.ndarray, o: _Slots, n: _Slots, x: np.ndarray, y: np.ndarray, perm: np.ndarray) -> None:
+    """Fill the row map for node pairs of one size: old node ``x[i]`` receives new node ``y[i]``,
+    its GPU ``u`` the new node's GPU ``perm[i, u]``."""
+    g = perm.shape[1]
+    src[o.offset[x][:, None] + np.arange(g)] = n.offset[y][:, None] + perm
+
+
+def _identity_rows(o: _Slots, n: _Slots, node_map: Mapping[str, str]) -> np.ndarray:
+    """Row map of a node bijection that keeps every GPU index (Gavel's rule)."""
+    o_index = {name: i for i, name in enumerate(o.names)}
+    n_index = {name: i for i, name in enumerate(n.names)}
+    x = np.fromiter((o_index[on] for on in node_map.values()), np.int64, len(node_map))
+    y = np.fromiter((n_index[nn] for nn in node_map), np.int64, len(node_map))
     src = np.empty(len(o.jobs), dtype=np.int64)
-    for x, y, perm in pairs:
-        size = int(o.sizes[x])
-        src[o.offset[x]:o.offset[x] + size] = n.offset[y] + (np.arange(size) if perm is None else perm)
+    sizes = o.sizes[x]
+    for g in np.unique(sizes).tolist():
+        same = sizes == g
+        _place_rows(src, o, n, x[same], y[same], np.broadcast_to(np.arange(g), (int(same.sum()), g)))
     return src
 
 
@@ -343,7 +355,7 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
             at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
             hit = keys[at] == want
             perm[hit] = perms[at[hit]]
-        src[o.offset[oi[x]][:, None] + np.arange(g)] = n.offset[ni[y]][:, None] + perm
+        _place_rows(src, o, n, oi[x], ni[y], perm)
     return node_map, src
 
 
