@@ -241,3 +241,25 @@ def test_two_by_two_shortcut_equals_the_assignment_solver(values, a_ids, b_ids):
     assert got is not None
     r, c = linear_sum_assignment(dense, maximize=True)
     assert got == [(ra[i], rb[j]) for i, j in zip(r, c) if dense[i, j] > _EPS]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.data())
+def test_edge_components_match_scipy_connected_components(na, nb, data):
+    """The min-label sweep numbers components as scipy's connected_components does (by smallest
+    vertex, a-items first), so the components are solved in the same order as before."""
+    import numpy as np
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from tesserae_slurm.placement.migrate import _component_of_edges
+
+    edges = sorted(data.draw(st.sets(st.tuples(st.integers(0, na - 1), st.integers(0, nb - 1)), min_size=1)))
+    ea = np.array([a for a, _ in edges])
+    eb = np.array([b for _, b in edges])
+    got = _component_of_edges(ea, eb, na, nb)
+    graph = coo_matrix((np.ones(len(ea)), (ea, na + eb)), shape=(na + nb, na + nb))
+    label = connected_components(graph, directed=False)[1][ea]
+    assert len(set(zip(got.tolist(), label.tolist()))) == len(set(got.tolist())) == len(set(label.tolist()))
+    assert np.argsort(got, kind="stable").tolist() == np.argsort(label, kind="stable").tolist()
+    assert all(got[i] == min(a for a, c in zip(ea.tolist(), got.tolist()) if c == got[i]) for i in range(len(ea)))

@@ -33,8 +33,6 @@ from typing import Literal
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from ..model import InputError, Placement
 
@@ -228,9 +226,7 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
     na, nb = len(a_names), len(b_names)
     pairs: list[tuple[int, int]] = []
     if len(edges_a):
-        graph = coo_matrix((np.ones(len(edges_a)), (edges_a, na + edges_b)), shape=(na + nb, na + nb))
-        _, label = connected_components(graph, directed=False)
-        comp = label[edges_a]
+        comp = _component_of_edges(edges_a, edges_b, na, nb)
         order = np.argsort(comp, kind="stable")
         bounds = np.flatnonzero(np.r_[True, comp[order][1:] != comp[order][:-1], True])
         sizes = np.diff(bounds)
@@ -268,6 +264,21 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
     rest_b = [j for j in free_b if b_names[j] in by_name]
     pairs += list(zip(rest_a, rest_b))
     return pairs
+
+
+def _component_of_edges(edges_a: np.ndarray, edges_b: np.ndarray, na: int, nb: int) -> np.ndarray:
+    """Per edge, the smallest a-item of its connected component: components numbered in the order
+    scipy's ``connected_components`` numbers them (by smallest vertex, a-items first), without
+    building a sparse graph (a few min-label sweeps; components here span only a few nodes)."""
+    label_a = np.arange(na)
+    while True:
+        label_b = np.full(nb, na)
+        np.minimum.at(label_b, edges_b, label_a[edges_a])
+        nxt = label_a.copy()
+        np.minimum.at(nxt, edges_a, label_b[edges_b])
+        if (nxt == label_a).all():
+            return label_a[edges_a]
+        label_a = nxt
 
 
 def _two_by_two(ea: list[int], eb: list[int], sv: list[float]) -> list[tuple[int, int]] | None:
