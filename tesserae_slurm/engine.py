@@ -108,9 +108,9 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     now = clock or _no_clock
     cluster, cfg = req.cluster, req.config
     ids = [j.id for j in req.jobs]
-    if len(set(ids)) != len(ids):
+    by_id = dict(zip(ids, req.jobs))
+    if len(by_id) != len(ids):
         raise InputError("a job id appears twice in the job list")
-    by_id = {j.id: j for j in req.jobs}
     node_type = {n.name: n.gpu_type for n in cluster.nodes}
     if req.current is not None:
         req.current.check_fits(cluster)
@@ -145,16 +145,21 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
 
     strategies, speeds = _speeds(final, pairs, by_id, profile, node_type)
     before = req.current.jobs() if req.current is not None else set()
-    after = final.jobs()
-    order = {j: i for i, j in enumerate(ids)}
-    key = lambda j: (order.get(j, len(order)), j)  # noqa: E731 - policy order, unknown ids last
+    after = final.jobs()  # all of them in ids: one pass in policy order sorts those sets
     migrated_set = set(migrated)
+    started, kept = after - before, (after & before) - migrated_set
+    preempted = before - after  # may name jobs the policy no longer lists: those go last, by id
+    if preempted:
+        order = {j: i for i, j in enumerate(ids)}
+        preempted_sorted = tuple(sorted(preempted, key=lambda j: (order.get(j, len(order)), j)))
+    else:
+        preempted_sorted = ()
     return RoundDecision(
         placement=final,
-        started=tuple(sorted(after - before, key=key)),
-        preempted=tuple(sorted(before - after, key=key)),
-        migrated=tuple(sorted(migrated_set, key=key)),
-        kept=tuple(sorted((after & before) - migrated_set, key=key)),
+        started=tuple(j for j in ids if j in started) if started else (),
+        preempted=preempted_sorted,
+        migrated=tuple(j for j in ids if j in migrated_set) if migrated_set else (),
+        kept=tuple(j for j in ids if j in kept),
         packed=tuple(pairs),
         pending=tuple(pending),
         strategies=strategies,
