@@ -263,3 +263,15 @@ def test_edge_components_match_scipy_connected_components(na, nb, data):
     assert len(set(zip(got.tolist(), label.tolist()))) == len(set(got.tolist())) == len(set(label.tolist()))
     assert np.argsort(got, kind="stable").tolist() == np.argsort(label, kind="stable").tolist()
     assert all(got[i] == min(a for a, c in zip(ea.tolist(), got.tolist()) if c == got[i]) for i in range(len(ea)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-5, 10**9), max_size=60))
+def test_unique_ints_equals_numpy_unique(values):
+    import numpy as np
+
+    from tesserae_slurm.placement.arrays import unique_ints
+
+    x = np.array(values, dtype=np.int64)
+    got, want = unique_ints(x), np.unique(x)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()

@@ -35,6 +35,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement
+from .arrays import unique_ints
 
 MigrationAlgorithm = Literal["tesserae", "flat", "gavel"]
 ALGORITHMS: tuple[str, ...] = ("tesserae", "flat", "gavel")
@@ -376,7 +377,7 @@ def _sharing_pairs(o_jobs: np.ndarray, n_jobs: np.ndarray) -> tuple[np.ndarray, 
         count = jobs.shape[0]
         nodes = np.broadcast_to(np.arange(count)[:, None, None], jobs.shape).ravel()
         flat = jobs.ravel()
-        keys = np.unique(flat[flat >= 0] * count + nodes[flat >= 0])  # sorted by job, then node
+        keys = unique_ints(flat[flat >= 0] * count + nodes[flat >= 0])  # sorted by job, then node
         return keys // count, keys % count
 
     (oj, on), (nj, nn) = node_job(o_jobs), node_job(n_jobs)
@@ -390,7 +391,7 @@ def _sharing_pairs(o_jobs: np.ndarray, n_jobs: np.ndarray) -> tuple[np.ndarray, 
     starts = np.repeat(lo, counts)
     within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
     width = n_jobs.shape[0]
-    keys = np.unique(on[rep] * width + nn[starts + within])
+    keys = unique_ints(on[rep] * width + nn[starts + within])
     return keys // width, keys % width
 
 

@@ -41,6 +41,7 @@ from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
 from ..profiles import JobClass, PairMatrix, ThroughputProfile
+from .arrays import unique_ints
 
 PackingMode = Literal["off", "on", "single"]
 Objective = Literal["throughput", "paper-sum"]
@@ -81,7 +82,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     host_raw = np.fromiter(map(ids.of_job, hosts), np.int64, len(hosts))
     guest_raw = np.fromiter(map(ids.of_job, guests), np.int64, len(guests))
     # canonical class order: indices, and so the solvers' tie-breaks, do not depend on which job came first
-    present = np.unique(np.concatenate((host_raw, guest_raw)))
+    present = unique_ints(np.concatenate((host_raw, guest_raw)))
     order = sorted(present.tolist(), key=ids.sort_key.__getitem__)
     classes = tuple(ids.classes[i] for i in order)
     position = np.zeros(len(ids.classes), dtype=np.int64)
