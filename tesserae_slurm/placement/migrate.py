@@ -241,15 +241,15 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
                 if two is not None:
                     pairs += two
                     continue
-            idx = order[s:e]
-            ea, eb, sv = edges_a[idx], edges_b[idx], savings[idx]
-            ra, ia = np.unique(ea, return_inverse=True)
-            rb, ib = np.unique(eb, return_inverse=True)
+            idx = order_l[s:e]  # a few edges: index them with lists, not np.unique
+            ea, eb = [ea_l[i] for i in idx], [eb_l[i] for i in idx]
+            ra, rb = sorted(set(ea)), sorted(set(eb))
+            at_a, at_b = {v: i for i, v in enumerate(ra)}, {v: i for i, v in enumerate(rb)}
             dense = np.zeros((len(ra), len(rb)))
-            dense[ia, ib] = sv
+            dense[[at_a[v] for v in ea], [at_b[v] for v in eb]] = [sv_l[i] for i in idx]
             r, c = linear_sum_assignment(dense, maximize=True)
             keep = dense[r, c] > _EPS
-            pairs += [(int(ra[i]), int(rb[j])) for i, j in zip(r[keep], c[keep])]
+            pairs += [(ra[i], rb[j]) for i, j in zip(r[keep].tolist(), c[keep].tolist())]
     used_a = {a for a, _ in pairs}
     used_b = {b for _, b in pairs}
     free_a = [i for i in range(na) if i not in used_a]

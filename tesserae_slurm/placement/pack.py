@@ -182,8 +182,7 @@ def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndar
     row_group = host_cls * types + host_type
     # Group-level values: a row group is (class, GPU type), a column group a class. Jobs of one group
     # are interchangeable, so the job-level problem only repeats these rows and columns.
-    groups, group_of_row = np.unique(row_group, return_inverse=True)
-    classes, class_of_col = np.unique(guest_cls, return_inverse=True)
+    groups, classes = unique_ints(row_group), unique_ints(guest_cls)
     group_value = np.zeros((groups.size, classes.size))
     for gi, g in enumerate(groups.tolist()):
         mat, cls = matrices[g % types], g // types
@@ -191,8 +190,9 @@ def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndar
         edge = gain > RESOLUTION  # False for NaN
         row = np.where(edge, gain if objective == "throughput" else mat.total[cls], 0.0)
         group_value[gi] = row[classes]
-    if not (group_value > 0.0).any():
+    if not (group_value > 0.0).any():  # most problems on big traces: no pair gains anything
         return []
+    group_of_row, class_of_col = np.searchsorted(groups, row_group), np.searchsorted(classes, guest_cls)
     # At most min(rows, columns) jobs get a partner: only the earliest that many of each group matter.
     rows = np.flatnonzero(_rank_in_group(row_group) < len(guest_cls))
     cols = np.flatnonzero(_rank_in_group(guest_cls) < len(rows))
