@@ -193,14 +193,14 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
     placed: list[str] = []
     pending: list[PendingJob] = []
-    choose, take = free.choose, free.take
+    choose, take, new = free.choose, free.take, tuple.__new__
     # GPUs are only taken, so a (GPU count, home, types) that found no place never will in this walk;
     # its pending reason and detail change only with the free total
     failed: dict[tuple[int, int, tuple[str, ...] | None], tuple[int, PendingReason, str]] = {}
     for k, unit in enumerate(units):
-        if free.total_free == 0:  # the rest wait: one reason for all of them
-            pending.extend(PendingJob(j.id, PendingReason.PRIORITY, "no GPU left this round")
-                           for u in units[k:] for j in u.jobs)
+        if free.total_free == 0:  # the rest wait: one reason for all of them (tuple.__new__: one per job)
+            pending.extend(new(PendingJob, (j.id, PendingReason.PRIORITY, "no GPU left this round"))
+                           for u in units[k:] for j in u[0])
             break
         jobs, home, types = unit
         n = jobs[0].num_gpus
@@ -209,7 +209,7 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             if known[0] != free.total_free:
                 known = failed[(n, home, types)] = (free.total_free, _reason(free, n),
                                                      f"needs {n} GPUs; {free.total_free} free")
-            pending.extend(PendingJob(j.id, known[1], known[2]) for j in jobs)
+            pending.extend(new(PendingJob, (j.id, known[1], known[2])) for j in jobs)
             continue
         pieces = choose(n, home, types)
         if pieces is None:

@@ -28,8 +28,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from itertools import permutations
-from typing import Literal
+from itertools import chain, permutations
+from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -60,6 +60,27 @@ class _Slots:
     offset: np.ndarray  # index of each node's GPU 0 in the flat GPU arrays
     jobs: np.ndarray  # (total GPUs, 2) common-job indices, -1 padded
     weight: np.ndarray  # (total GPUs,) summed weight of the common jobs on each GPU
+    layout: _Layout  # the plan's node shape (shared by every plan of the same cluster)
+
+
+class _Layout(NamedTuple):
+    """Flat GPU rows of a plan's node shape, built once per shape: plans of one cluster share it,
+    so mapping a job's (node, GPU) references to rows is one dict lookup each, in C."""
+
+    sizes: np.ndarray  # GPUs per node (read only)
+    offset: np.ndarray  # row of each node's GPU 0 (read only)
+    row_of: dict[tuple[str, int], int]  # (node, GPU index) -> row
+    refs: list[tuple[str, int]]  # row -> (node, GPU index)
+
+
+@lru_cache(maxsize=16)
+def _layout(names: tuple[str, ...], sizes: tuple[int, ...]) -> _Layout:
+    size = np.array(sizes, dtype=np.int64)
+    offset = np.zeros(len(names), dtype=np.int64)
+    np.cumsum(size[:-1], out=offset[1:])
+    size.flags.writeable = offset.flags.writeable = False
+    refs = [(name, gpu) for name, g in zip(names, sizes) for gpu in range(g)]
+    return _Layout(size, offset, {ref: row for row, ref in enumerate(refs)}, refs)
 
 
 def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tesserae",
@@ -68,16 +89,16 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     if algorithm not in ALGORITHMS:
         raise InputError(f"migration algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     types = dict(node_types or {})
-    old_key = [(len(g), types.get(n)) for n, g in old.nodes.items()]
-    new_key = [(len(g), types.get(n)) for n, g in new.nodes.items()]
+    old_key = list(zip(map(len, old.nodes.values()), map(types.get, old.nodes)))
+    new_key = list(zip(map(len, new.nodes.values()), map(types.get, new.nodes)))
     if Counter(old_key) != Counter(new_key):
         raise InputError(f"shape mismatch: the two plans must have the same node sizes (and GPU types); "
                          f"old {_shape_text(old_key)}, new {_shape_text(new_key)}")
 
     old_gpus, new_gpus = old.job_gpus(), new.job_gpus()
     common = sorted(set(old_gpus) & set(new_gpus))
-    w_old = np.array([1.0 / (2 * len(old_gpus[j])) for j in common])
-    w_new = np.array([1.0 / (2 * len(new_gpus[j])) for j in common])
+    w_old = 1.0 / (2 * np.fromiter(map(len, map(old_gpus.__getitem__, common)), np.int64, len(common)))
+    w_new = 1.0 / (2 * np.fromiter(map(len, map(new_gpus.__getitem__, common)), np.int64, len(common)))
     o = _slots(old, old_gpus, common, w_old)
     n = _slots(new, new_gpus, common, w_new)
 
@@ -91,8 +112,8 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
         node_map = {}
 
     # src[r]: the new plan's GPU row that lands on physical GPU row r
-    new_flat = [slot for name in n.names for slot in new.nodes[name]]
-    landed = [new_flat[i] for i in src.tolist()]
+    new_flat = list(chain.from_iterable(map(new.nodes.__getitem__, n.names)))
+    landed = list(map(new_flat.__getitem__, src.tolist()))
     final_gpus = _landed_gpus(o, n, src, new_gpus)
     final = Placement.built({name: tuple(landed[off:off + size])
                              for name, off, size in zip(o.names, o.offset.tolist(), o.sizes.tolist())}, final_gpus)
@@ -108,15 +129,14 @@ def _landed_gpus(o: _Slots, n: _Slots, src: np.ndarray,
     node order, each job's GPUs sorted); tests compare the two."""
     dst = np.empty_like(src)
     dst[src] = np.arange(len(src))  # new row -> physical row
-    start = dict(zip(n.names, n.offset.tolist()))
     ids = list(new_gpus)
     counts = np.fromiter(map(len, new_gpus.values()), np.int64, len(ids))
-    rows = np.fromiter((start[node] + gpu for refs in new_gpus.values() for node, gpu in refs), np.int64,
+    rows = np.fromiter(map(n.layout.row_of.__getitem__, chain.from_iterable(new_gpus.values())), np.int64,
                        int(counts.sum()))
     phys = dst[rows]
     owner = np.repeat(np.arange(len(ids)), counts)
     order = np.lexsort((phys, owner))  # by job, then physical row (node order, then GPU index)
-    ref_of_row = _row_refs(o.names, tuple(o.sizes.tolist()))
+    ref_of_row = o.layout.refs
     refs = [ref_of_row[r] for r in phys[order].tolist()]
     bounds = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(counts, out=bounds[1:])
@@ -127,12 +147,6 @@ def _landed_gpus(o: _Slots, n: _Slots, src: np.ndarray,
         mine = refs[b[k]:b[k + 1]]
         out[ids[k]] = tuple(mine) if mine[0][0] == mine[-1][0] else tuple(sorted(mine))
     return out
-
-
-@lru_cache(maxsize=16)
-def _row_refs(names: tuple[str, ...], sizes: tuple[int, ...]) -> list[tuple[str, int]]:
-    """(node, GPU index) of every flat GPU row; one list per cluster shape (the physical plan's)."""
-    return [(name, gpu) for name, size in zip(names, sizes) for gpu in range(size)]
 
 
 def _place_rows(src: np.ndarray, o: _Slots, n: _Slots, x: np.ndarray, y: np.ndarray, perm: np.ndarray) -> None:
@@ -182,13 +196,11 @@ def _slots(p: Placement, gpus_of: Mapping[str, tuple[tuple[str, int], ...]], com
            weight: np.ndarray) -> _Slots:
     """Built from each common job's GPUs, not GPU by GPU: most GPUs of a big cluster hold none."""
     names = tuple(p.nodes)
-    sizes = np.fromiter(map(len, p.nodes.values()), np.int64, len(names))
-    offset = np.zeros(len(names), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=offset[1:])
-    start = dict(zip(names, offset.tolist()))
-    jobs = np.full((int(sizes.sum()), 2), -1, dtype=np.int64)
-    counts = [len(gpus_of[j]) for j in common]
-    rows = np.fromiter((start[node] + gpu for j in common for node, gpu in gpus_of[j]), np.int64, sum(counts))
+    layout = _layout(names, tuple(map(len, p.nodes.values())))
+    jobs = np.full((len(layout.refs), 2), -1, dtype=np.int64)
+    refs = list(map(gpus_of.__getitem__, common))
+    counts = list(map(len, refs))
+    rows = np.fromiter(map(layout.row_of.__getitem__, chain.from_iterable(refs)), np.int64, sum(counts))
     owner = np.repeat(np.arange(len(common), dtype=np.int64), counts)
     order = np.argsort(rows, kind="stable")
     rows, owner = rows[order], owner[order]
@@ -197,7 +209,7 @@ def _slots(p: Placement, gpus_of: Mapping[str, tuple[tuple[str, int], ...]], com
         second[1:] = rows[1:] == rows[:-1]
     jobs[rows, second] = owner
     w = np.bincount(rows, weights=weight[owner], minlength=len(jobs)) if len(jobs) else np.zeros(0)
-    return _Slots(names, sizes, offset, jobs, w)
+    return _Slots(names, layout.sizes, layout.offset, jobs, w, layout)
 
 
 def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -> np.ndarray:
