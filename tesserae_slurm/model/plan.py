@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from types import MappingProxyType
 from typing import Any
 
@@ -94,7 +95,7 @@ class Placement:
         """GPUs holding at least one job (computed once)."""
         memo = self._memo.get("busy")
         if memo is None:
-            memo = self._memo["busy"] = sum(1 for gpus in self.nodes.values() for slot in gpus if slot)
+            memo = self._memo["busy"] = sum(map(bool, chain.from_iterable(self.nodes.values())))
         return memo
 
     def jobs(self) -> set[str]:

@@ -1,0 +1,26 @@
+"""The shell's fast JobView builder (slot setters) equals the dataclass constructor, field for field."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tesserae_slurm.model import JobView
+from tesserae_slurm.sim.rounds import _Live, _view, job_of
+from tesserae_slurm.sim.traces.record import TraceJob
+
+floats = st.floats(0, 1e9, allow_nan=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(floats, st.floats(1, 1e9), floats, floats, floats, st.integers(0, 10**6), st.booleans(), st.floats(0.1, 10))
+def test_view_equals_the_constructor(submit, duration, attained, executed, remaining, rounds, running, priority):
+    t = TraceJob("j1", submit, 2, duration, "resnet50", "32", priority=priority)
+    s = _Live(t, job_of(t), remaining=remaining, attained=attained, executed=executed, rounds_run=rounds)
+    want = JobView(s.job, t.submit_time, s.attained, s.executed, s.rounds_run, running, t.duration, s.remaining,
+                   t.priority)
+    got = _view(s, running)
+    assert type(got) is JobView and got == want
+    assert [getattr(got, f.name) for f in fields(JobView)] == [getattr(want, f.name) for f in fields(JobView)]
