@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal
 
 import numpy as np
@@ -88,22 +89,18 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     position = np.zeros(len(ids.classes), dtype=np.int64)
     position[order] = np.arange(len(order))
     host_cls, guest_cls = position[host_raw], position[guest_raw]
-    lowered: dict[str, str] = {}
-    host_gpu = []
-    for j in hosts:
-        g = gpu_type_of.get(j.id)
-        if g is None:
-            raise InputError(f"placed job {j.id!r} has no GPU type")
-        low = lowered.get(g)
-        if low is None:
-            low = lowered[g] = g.strip().lower()
-        host_gpu.append(low)
-    gpu_names = list(dict.fromkeys(host_gpu))
+    host_ids = list(map(_ID, hosts))
+    missing = next((j for j in host_ids if j not in gpu_type_of), None)
+    if missing is not None:
+        raise InputError(f"placed job {missing!r} has no GPU type")
+    raw_gpu = list(map(gpu_type_of.__getitem__, host_ids))
+    lowered = {g: g.strip().lower() for g in dict.fromkeys(raw_gpu)}
+    gpu_names = list(dict.fromkeys(lowered.values()))
     matrices = [_pair_matrix(profile, ids, tuple(order), classes, g) for g in gpu_names]
-    gpu_index = {g: i for i, g in enumerate(gpu_names)}
-    host_type = np.fromiter((gpu_index[g] for g in host_gpu), np.int64, len(hosts))
-    host_n = np.fromiter((j.num_gpus for j in hosts), np.int64, len(hosts))
-    guest_n = np.fromiter((j.num_gpus for j in guests), np.int64, len(guests))
+    gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
+    host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
+    host_n = np.fromiter(map(_NUM_GPUS, hosts), np.int64, len(hosts))
+    guest_n = np.fromiter(map(_NUM_GPUS, guests), np.int64, len(guests))
 
     pairs: list[PackedPair] = []
     for n in counts:
@@ -115,6 +112,8 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
             opt = mat.options[int(mat.option[host_cls[h], guest_cls[g]])]
             pairs.append(PackedPair(hosts[h].id, guests[g].id, opt.a_speed, opt.b_speed,
                                     opt.a_strategy, opt.b_strategy))
+    if not pairs:  # most rounds of big traces
+        return PackingResult((), all_pending)
     order = {j.id: i for i, j in enumerate(placed)}
     pairs.sort(key=lambda p: order[p.placed])
     packed = {p.partner for p in pairs}
@@ -155,6 +154,8 @@ class _ClassIds:
         return found
 
 
+_ID = attrgetter("id")
+_NUM_GPUS = attrgetter("num_gpus")
 _MATRIX_MEMO = 256  # class subsets remembered per profile (a few KB each); consecutive rounds repeat them
 
 
