@@ -189,7 +189,8 @@ def _reason(free: _FreeMap, n: int) -> PendingReason:
 def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     free = _FreeMap(cluster)
     names = [n.name for n in cluster.nodes]
-    touched: dict[tuple[int, int], list[str]] = {}  # (node index, GPU) -> jobs; most GPUs of a big cluster stay empty
+    empty: frozenset[str] = frozenset()
+    slots = [[empty] * n.num_gpus for n in cluster.nodes]
     refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
     placed: list[str] = []
     pending: list[PendingJob] = []
@@ -219,20 +220,17 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             pending.extend(PendingJob(j.id, reason, detail) for j in jobs)
             continue
         ids = [j.id for j in jobs]
+        held = frozenset(ids)  # a GPU is taken once per walk: its slot is exactly this unit's jobs
         refs: list[tuple[str, int]] = []
         for node_idx, count in pieces:
-            name = names[node_idx]
+            name, row = names[node_idx], slots[node_idx]
             for gpu in take(node_idx, count):
-                touched.setdefault((node_idx, gpu), []).extend(ids)
+                row[gpu] = held
                 refs.append((name, gpu))
         sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
         for j in ids:
             refs_of[j] = sorted_refs
         placed.extend(ids)
-    empty: frozenset[str] = frozenset()
-    slots = [[empty] * n.num_gpus for n in cluster.nodes]
-    for (node_idx, gpu), ids in touched.items():
-        slots[node_idx][gpu] = frozenset(ids)
     plan = Placement.built({name: tuple(gpus) for name, gpus in zip(names, slots)}, refs_of)
     return ConsolidationResult(plan, tuple(placed), tuple(pending))
 
