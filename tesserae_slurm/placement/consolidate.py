@@ -195,9 +195,6 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     placed: list[str] = []
     pending: list[PendingJob] = []
     choose, take, new = free.choose, free.take, tuple.__new__
-    # GPUs are only taken, so a (GPU count, home, types) that found no place never will in this walk;
-    # its pending reason and detail change only with the free total
-    failed: dict[tuple[int, int, tuple[str, ...] | None], tuple[int, PendingReason, str]] = {}
     for k, unit in enumerate(units):
         if free.total_free == 0:  # the rest wait: one reason for all of them (tuple.__new__: one per job)
             pending.extend(new(PendingJob, (j.id, PendingReason.PRIORITY, "no GPU left this round"))
@@ -205,18 +202,10 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             break
         jobs, home, types = unit
         n = jobs[0].num_gpus
-        known = failed.get((n, home, types))
-        if known is not None:
-            if known[0] != free.total_free:
-                known = failed[(n, home, types)] = (free.total_free, _reason(free, n),
-                                                     f"needs {n} GPUs; {free.total_free} free")
-            pending.extend(new(PendingJob, (j.id, known[1], known[2])) for j in jobs)
-            continue
         pieces = choose(n, home, types)
         if pieces is None:
             reason = _reason(free, n)
             detail = f"needs {n} GPUs; {free.total_free} free"
-            failed[(n, home, types)] = (free.total_free, reason, detail)
             pending.extend(PendingJob(j.id, reason, detail) for j in jobs)
             continue
         ids = [j.id for j in jobs]

@@ -56,11 +56,17 @@ class _Slots:
     """A plan as arrays: per node, per GPU, up to two job indices of the common jobs (-1 = none)."""
 
     names: tuple[str, ...]
-    sizes: np.ndarray  # GPUs per node
-    offset: np.ndarray  # index of each node's GPU 0 in the flat GPU arrays
     jobs: np.ndarray  # (total GPUs, 2) common-job indices, -1 padded
     weight: np.ndarray  # (total GPUs,) summed weight of the common jobs on each GPU
     layout: _Layout  # the plan's node shape (shared by every plan of the same cluster)
+
+    @property
+    def sizes(self) -> np.ndarray:  # GPUs per node
+        return self.layout.sizes
+
+    @property
+    def offset(self) -> np.ndarray:  # index of each node's GPU 0 in the flat GPU arrays
+        return self.layout.offset
 
 
 class _Layout(NamedTuple):
@@ -209,7 +215,7 @@ def _slots(p: Placement, gpus_of: Mapping[str, tuple[tuple[str, int], ...]], com
         second[1:] = rows[1:] == rows[:-1]
     jobs[rows, second] = owner
     w = np.bincount(rows, weights=weight[owner], minlength=len(jobs)) if len(jobs) else np.zeros(0)
-    return _Slots(names, layout.sizes, layout.offset, jobs, w, layout)
+    return _Slots(names, jobs, w, layout)
 
 
 def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -> np.ndarray:

@@ -89,11 +89,10 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     position = np.zeros(len(ids.classes), dtype=np.int64)
     position[order] = np.arange(len(order))
     host_cls, guest_cls = position[host_raw], position[guest_raw]
-    host_ids = list(map(_ID, hosts))
-    missing = next((j for j in host_ids if j not in gpu_type_of), None)
-    if missing is not None:
-        raise InputError(f"placed job {missing!r} has no GPU type")
-    raw_gpu = list(map(gpu_type_of.__getitem__, host_ids))
+    try:
+        raw_gpu = list(map(gpu_type_of.__getitem__, map(_ID, hosts)))
+    except KeyError as e:
+        raise InputError(f"placed job {e.args[0]!r} has no GPU type") from None
     lowered = {g: g.strip().lower() for g in dict.fromkeys(raw_gpu)}
     gpu_names = list(dict.fromkeys(lowered.values()))
     matrices = [_pair_matrix(profile, ids, tuple(order), classes, g) for g in gpu_names]
