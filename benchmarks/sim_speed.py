@@ -49,8 +49,8 @@ def main() -> None:
         cpu.append(time.process_time() - c0)
     assert result is not None
     s = result.summary()
-    # where the last run's time went: the stages each round timed, the rest is the shell's own work
-    # (job views, progress, accounting, fast-forward) and the engine outside its stage clocks
+    # where the last run's time went: the stages each round timed, the engine calls as a whole, and the
+    # rest (the shell's own work: job views, progress, accounting, fast-forward)
     stage_s = {k: sum(getattr(r, f"{k}_ms") for r in result.rounds) / 1e3
                for k in ("scheduling", "placement", "packing", "migration")}
     out = {"policy": args.policy, "trace": name, "jobs": len(trace), "cluster": args.cluster, "profile": spec,

@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import math
 import time
+from operator import attrgetter
 from collections.abc import Callable, Sequence, Set as AbstractSet
 
 import numpy as np
 
 from ..engine import RoundRequest, decide
-from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
+from ..model import Cluster, InputError, JobView, Placement, RoundDecision
 from ..policies.base import QuietRounds, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
@@ -38,6 +39,7 @@ __all__ = ["ProgressCallback", "simulate", "cluster_spec", "job_of", "_advance",
 
 log = logging.getLogger(__name__)
 
+_JOB = attrgetter("job")
 STALL_ROUNDS = 1000  # rounds without any progress (and no arrival to wait for) before giving up
 ProgressCallback = Callable[[float, int, int], None]
 
@@ -100,7 +102,6 @@ def simulate(
     arrivals = sorted(trace, key=lambda t: t.submit_time)
     nxt = 0
     live: dict[str, _Live] = {}
-    job_by_id: dict[str, Job] = {}  # the active jobs' Job, for the engine's ordered list (one C-level map a round)
     done: list[JobRecord] = []
     rounds: list[RoundRecord] = []
     current = Placement.empty(cluster)
@@ -120,7 +121,6 @@ def simulate(
             s = live[t.job_id] = _Live(t, job_of(t, parallelism.get(t.job_id, ())), remaining=t.duration,
                                        contention_at_arrival=cum_contention, rounds_at_arrival=cum_rounds)
             views_of[t.job_id] = _view(s, False)
-            job_by_id[t.job_id] = s.job
             nxt += 1
             arrived = True
         if not live:  # idle cluster: jump to the next arrival
@@ -132,7 +132,7 @@ def simulate(
         t0 = time.perf_counter()
         ranking, pstate = policy.rank(inp, pstate)
         sched_s = time.perf_counter() - t0
-        ordered = tuple(map(job_by_id.__getitem__, ranking.order))
+        ordered = tuple(map(_JOB, map(views_of.__getitem__, ranking.order)))  # C-level: every active job
         if len(ordered) != len(live):
             raise RuntimeError(f"policy {config.policy} ranked {len(ordered)} of {len(live)} active jobs")
         reused = (reuse_decisions and last is not None and last[0] == ranking.order and last[1] == ranking.pairs
@@ -162,7 +162,7 @@ def simulate(
                            finished, {r.job_id for r in done})
         for jid in sorted(finished, key=lambda j: (outcomes[j].finish, j)):
             done.append(_record(live.pop(jid), now, cum_contention, cum_rounds))
-            del views_of[jid], job_by_id[jid]
+            del views_of[jid]
         for jid in running:  # stopped (preempted): the running flag changes, nothing else
             if jid not in gpus_of and jid in live:
                 views_of[jid] = _view(live[jid], False)
