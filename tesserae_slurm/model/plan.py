@@ -106,6 +106,11 @@ class Placement:
 
     def check_fits(self, cluster: Cluster) -> None:
         """Raise InputError unless every node exists in ``cluster`` with the same GPU count."""
+        sizes = cluster.memo().get("node-sizes")  # checked every engine call: one C-level pass when it fits
+        if sizes is None:
+            sizes = cluster.memo()["node-sizes"] = {n.name: n.num_gpus for n in cluster.nodes}
+        if list(map(sizes.get, self.nodes)) == list(map(len, self.nodes.values())):  # unknown node: None
+            return
         for node, gpus in self.nodes.items():
             n = cluster.node(node)
             if len(gpus) != n.num_gpus:

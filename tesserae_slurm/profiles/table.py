@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,9 @@ from .keys import (
     fold_strategy,
     normalize_batch,
 )
+
+# what a job's best isolated speed depends on, besides the GPU type
+_ISOLATED_KEY = attrgetter("model", "batch_size", "num_gpus", "parallelism")
 
 
 @dataclass(frozen=True)
@@ -240,9 +244,10 @@ class ThroughputProfile:
         return job_class(self, job)
 
     def best_isolated(self, job: Job, gpu_type: str) -> tuple[float, str | None]:
-        # memoized on the job's raw fields: hashing them is cheaper than hashing its JobClass, and
-        # the engine asks once per placed job per round
-        memo_key = ("best_isolated", job.model, job.batch_size, job.num_gpus, job.parallelism, gpu_type)
+        # memoized on the job's raw fields: hashing them is cheaper than hashing its JobClass;
+        # the engine asks once per placed job per round; the fields' tuple is built in C (other memo
+        # keys start with a string, so this one, starting with a tuple, never meets them)
+        memo_key = (_ISOLATED_KEY(job), gpu_type)
         hit = self._memo.get(memo_key)
         if hit is None:
             hit = self._memo[memo_key] = class_isolated(self, self.job_class(job), gpu_type)
