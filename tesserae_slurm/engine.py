@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Literal
 
 from .model import (
@@ -20,6 +21,7 @@ from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
 
 Clock = Callable[[], float]
+_ID = attrgetter("id")
 
 
 PlacementMode = Literal["best-fit", "sticky"]
@@ -107,7 +109,7 @@ def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
 def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = None) -> RoundDecision:
     now = clock or _no_clock
     cluster, cfg = req.cluster, req.config
-    ids = [j.id for j in req.jobs]
+    ids = list(map(_ID, req.jobs))
     by_id = dict(zip(ids, req.jobs))
     if len(by_id) != len(ids):
         raise InputError("a job id appears twice in the job list")
@@ -156,10 +158,10 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         preempted_sorted = ()
     return RoundDecision(
         placement=final,
-        started=tuple(j for j in ids if j in started) if started else (),
+        started=tuple(filter(started.__contains__, ids)) if started else (),
         preempted=preempted_sorted,
-        migrated=tuple(j for j in ids if j in migrated_set) if migrated_set else (),
-        kept=tuple(j for j in ids if j in kept),
+        migrated=tuple(filter(migrated_set.__contains__, ids)) if migrated_set else (),
+        kept=tuple(filter(kept.__contains__, ids)),
         packed=tuple(pairs),
         pending=tuple(pending),
         strategies=strategies,
