@@ -20,10 +20,13 @@ or a waiting job's wait reaches the promotion threshold; both are replayed float
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, compress, count, repeat
+from operator import attrgetter, is_not, itemgetter, le, not_
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -57,6 +60,72 @@ class TiresiasState:
     demotions: int = 0
 
 
+_ATTAINED = attrgetter("attained_service")
+_EXECUTED = attrgetter("executed_time")
+_QUEUE, _SEQ, _SB, _EB, _PEND = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3), itemgetter(4)
+_new = tuple.__new__  # QueuedJob(...) without the keyword handling
+
+
+class _Queues(Mapping[str, QueuedJob]):
+    """``TiresiasState.jobs`` as ``rank`` leaves it: columns in ranking order (queue q at
+    ``ids[bounds[q]:bounds[q+1]]``, entry order within each), read by the next ``rank`` as they are.
+    The QueuedJob per job (new every round: its seq changes) is only built when someone reads the
+    mapping. ``views`` are the JobViews each job's limit was last checked against with ``checked`` =
+    (queue_limits, service): the same object again cannot cross it (its queue and base did not change)."""
+
+    __slots__ = ("ids", "bounds", "seqs", "sbs", "ebs", "pends", "views", "checked", "_dict")
+
+    def __init__(self, ids: tuple[str, ...], bounds: tuple[int, ...], seqs: list[int], sbs: list[float],
+                 ebs: list[float], pends: list[float], views: list[Any] | None = None, checked: Any = None,
+                 built: dict[str, QueuedJob] | None = None) -> None:
+        self.ids, self.bounds, self.seqs, self.sbs, self.ebs, self.pends = ids, bounds, seqs, sbs, ebs, pends
+        self.views, self.checked, self._dict = views, checked, built
+
+    def _jobs(self) -> dict[str, QueuedJob]:
+        if self._dict is None:
+            b = self.bounds
+            queues = chain.from_iterable(repeat(q, b[q + 1] - b[q]) for q in range(len(b) - 1))
+            self._dict = dict(zip(self.ids, map(_new, repeat(QueuedJob),
+                                                zip(queues, self.seqs, self.sbs, self.ebs, self.pends))))
+        return self._dict
+
+    def __getitem__(self, jid: str) -> QueuedJob:
+        return self._jobs()[jid]
+
+    def __contains__(self, jid: object) -> bool:
+        return jid in self._jobs()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return repr(self._jobs())
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the daemon pickles its state; the views need not go along
+        return _Queues, (self.ids, self.bounds, self.seqs, self.sbs, self.ebs, self.pends)
+
+
+def _plain(jobs: Mapping[str, QueuedJob]) -> Mapping[str, QueuedJob]:
+    """The built dict behind ``_Queues`` (read many times per job by the quiet-round hooks)."""
+    return jobs._jobs() if type(jobs) is _Queues else jobs
+
+
+def _entry_order(jobs: Mapping[str, QueuedJob], num_queues: int) -> _Queues:
+    """Columns for a state that ``rank`` did not make (built by hand, or replaced): sorted by (queue, seq, id)."""
+    ids = sorted(jobs, key=lambda j: (jobs[j][0], jobs[j][1], j))
+    qs = list(map(jobs.__getitem__, ids))
+    queues = list(map(_QUEUE, qs))
+    if queues and not 0 <= queues[0] <= queues[-1] < num_queues:
+        raise InputError(f"tiresias: state has a job in queue {queues[0] if queues[0] < 0 else queues[-1]}, "
+                         f"outside 0..{num_queues - 1}")
+    bounds = tuple(bisect_left(queues, level) for level in range(num_queues + 1))
+    return _Queues(tuple(ids), bounds, list(map(_SEQ, qs)), list(map(_SB, qs)), list(map(_EB, qs)),
+                   list(map(_PEND, qs)))
+
+
 @dataclass(frozen=True)
 class TiresiasPolicy:
     queue_limits: Sequence[float] = DEFAULT_QUEUE_LIMITS
@@ -82,74 +151,118 @@ class TiresiasPolicy:
         return TiresiasState()
 
     def rank(self, inp: SchedulingInput, state: TiresiasState) -> tuple[Ranking, TiresiasState]:
-        """One sort per round: every later step keeps (queue, entry) order by construction.
-
-        Runs every round for every active job (thousands of rounds x hundreds of jobs on the Philly
-        set), hence the plain tuples and inlined thresholds."""
+        """Runs every round for every active job (thousands of rounds x hundreds of jobs on Philly).
+        Last round left each queue in entry order, so this round's (queue, waiting, entry) order is a
+        stable split of each queue into running and waiting jobs: no sort, and the columns move by
+        C-level passes. A Python step per job only for the waits that grow, the jobs whose view
+        changed (the running ones, in the simulator: only their service can cross a limit) and the
+        jobs that move."""
+        sj, views = state.jobs, inp.jobs
+        vmap = {v.job.id: v for v in views}
         elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
-        views = {v.job.id: v for v in inp.jobs}
-        gpu_time = self.service == "gpu-time"
-        # 1. jobs known last round (finished ones drop out); waiting time since the last promotion
-        #    grows for those that did not run; 2. in each queue, last round's running jobs first
-        known = []
-        for jid, q in state.jobs.items():
-            v = views.get(jid)
-            if v is None:
-                continue  # finished or cancelled
-            waiting = not v.running
-            pending = q[4] + elapsed if waiting and v.executed_time - q[3] > 0 else q[4]
-            known.append((q[0], waiting, q[1], jid, q, pending))
-        known.sort()  # (queue, waiting, seq): seq is unique, so nothing after it is ever compared
+        limits, last = self.queue_limits, len(self.queue_limits)
+        promote = self.promote_knob > 0
+        svc = _ATTAINED if self.service == "gpu-time" else _EXECUTED
+        checked = (limits, self.service)
+        cols = sj if type(sj) is _Queues and len(sj.bounds) == last + 2 else _entry_order(sj, last + 1)
+        ids, bounds = cols.ids, cols.bounds
+        vs = list(map(vmap.get, ids))
+        gone = not all(vs)  # a finished job's None (``None in`` would call JobView.__eq__ on each)
+        prev = cols.views if cols.checked == checked else None
         seq = state.next_seq
-        new = tuple.__new__  # QueuedJob(...) without the keyword handling: one per job per round
-        current: list[tuple[str, QueuedJob]] = []
-        in_q0 = 0
-        for queue, _, _, jid, q, pending in known:
-            current.append((jid, new(QueuedJob, (queue, seq, q[2], q[3], pending))))
-            seq += 1
-            in_q0 += queue == 0
-        # 3. arrivals at the tail of Q0, in arrival order
-        arrivals = []
-        if len(known) < len(views):  # every view is a known job otherwise: skip the pass
-            for jid in views:
-                if jid not in state.jobs:
-                    arrivals.append((jid, QueuedJob(0, seq, 0.0, 0.0)))
-                    seq += 1
-        # 4. demotion / promotion in current queue order; a moved job goes to the tail of its new
-        #    queue, so each queue ends up as its staying jobs, then the ones moved in
-        stay: list[list[str]] = [[] for _ in range(self.num_queues)]
-        moved: list[list[str]] = [[] for _ in range(self.num_queues)]
-        jobs: dict[str, QueuedJob] = {}
+        # 1. each queue: last round's running jobs first, then the waiting ones (entry order kept),
+        #    renumbered in that order; waits grow for waiting jobs that have run since their promotion
+        blocks: list[list[Any]] = []  # [queue, ids, views, seqs, sbs, ebs, pends, positions that may move]
+        for level in range(last + 1):
+            a, b = bounds[level], bounds[level + 1]
+            block = [ids[a:b], vs[a:b], cols.sbs[a:b], cols.ebs[a:b], cols.pends[a:b],
+                     prev[a:b] if prev is not None else None]
+            if gone and not all(block[1]):
+                keep = list(map(is_not, block[1], repeat(None)))
+                block = [None if c is None else list(compress(c, keep)) for c in block]
+            bvs = block[1]
+            run = [v.running for v in bvs]
+            n_run = sum(run)
+            if 0 < n_run < len(run):
+                wait = list(map(not_, run))
+                block = [None if c is None else [*compress(c, run), *compress(c, wait)] for c in block]
+            bids, bvs, bsb, beb, bpd, bprev = block
+            if n_run < len(run):  # run is False for all of bpd[n_run:]
+                bpd[n_run:] = [p + elapsed if v.executed_time - eb > 0 else p
+                               for p, v, eb in zip(bpd[n_run:], bvs[n_run:], beb[n_run:])]
+            n = len(bids)
+            seqs = list(range(seq, seq + n))
+            seq += n
+            # may move: a job whose service reaches its queue's limit (only a changed view can), and
+            # with promotion on, every waiting job below Q0
+            moves: list[int] = []
+            if level < last:
+                lim = limits[level]
+                maybe = range(n) if bprev is None else compress(count(), map(is_not, bvs, bprev))
+                moves = [i for i in maybe if svc(bvs[i]) - bsb[i] >= lim]
+            if promote and level > 0 and n_run < n:
+                moves = sorted({*moves, *range(n_run, n)})
+            blocks.append([level, bids, bvs, seqs, bsb, beb, bpd, moves])
+        # 2. arrivals at the tail of Q0, in arrival order (in this round's order right after Q0)
+        n_known = seq - state.next_seq
+        if n_known < len(vmap):
+            known = set(ids)
+            arr = [j for j in vmap if j not in known]
+            k = len(arr)
+            avs = list(map(vmap.__getitem__, arr))
+            moves = [i for i, v in enumerate(avs) if svc(v) >= limits[0]] if last > 0 else []
+            blocks.insert(1, [0, arr, avs, list(range(seq, seq + k)), [0.0] * k, [0.0] * k, [0.0] * k, moves])
+            seq += k
+        # 3. demotion / promotion in this order (queue by queue, arrivals after Q0); a moved job goes to
+        #    the tail of its new queue, so each queue ends up as its staying jobs, then the ones moved in
+        moved: list[list[tuple[Any, ...]]] = [[] for _ in range(last + 1)]
         demotions, promotions = state.demotions, state.promotions
-        limits, promote = self.queue_limits, self.promote_knob > 0
-        last_queue = len(limits)
-        for jid, q in (*current[:in_q0], *arrivals, *current[in_q0:]):
-            v = views[jid]
-            level = queue = q[0]
-            if queue < last_queue:  # _level, inlined
-                service = (v.attained_service if gpu_time else v.executed_time) - q[2]
-                while level < last_queue and service >= limits[level]:
-                    level += 1
-            if level != queue:
-                q = new(QueuedJob, (level, seq, q[2], q[3], q[4]))
+        for block in blocks:
+            queue, bids, bvs, bseq, bsb, beb, bpd, moves = block
+            gone_at = []
+            for i in moves:
+                v = bvs[i]
+                level = queue
+                if queue < last:
+                    service = svc(v) - bsb[i]
+                    while level < last and service >= limits[level]:
+                        level += 1
+                if level != queue:
+                    moved[level].append((bids[i], v, seq, bsb[i], beb[i], bpd[i]))
+                    demotions += 1
+                elif promote and self._promote(QueuedJob(queue, bseq[i], bsb[i], beb[i], bpd[i]), v):
+                    moved[0].append((bids[i], v, seq, service_of(v, self.service), v.executed_time, 0.0))
+                    promotions += 1
+                else:
+                    continue
                 seq += 1
-                demotions += 1
-                moved[level].append(jid)
-            elif promote and self._promote(q, v):
-                q = QueuedJob(0, seq, service_of(v, self.service), v.executed_time)
-                seq += 1
-                promotions += 1
-                moved[0].append(jid)
-            else:
-                stay[queue].append(jid)
-            jobs[jid] = q
-        order = tuple(j for level in range(self.num_queues) for j in (*stay[level], *moved[level]))
-        new_state = TiresiasState(MappingProxyType(jobs), seq, inp.now, promotions, demotions)
-        return Ranking(order), new_state
+                gone_at.append(i)
+            if gone_at:
+                block[1] = list(bids)  # a slice of last round's ids (a tuple)
+                for col in block[1:7]:
+                    for i in reversed(gone_at):
+                        del col[i]
+        if len(blocks) > last + 1:  # arrivals join Q0
+            arrivals = blocks.pop(1)
+            blocks[0][1] = [*blocks[0][1], *arrivals[1]]
+            for c in range(2, 7):
+                blocks[0][c] += arrivals[c]
+        out: list[list[Any]] = [[] for _ in range(6)]  # ids, views, seqs, sbs, ebs, pends
+        new_bounds = [0]
+        for block, extra in zip(blocks, moved):
+            for col, part in zip(out, block[1:7]):
+                col += part
+            if extra:
+                for col, part in zip(out, zip(*extra)):
+                    col += part
+            new_bounds.append(len(out[0]))
+        order = tuple(out[0])
+        jobs = _Queues(order, tuple(new_bounds), out[2], out[3], out[4], out[5], out[1], checked)
+        return Ranking(order), TiresiasState(jobs, seq, inp.now, promotions, demotions)
 
     def stable_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking, max_rounds: int) -> int:
         views = {v.job.id: v for v in inp.jobs}
-        jobs = state.jobs
+        jobs = _plain(state.jobs)
         if ranking.pairs or len(jobs) != len(views) or len(ranking.order) != len(views):
             return 0
         # the next round sorts by (queue, waiting, entry): the ranking must already be in that order
@@ -199,10 +312,11 @@ class TiresiasPolicy:
         if rounds <= 0:
             return state
         views = {v.id: v for v in inp.jobs}
+        known = _plain(state.jobs)
         elapsed = self._elapsed(inp, state, rounds)
         waits = [jid for jid in ranking.order
-                 if not views[jid].running and views[jid].executed_time - state.jobs[jid].executed_base > 0]
-        pending = np.array([state.jobs[jid].pending_s for jid in waits], dtype=float)
+                 if not views[jid].running and views[jid].executed_time - known[jid].executed_base > 0]
+        pending = np.array([known[jid].pending_s for jid in waits], dtype=float)
         for e in elapsed:
             pending += e
         grown = dict(zip(waits, pending.tolist()))
@@ -210,11 +324,19 @@ class TiresiasPolicy:
         base = state.next_seq + (rounds - 1) * n
         jobs: dict[str, QueuedJob] = {}
         for pos, jid in enumerate(ranking.order):
-            q = state.jobs[jid]
+            q = known[jid]
             jobs[jid] = QueuedJob(q.queue, base + pos, q.service_base, q.executed_base, grown.get(jid, q.pending_s))
         last = inp.now
         for _ in range(rounds):
             last += inp.round_s
+        queues = list(map(_QUEUE, jobs.values()))  # renumbered in ranking order: columns if queue-sorted
+        if len(jobs) == n and all(map(le, queues, queues[1:])) and \
+                (not queues or 0 <= queues[0] <= queues[-1] <= len(self.queue_limits)):
+            qs = list(jobs.values())
+            bounds = tuple(bisect_left(queues, level) for level in range(len(self.queue_limits) + 2))
+            cols = _Queues(tuple(jobs), bounds, list(map(_SEQ, qs)), list(map(_SB, qs)), list(map(_EB, qs)),
+                           list(map(_PEND, qs)), built=jobs)
+            return TiresiasState(cols, base + n, last, state.promotions, state.demotions)
         return TiresiasState(MappingProxyType(jobs), base + n, last, state.promotions, state.demotions)
 
     @staticmethod
