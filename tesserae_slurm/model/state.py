@@ -6,13 +6,16 @@ here: a policy carries it in its own state object, passed in and returned, so ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .job import Job
 
 
-@dataclass(frozen=True, slots=True)
-class JobView:
+class JobView(NamedTuple):
+    """One active job as the policies see it. A named tuple, not a frozen dataclass: the simulator
+    builds one for every job that ran, every round (millions on the Philly set), and a tuple is
+    built about 3x faster. Immutable either way; ``view._replace(...)`` makes a changed copy."""
+
     job: Job
     submit_time: float  # seconds, shell's clock (trace time in the simulator, epoch in the daemon)
     attained_service: float = 0.0  # GPU-seconds run so far (num_gpus x wall seconds placed)

@@ -9,7 +9,7 @@ per (GPU type, strategy), and the progress of a job that neither restarts nor fi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from ..model import Job, JobView, Placement, RoundDecision, StageTimings
 from .metrics import JobRecord
@@ -121,30 +121,17 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
     return outcomes, infeasible
 
 
-# JobView's slot setters in field order: a view is built for every running job every round (millions
-# on the Philly set), and setting the slots directly costs half of the frozen dataclass's __init__
-# (no validation is skipped: JobView has no __post_init__; a test compares with the constructor)
-_VIEW_SLOTS = tuple(JobView.__dict__[f.name].__set__ for f in fields(JobView))
-assert len(_VIEW_SLOTS) == 9 and not hasattr(JobView, "__post_init__")
+_new = tuple.__new__  # JobView(...) without the named tuple's argument handling
 
 
 def _view(s: _Live, running: bool) -> JobView:
     """What the policy sees of a job (the shell rebuilds it only when the job ran or its running flag
     changed; other jobs keep last round's view). Equal to ``JobView(s.job, t.submit_time,
-    s.attained, s.executed, s.rounds_run, running, t.duration, s.remaining, t.priority)``."""
+    s.attained, s.executed, s.rounds_run, running, t.duration, s.remaining, t.priority)``; a test
+    compares the two."""
     t = s.trace
-    v = object.__new__(JobView)
-    job, submit, attained, executed, rounds, run, total, remaining, priority = _VIEW_SLOTS
-    job(v, s.job)
-    submit(v, t.submit_time)
-    attained(v, s.attained)
-    executed(v, s.executed)
-    rounds(v, s.rounds_run)
-    run(v, running)
-    total(v, t.duration)
-    remaining(v, s.remaining)
-    priority(v, t.priority)
-    return v
+    return _new(JobView, (s.job, t.submit_time, s.attained, s.executed, s.rounds_run, running, t.duration,
+                          s.remaining, t.priority))
 
 
 def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str, Outcome], now: float,

@@ -126,8 +126,7 @@ def test_remaining_estimate_fallbacks():
     assert remaining_estimate(jv("A", remaining=50.0), 360) == 50.0
     v = jv("B", executed=100.0)
     assert remaining_estimate(v, 360) == 360.0  # unknown duration: as long as it ran, at least a round
-    from dataclasses import replace
-    assert remaining_estimate(replace(v, total_work=1000.0), 360) == 900.0
+    assert remaining_estimate(v._replace(total_work=1000.0), 360) == 900.0
 
 
 def test_policy_accumulates_isolated_time_between_solves():

@@ -9,7 +9,6 @@ rank calls leave.
 
 from __future__ import annotations
 
-import dataclasses
 from types import MappingProxyType
 
 from hypothesis import given, settings
@@ -38,7 +37,7 @@ def advance(v: JobView, round_s: float) -> JobView:
     """One round of a running job, with the simulator's float operations (held = round_s)."""
     if not v.running:
         return v
-    return dataclasses.replace(v, attained_service=v.attained_service + round_s * v.num_gpus,
+    return v._replace(attained_service=v.attained_service + round_s * v.num_gpus,
                                executed_time=v.executed_time + round_s, rounds_run=v.rounds_run + 1)
 
 
@@ -56,14 +55,14 @@ def history(policy, steps, round_s):
         inp = SchedulingInput(now, round_s, tuple(views.values()), CLUSTER, NoSpeeds())
         ranking, state = policy.rank(inp, state)
         for i, jid in enumerate(views):
-            views[jid] = dataclasses.replace(views[jid], running=bool(run_mask >> (i % 16) & 1))
+            views[jid] = views[jid]._replace(running=bool(run_mask >> (i % 16) & 1))
             views[jid] = advance(views[jid], round_s)
         now += round_s
     return views, state, now
 
 
 def frozen_running(views, run_mask):
-    return {j: dataclasses.replace(v, running=bool(run_mask >> (i % 16) & 1)) for i, (j, v) in enumerate(views.items())}
+    return {j: v._replace(running=bool(run_mask >> (i % 16) & 1)) for i, (j, v) in enumerate(views.items())}
 
 
 def oracle(policy, views, state, now, round_s):
@@ -151,7 +150,7 @@ def test_promotion_limits_stability():
     Q0 (ahead of b) once it has waited 3 x 360 s: at the third following round, so two stay quiet."""
     policy = TiresiasPolicy(queue_limits=(100.0,), promote_knob=3.0)
     a = JobView(Job("a", 1, "resnet50", "64"), 0.0, attained_service=360.0, executed_time=360.0, rounds_run=1)
-    b = dataclasses.replace(a, job=Job("b", 1, "resnet50", "64"), running=True)
+    b = a._replace(job=Job("b", 1, "resnet50", "64"), running=True)
     state = TiresiasState(MappingProxyType({"a": QueuedJob(1, 0, 0.0, 0.0), "b": QueuedJob(1, 1, 0.0, 0.0)}), 2, 0.0)
     assert check(policy, {"a": a, "b": b}, state, 0.0, 360.0) == 2
 

@@ -1,8 +1,6 @@
-"""The shell's fast JobView builder (slot setters) equals the dataclass constructor, field for field."""
+"""The shell's fast JobView builder (tuple.__new__) equals the named tuple's constructor, field for field."""
 
 from __future__ import annotations
-
-from dataclasses import fields
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,4 +21,5 @@ def test_view_equals_the_constructor(submit, duration, attained, executed, remai
                    t.priority)
     got = _view(s, running)
     assert type(got) is JobView and got == want
-    assert [getattr(got, f.name) for f in fields(JobView)] == [getattr(want, f.name) for f in fields(JobView)]
+    assert [getattr(got, f) for f in JobView._fields] == [getattr(want, f) for f in JobView._fields]
+    assert got.id == "j1" and got.num_gpus == 2
