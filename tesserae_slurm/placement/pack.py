@@ -42,6 +42,7 @@ from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
 from ..profiles import JobClass, PairMatrix, ThroughputProfile
+from ..profiles.classes import CLASS_FIELDS
 from .arrays import unique_ints
 
 PackingMode = Literal["off", "on", "single"]
@@ -80,8 +81,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
         return PackingResult((), all_pending)
 
     ids = _ClassIds.of(profile)
-    host_raw = np.fromiter(map(ids.of_job, hosts), np.int64, len(hosts))
-    guest_raw = np.fromiter(map(ids.of_job, guests), np.int64, len(guests))
+    host_raw, guest_raw = ids.of_jobs(hosts), ids.of_jobs(guests)
     # canonical class order: indices, and so the solvers' tie-breaks, do not depend on which job came first
     present = unique_ints(np.concatenate((host_raw, guest_raw)))
     order = sorted(present.tolist(), key=ids.sort_key.__getitem__)
@@ -139,9 +139,18 @@ class _ClassIds:
             ids = profile._memo["pack-class-ids"] = _ClassIds(profile)
         return ids
 
-    def of_job(self, j: Job) -> int:
-        raw = (j.model, j.batch_size, j.num_gpus, j.parallelism)
-        found = self.by_raw.get(raw)
+    def of_jobs(self, jobs: Sequence[Job]) -> np.ndarray:
+        """Class numbers of ``jobs``: one C-level pass of dict hits, Python only for unseen fields."""
+        raws = list(map(CLASS_FIELDS, jobs))
+        found = list(map(self.by_raw.get, raws))
+        if None in found:
+            for i, raw in enumerate(raws):
+                if found[i] is None:
+                    found[i] = self._add(jobs[i], raw)
+        return np.array(found, dtype=np.int64)
+
+    def _add(self, j: Job, raw: tuple[str, str, int, tuple[str, ...]]) -> int:
+        found = self.by_raw.get(raw)  # an earlier job of this call may have added it
         if found is None:
             cls = self.profile.job_class(j)
             found = self.by_class.get(cls)

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from operator import attrgetter
+
 from ..model import InputError, Job
 from .keys import JobClass, PairOption, fold_strategy
 
@@ -25,8 +27,12 @@ if TYPE_CHECKING:
     from .table import ThroughputProfile
 
 
+# what a job's profile class depends on, read in C: the engine keys per-job memos on it every round
+CLASS_FIELDS = attrgetter("model", "batch_size", "num_gpus", "parallelism")
+
+
 def job_class(profile: ThroughputProfile, job: Job) -> JobClass:
-    memo_key = ("class", job.model, job.batch_size, job.num_gpus, job.parallelism)
+    memo_key = ("class", CLASS_FIELDS(job))
     hit = profile._memo.get(memo_key)
     if hit is not None:
         return hit

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from ..model import InputError, Job
-from .classes import PairMatrix, class_best_pair, class_isolated, job_class, pair_matrix
+from .classes import CLASS_FIELDS, PairMatrix, class_best_pair, class_isolated, job_class, pair_matrix
 from .keys import (
     IsolatedRecord,
     JobClass,
@@ -29,9 +28,6 @@ from .keys import (
     fold_strategy,
     normalize_batch,
 )
-
-# what a job's best isolated speed depends on, besides the GPU type
-_ISOLATED_KEY = attrgetter("model", "batch_size", "num_gpus", "parallelism")
 
 
 @dataclass(frozen=True)
@@ -247,7 +243,7 @@ class ThroughputProfile:
         # memoized on the job's raw fields: hashing them is cheaper than hashing its JobClass;
         # the engine asks once per placed job per round; the fields' tuple is built in C (other memo
         # keys start with a string, so this one, starting with a tuple, never meets them)
-        memo_key = (_ISOLATED_KEY(job), gpu_type)
+        memo_key = (CLASS_FIELDS(job), gpu_type)
         hit = self._memo.get(memo_key)
         if hit is None:
             hit = self._memo[memo_key] = class_isolated(self, self.job_class(job), gpu_type)
