@@ -76,13 +76,14 @@ class _FreeMap:
         self.fails_from = {t: s + 1 for t, s in empty.max_size.items()}
         self.fails_multi: dict[str, set[int]] = {t: set() for t in empty.max_size}
 
-    def take(self, node_idx: int, count: int) -> range:
+    def take(self, node_idx: int, count: int) -> int:
+        """Take ``count`` GPUs of a node; returns the index of the first (a node's free GPUs are its last ones)."""
         start = self.size[node_idx] - self.free[node_idx]
         self.free[node_idx] -= count
         self.total_free -= count
         if self.free[node_idx]:
             heapq.heappush(self.by_free[self.type_of[node_idx]].setdefault(self.free[node_idx], []), node_idx)
-        return range(start, start + count)
+        return start
 
     def choose(self, n: int, home: int = -1, types: Sequence[str] | None = None) -> list[tuple[int, int]] | None:
         """(node index, GPU count) pieces for an ``n``-GPU job on the fewest nodes, or None."""
@@ -189,6 +190,10 @@ def _reason(free: _FreeMap, n: int) -> PendingReason:
 def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     free = _FreeMap(cluster)
     names = [n.name for n in cluster.nodes]
+    node_refs: list[list[tuple[str, int]]] | None = cluster.memo().get("consolidate-refs")
+    if node_refs is None:  # every (node, GPU) reference, built once per cluster: a job's refs are a slice
+        node_refs = cluster.memo()["consolidate-refs"] = [[(n.name, g) for g in range(n.num_gpus)]
+                                                          for n in cluster.nodes]
     empty: frozenset[str] = frozenset()
     slots = [[empty] * n.num_gpus for n in cluster.nodes]
     refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
@@ -210,13 +215,18 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             continue
         ids = [j.id for j in jobs]
         held = frozenset(ids)  # a GPU is taken once per walk: its slot is exactly this unit's jobs
-        refs: list[tuple[str, int]] = []
-        for node_idx, count in pieces:
-            name, row = names[node_idx], slots[node_idx]
-            for gpu in take(node_idx, count):
-                row[gpu] = held
-                refs.append((name, gpu))
-        sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
+        if len(pieces) == 1:
+            node_idx, count = pieces[0]
+            start = take(node_idx, count)
+            slots[node_idx][start:start + count] = [held] * count
+            sorted_refs = tuple(node_refs[node_idx][start:start + count])
+        else:
+            refs: list[tuple[str, int]] = []
+            for node_idx, count in pieces:
+                start = take(node_idx, count)
+                slots[node_idx][start:start + count] = [held] * count
+                refs += node_refs[node_idx][start:start + count]
+            sorted_refs = tuple(sorted(refs))
         for j in ids:
             refs_of[j] = sorted_refs
         placed.extend(ids)
