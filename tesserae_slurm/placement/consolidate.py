@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..model import Cluster, Job, PendingJob, PendingReason, Placement
+from .arrays import gpu_layout
 
 
 @dataclass(frozen=True)
@@ -190,10 +191,8 @@ def _reason(free: _FreeMap, n: int) -> PendingReason:
 def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     free = _FreeMap(cluster)
     names = [n.name for n in cluster.nodes]
-    node_refs: list[list[tuple[str, int]]] | None = cluster.memo().get("consolidate-refs")
-    if node_refs is None:  # every (node, GPU) reference, built once per cluster: a job's refs are a slice
-        node_refs = cluster.memo()["consolidate-refs"] = [[(n.name, g) for g in range(n.num_gpus)]
-                                                          for n in cluster.nodes]
+    layout = gpu_layout(tuple(names), tuple(n.num_gpus for n in cluster.nodes))
+    gpu_refs, first_row = layout.refs, layout.offset.tolist()  # a unit's GPU references are a slice
     empty: frozenset[str] = frozenset()
     slots = [[empty] * n.num_gpus for n in cluster.nodes]
     refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
@@ -215,18 +214,13 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             continue
         ids = [j.id for j in jobs]
         held = frozenset(ids)  # a GPU is taken once per walk: its slot is exactly this unit's jobs
-        if len(pieces) == 1:
-            node_idx, count = pieces[0]
+        refs: list[tuple[str, int]] = []
+        for node_idx, count in pieces:
             start = take(node_idx, count)
             slots[node_idx][start:start + count] = [held] * count
-            sorted_refs = tuple(node_refs[node_idx][start:start + count])
-        else:
-            refs: list[tuple[str, int]] = []
-            for node_idx, count in pieces:
-                start = take(node_idx, count)
-                slots[node_idx][start:start + count] = [held] * count
-                refs += node_refs[node_idx][start:start + count]
-            sorted_refs = tuple(sorted(refs))
+            row = first_row[node_idx] + start
+            refs += gpu_refs[row:row + count]
+        sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
         for j in ids:
             refs_of[j] = sorted_refs
         placed.extend(ids)

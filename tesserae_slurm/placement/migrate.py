@@ -27,15 +27,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import cache
 from itertools import chain, permutations
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement
-from .arrays import unique_ints
+from .arrays import GpuLayout, gpu_layout, unique_ints
 
 MigrationAlgorithm = Literal["tesserae", "flat", "gavel"]
 ALGORITHMS: tuple[str, ...] = ("tesserae", "flat", "gavel")
@@ -58,7 +58,7 @@ class _Slots:
     names: tuple[str, ...]
     jobs: np.ndarray  # (total GPUs, 2) common-job indices, -1 padded
     weight: np.ndarray  # (total GPUs,) summed weight of the common jobs on each GPU
-    layout: _Layout  # the plan's node shape (shared by every plan of the same cluster)
+    layout: GpuLayout  # the plan's node shape (shared by every plan of the same cluster)
 
     @property
     def sizes(self) -> np.ndarray:  # GPUs per node
@@ -67,26 +67,6 @@ class _Slots:
     @property
     def offset(self) -> np.ndarray:  # index of each node's GPU 0 in the flat GPU arrays
         return self.layout.offset
-
-
-class _Layout(NamedTuple):
-    """Flat GPU rows of a plan's node shape, built once per shape: plans of one cluster share it,
-    so mapping a job's (node, GPU) references to rows is one dict lookup each, in C."""
-
-    sizes: np.ndarray  # GPUs per node (read only)
-    offset: np.ndarray  # row of each node's GPU 0 (read only)
-    row_of: dict[tuple[str, int], int]  # (node, GPU index) -> row
-    refs: list[tuple[str, int]]  # row -> (node, GPU index)
-
-
-@lru_cache(maxsize=16)
-def _layout(names: tuple[str, ...], sizes: tuple[int, ...]) -> _Layout:
-    size = np.array(sizes, dtype=np.int64)
-    offset = np.zeros(len(names), dtype=np.int64)
-    np.cumsum(size[:-1], out=offset[1:])
-    size.flags.writeable = offset.flags.writeable = False
-    refs = [(name, gpu) for name, g in zip(names, sizes) for gpu in range(g)]
-    return _Layout(size, offset, {ref: row for row, ref in enumerate(refs)}, refs)
 
 
 def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tesserae",
@@ -202,7 +182,7 @@ def _slots(p: Placement, gpus_of: Mapping[str, tuple[tuple[str, int], ...]], com
            weight: np.ndarray) -> _Slots:
     """Built from each common job's GPUs, not GPU by GPU: most GPUs of a big cluster hold none."""
     names = tuple(p.nodes)
-    layout = _layout(names, tuple(map(len, p.nodes.values())))
+    layout = gpu_layout(names, tuple(map(len, p.nodes.values())))
     jobs = np.full((len(layout.refs), 2), -1, dtype=np.int64)
     refs = list(map(gpus_of.__getitem__, common))
     counts = list(map(len, refs))

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from operator import attrgetter
 
 from ..model import InputError, Job
 from .keys import JobClass, PairOption, fold_strategy

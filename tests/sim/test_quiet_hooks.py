@@ -38,7 +38,7 @@ def advance(v: JobView, round_s: float) -> JobView:
     if not v.running:
         return v
     return v._replace(attained_service=v.attained_service + round_s * v.num_gpus,
-                               executed_time=v.executed_time + round_s, rounds_run=v.rounds_run + 1)
+                      executed_time=v.executed_time + round_s, rounds_run=v.rounds_run + 1)
 
 
 def history(policy, steps, round_s):
