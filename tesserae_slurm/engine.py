@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Literal
 
 from .model import (
@@ -22,6 +22,7 @@ from .profiles import ThroughputProfile
 
 Clock = Callable[[], float]
 _ID = attrgetter("id")
+_SPEED = itemgetter(0)
 
 
 PlacementMode = Literal["best-fit", "sticky"]
@@ -220,11 +221,10 @@ def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job]
             strategies[p.placed] = p.placed_strategy
         if p.partner_strategy:
             strategies[p.partner] = p.partner_strategy
-    for j, refs in final.job_gpus().items():
-        if j in speeds or j not in by_id:
-            continue
-        speed, strategy = profile.best_isolated(by_id[j], node_type[refs[0][0]])
-        speeds[j] = speed
-        if strategy:
-            strategies[j] = strategy
+    gpus_of = final.job_gpus()
+    alone = [j for j in gpus_of if j not in speeds and j in by_id]  # placement order
+    best = profile.best_isolated_many(list(map(by_id.__getitem__, alone)),
+                                      [node_type[gpus_of[j][0][0]] for j in alone])
+    speeds.update(zip(alone, map(_SPEED, best)))
+    strategies.update((j, b[1]) for j, b in zip(alone, best) if b[1])
     return strategies, speeds

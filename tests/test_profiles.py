@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import replace
 from importlib import resources
 
 import numpy as np
@@ -349,6 +350,22 @@ def test_fallback_for_unmeasured_gpu_counts(a100):
     assert a100.best_pair(Job("r3", 3, "resnet50", "64"), Job("v3", 3, "vgg19", "64"), "a100") is None
     with pytest.raises(InputError, match="unknown model"):
         a100.best_isolated(Job("x", 8, "llama", "64"), "a100")
+
+
+def test_best_isolated_many_is_best_isolated_job_by_job():
+    jobs = [Job("a", 2, "GPT2-Medium", "512/8", parallelism=("10,14", "TP24")), Job("b", 1, "resnet50", "32"),
+            Job("c", 2, "GPT2-Medium", "512/8", parallelism=("10,14", "TP24")), Job("d", 8, "GPT2-Medium", "64"),
+            Job("e", 1, "resnet50", "32")]
+    want = [replace(load_profile("a100")).best_isolated(j, "a100") for j in jobs]  # a fresh memo each
+    fresh = replace(load_profile("a100"))
+    assert not fresh._memo
+    assert fresh.best_isolated_many(jobs[:2], ["a100"] * 2) == want[:2]  # misses
+    assert fresh.best_isolated_many(jobs, ["a100"] * 5) == want  # hits and misses mixed
+    assert want[0] == (0.78, "10,14") and want[1] == (1.0, None)
+    gavel = replace(load_profile("gavel"))
+    mixed = [Job("r", 1, "ResNet-50", "64"), Job("s", 1, "ResNet-50", "64")]
+    assert gavel.best_isolated_many(mixed, ["v100", "k80"]) == [gavel.best_isolated(mixed[0], "v100"),
+                                                                 gavel.best_isolated(mixed[1], "k80")]
 
 
 def test_strategy_restriction(a100, rows):

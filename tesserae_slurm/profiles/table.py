@@ -249,6 +249,17 @@ class ThroughputProfile:
             hit = self._memo[memo_key] = class_isolated(self, self.job_class(job), gpu_type)
         return hit
 
+    def best_isolated_many(self, jobs: Sequence[Job], gpu_types: Sequence[str]) -> list[tuple[float, str | None]]:
+        """``best_isolated`` of each job on the matching GPU type, in one C-level pass of memo hits
+        (the engine asks for every placed job every round); Python only for what is not memoized."""
+        keys = list(zip(map(CLASS_FIELDS, jobs), gpu_types))
+        found = list(map(self._memo.get, keys))
+        if None in found:
+            for i, hit in enumerate(found):
+                if hit is None:
+                    found[i] = self.best_isolated(jobs[i], keys[i][1])
+        return found
+
     def best_pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
         if a.num_gpus != b.num_gpus:
             return None
