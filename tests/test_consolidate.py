@@ -92,7 +92,9 @@ def test_properties_against_replay(spec, sizes):
         if job.id in r.placed:
             free -= job.num_gpus
             continue
-        reason = next(p.reason for p in r.pending if p.job_id == job.id)
+        reason, detail = next((p.reason, p.detail) for p in r.pending if p.job_id == job.id)
+        if reason is not PendingReason.PRIORITY:  # the free count when its turn came (a memo per count)
+            assert detail == f"needs {job.num_gpus} GPUs; {free} free"
         if reason is PendingReason.PRIORITY:
             assert free == 0
         elif reason is PendingReason.RESOURCES:

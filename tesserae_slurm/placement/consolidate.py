@@ -199,6 +199,12 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     placed: list[str] = []
     pending: list[PendingJob] = []
     choose, take, new = free.choose, free.take, tuple.__new__
+    # one GPU type: a single-node job without a home needs only a best fit (``choose``'s first branch)
+    only = free.types[0] if len(free.max_size) == 1 and len(free.types) == 1 else None
+    best_fit, fails_from = free._best_fit, free.fails_from
+    max_single = free.max_size[only] if only is not None else 0
+    why: dict[int, tuple[PendingReason, str]] = {}  # GPU count -> why it waits, while ``why_free`` GPUs are free
+    why_free = -1
     for k, unit in enumerate(units):
         if free.total_free == 0:  # the rest wait: one reason for all of them (tuple.__new__: one per job)
             pending.extend(new(PendingJob, (j.id, PendingReason.PRIORITY, "no GPU left this round"))
@@ -206,21 +212,42 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             break
         jobs, home, types = unit
         n = jobs[0].num_gpus
-        pieces = choose(n, home, types)
+        if n <= max_single and home < 0 and (types is None or types == (only,)):
+            if n >= fails_from[only]:
+                pieces = None
+            else:
+                best = best_fit(only, n)
+                if best is None:
+                    fails_from[only] = n
+                    pieces = None
+                else:
+                    pieces = ((best, n),)
+        else:
+            pieces = choose(n, home, types)
         if pieces is None:
-            reason = _reason(free, n)
-            detail = f"needs {n} GPUs; {free.total_free} free"
-            pending.extend(PendingJob(j.id, reason, detail) for j in jobs)
+            if why_free != free.total_free:
+                why, why_free = {}, free.total_free
+            w = why.get(n)
+            if w is None:
+                w = why[n] = (_reason(free, n), f"needs {n} GPUs; {free.total_free} free")
+            pending.extend(new(PendingJob, (j.id,) + w) for j in jobs)
             continue
         ids = [j.id for j in jobs]
         held = frozenset(ids)  # a GPU is taken once per walk: its slot is exactly this unit's jobs
-        refs: list[tuple[str, int]] = []
-        for node_idx, count in pieces:
+        if len(pieces) == 1:
+            node_idx, count = pieces[0]
             start = take(node_idx, count)
             slots[node_idx][start:start + count] = [held] * count
             row = first_row[node_idx] + start
-            refs += gpu_refs[row:row + count]
-        sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
+            sorted_refs = tuple(gpu_refs[row:row + count])
+        else:
+            refs: list[tuple[str, int]] = []
+            for node_idx, count in pieces:
+                start = take(node_idx, count)
+                slots[node_idx][start:start + count] = [held] * count
+                row = first_row[node_idx] + start
+                refs += gpu_refs[row:row + count]
+            sorted_refs = tuple(sorted(refs))
         for j in ids:
             refs_of[j] = sorted_refs
         placed.extend(ids)
