@@ -95,7 +95,10 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
         raise InputError(f"placed job {e.args[0]!r} has no GPU type") from None
     lowered = {g: g.strip().lower() for g in dict.fromkeys(raw_gpu)}
     gpu_names = list(dict.fromkeys(lowered.values()))
-    matrices = [_pair_matrix(profile, ids, tuple(order), classes, g) for g in gpu_names]
+    key = tuple(order)
+    matrices = [_pair_matrix(profile, ids, key, classes, g) for g in gpu_names]
+    values = [_edge_values(ids, key, g, m, objective) for g, m in zip(gpu_names, matrices)]
+    stacked = values[0][None] if len(values) == 1 else np.stack(values)
     gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n = np.fromiter(map(_NUM_GPUS, hosts), np.int64, len(hosts))
@@ -104,8 +107,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     pairs: list[PackedPair] = []
     for n in counts:
         rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
-        for r, c in _match_class(host_cls[rows], host_type[rows], guest_cls[cols], matrices, objective,
-                                 _assignment_limit):
+        for r, c in _match_class(host_cls[rows], host_type[rows], guest_cls[cols], stacked, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
             mat = matrices[host_type[h]]
             opt = mat.options[int(mat.option[host_cls[h], guest_cls[g]])]
@@ -131,6 +133,7 @@ class _ClassIds:
         self.classes: list[JobClass] = []
         self.sort_key: list[tuple[str, str, int, tuple[str, ...]]] = []
         self.matrices: dict[tuple[str, tuple[int, ...]], PairMatrix] = {}  # see _pair_matrix
+        self.values: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}  # see _edge_values
 
     @staticmethod
     def of(profile: ThroughputProfile) -> _ClassIds:
@@ -180,25 +183,34 @@ def _pair_matrix(profile: ThroughputProfile, ids: _ClassIds, key: tuple[int, ...
     return found
 
 
-def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray,
-                 matrices: Sequence[PairMatrix], objective: Objective,
+def _edge_values(ids: _ClassIds, key: tuple[int, ...], gpu: str, mat: PairMatrix, objective: Objective) -> np.ndarray:
+    """Edge value of every (placed class, pending class) on one GPU type, 0 where there is no edge:
+    the gain (``throughput``) or the weight (``paper-sum``) where packing gains more than
+    ``RESOLUTION``. Memoized beside the pair matrix it is cut from (consecutive rounds repeat it)."""
+    memo = ids.values
+    found = memo.get((gpu, key, objective))
+    if found is None:
+        if len(memo) >= _MATRIX_MEMO:
+            memo.clear()
+        gain = mat.total - mat.isolated[:, None]  # NaN: never measured
+        edge = gain > RESOLUTION  # False for NaN
+        found = memo[(gpu, key, objective)] = np.where(edge, gain if objective == "throughput" else mat.total, 0.0)
+    return found
+
+
+def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray, values: np.ndarray,
                  assignment_limit: int | None) -> list[tuple[int, int]]:
-    """One matching problem: placed jobs (rows) x pending jobs (columns) of one GPU count.
+    """One matching problem: placed jobs (rows) x pending jobs (columns) of one GPU count;
+    ``values[t]``: ``_edge_values`` on GPU type t.
 
     Returns (row, column) positions of the chosen pairs.
     """
-    types = len(matrices)
+    types = len(values)
     row_group = host_cls * types + host_type
     # Group-level values: a row group is (class, GPU type), a column group a class. Jobs of one group
     # are interchangeable, so the job-level problem only repeats these rows and columns.
     groups, classes = unique_ints(row_group), unique_ints(guest_cls)
-    group_value = np.zeros((groups.size, classes.size))
-    for gi, g in enumerate(groups.tolist()):
-        mat, cls = matrices[g % types], g // types
-        gain = mat.total[cls] - mat.isolated[cls]  # NaN: never measured
-        edge = gain > RESOLUTION  # False for NaN
-        row = np.where(edge, gain if objective == "throughput" else mat.total[cls], 0.0)
-        group_value[gi] = row[classes]
+    group_value = values[(groups % types)[:, None], (groups // types)[:, None], classes]
     if not (group_value > 0.0).any():  # most problems on big traces: no pair gains anything
         return []
     group_of_row, class_of_col = np.searchsorted(groups, row_group), np.searchsorted(classes, guest_cls)
