@@ -124,7 +124,9 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     placed = place_units(cluster, units)
     t1 = now()
 
-    gpu_type_of = {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()}
+    only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
+    gpu_type_of = (dict.fromkeys(placed.placement.job_gpus(), only) if only is not None else
+                   {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()})
     policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a])
                     for a, b in req.pairs if a in gpu_type_of]
     pairs: list[PackedPair] = list(policy_pairs)
@@ -146,7 +148,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         final, migrated, cost = res.placement, res.migrated, res.cost
     t3 = now()
 
-    strategies, speeds = _speeds(final, pairs, by_id, profile, node_type)
+    strategies, speeds = _speeds(final, pairs, by_id, profile, node_type, only)
     before = req.current.jobs() if req.current is not None else set()
     after = final.jobs()  # all of them in ids: one pass in policy order sorts those sets
     migrated_set = set(migrated)
@@ -212,7 +214,9 @@ def _policy_pair(a: Job, b: Job, profile: ThroughputProfile, gpu_type: str) -> P
 
 
 def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job],
-            profile: ThroughputProfile, node_type: dict[str, str]) -> tuple[dict[str, str], dict[str, float]]:
+            profile: ThroughputProfile, node_type: dict[str, str],
+            only: str | None = None) -> tuple[dict[str, str], dict[str, float]]:
+    """Each placed job's speed and strategy; ``only``: the cluster's one GPU type, if it has one."""
     strategies: dict[str, str] = {}
     speeds: dict[str, float] = {}
     for p in pairs:
@@ -224,6 +228,7 @@ def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job]
     gpus_of = final.job_gpus()
     alone = [j for j in gpus_of if j not in speeds and j in by_id]  # placement order
     best = profile.best_isolated_many(list(map(by_id.__getitem__, alone)),
+                                      [only] * len(alone) if only is not None else
                                       [node_type[gpus_of[j][0][0]] for j in alone])
     speeds.update(zip(alone, map(_SPEED, best)))
     strategies.update((j, b[1]) for j, b in zip(alone, best) if b[1])
