@@ -265,6 +265,24 @@ def test_edge_components_match_scipy_connected_components(na, nb, data):
     assert all(got[i] == min(a for a, c in zip(ea.tolist(), got.tolist()) if c == got[i]) for i in range(len(ea)))
 
 
+@pytest.mark.parametrize("n", [2, 7, 40, 129])
+def test_edge_components_on_long_paths(n):
+    """Multi-node jobs chain nodes into paths: the smallest a-item sits at the far end of a path and in
+    the middle of another; every edge must get it (what the pointer jumping shortens)."""
+    import numpy as np
+
+    from tesserae_slurm.placement.migrate import _component_of_edges
+
+    # path 1 on a-items n-1 .. 0 walked backwards through b-items; path 2 on a-items n .. 2n-1 with its
+    # smallest item joined in the middle
+    edges = {(i, i) for i in range(n)} | {(i, i - 1) for i in range(1, n)}
+    mid = n + n // 2
+    edges |= {(n + i, n + i) for i in range(n)} | {(n + i + 1, n + i) for i in range(n - 1)} | {(n, mid)}
+    ea, eb = (np.array(c) for c in zip(*sorted(edges)))
+    got = _component_of_edges(ea, eb, 2 * n, 2 * n)
+    assert got.tolist() == [0 if a < n else n for a in ea.tolist()]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(-5, 10**9), max_size=60))
 def test_unique_ints_equals_numpy_unique(values):
