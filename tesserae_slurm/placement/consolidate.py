@@ -93,19 +93,28 @@ class _FreeMap:
                 continue
             if 0 <= home and self.type_of[home] == gtype and n <= self.free[home]:
                 return [(home, n)]
-            if n <= self.max_size[gtype]:
-                if n >= self.fails_from[gtype]:
-                    continue
-            elif n in self.fails_multi[gtype]:
+            if n <= self.max_size[gtype]:  # one node suffices: best fit; never spread such a job
+                best = self.single(gtype, n)
+                if best is not None:
+                    return [(best, n)]
                 continue
-            pick = self._choose_in(gtype, n)
+            if n in self.fails_multi[gtype]:
+                continue
+            pick = self._spread(gtype, n)
             if pick is not None:
                 return pick
-            if n <= self.max_size[gtype]:
-                self.fails_from[gtype] = n
-            else:
-                self.fails_multi[gtype].add(n)
+            self.fails_multi[gtype].add(n)
         return None
+
+    def single(self, gtype: str, n: int) -> int | None:
+        """The best-fit node of ``gtype`` for ``n`` GPUs (at most its largest node), or None; a count
+        that failed is remembered, so larger ones fail at once."""
+        if n >= self.fails_from[gtype]:
+            return None
+        best = self._best_fit(gtype, n)
+        if best is None:
+            self.fails_from[gtype] = n
+        return best
 
     def _best_fit(self, gtype: str, n: int, exclude: frozenset[int] = frozenset()) -> int | None:
         buckets = self.by_free[gtype]
@@ -131,10 +140,8 @@ class _FreeMap:
                 return found
         return None
 
-    def _choose_in(self, gtype: str, n: int) -> list[tuple[int, int]] | None:
-        if n <= self.max_size[gtype]:  # one node suffices: best fit; never spread such a job
-            best = self._best_fit(gtype, n)
-            return None if best is None else [(best, n)]
+    def _spread(self, gtype: str, n: int) -> list[tuple[int, int]] | None:
+        """Pieces for a job larger than any node of ``gtype``: whole idle nodes, then best fit."""
         pieces: list[tuple[int, int]] = []
         remaining = n
         for s in sorted(self.idle[gtype], reverse=True):  # whole idle nodes, largest first, node order
@@ -199,9 +206,9 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     placed: list[str] = []
     pending: list[PendingJob] = []
     choose, take, new = free.choose, free.take, tuple.__new__
-    # one GPU type: a single-node job without a home needs only a best fit (``choose``'s first branch)
+    # one GPU type: a single-node job without a home needs only ``single`` (what ``choose`` would ask)
     only = free.types[0] if len(free.max_size) == 1 and len(free.types) == 1 else None
-    best_fit, fails_from = free._best_fit, free.fails_from
+    single = free.single
     max_single = free.max_size[only] if only is not None else 0
     why: dict[int, tuple[PendingReason, str]] = {}  # GPU count -> why it waits, while ``why_free`` GPUs are free
     why_free = -1
@@ -213,15 +220,8 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
         jobs, home, types = unit
         n = jobs[0].num_gpus
         if n <= max_single and home < 0 and (types is None or types == (only,)):
-            if n >= fails_from[only]:
-                pieces = None
-            else:
-                best = best_fit(only, n)
-                if best is None:
-                    fails_from[only] = n
-                    pieces = None
-                else:
-                    pieces = ((best, n),)
+            best = single(only, n)
+            pieces = None if best is None else ((best, n),)
         else:
             pieces = choose(n, home, types)
         if pieces is None:
@@ -234,20 +234,13 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
             continue
         ids = [j.id for j in jobs]
         held = frozenset(ids)  # a GPU is taken once per walk: its slot is exactly this unit's jobs
-        if len(pieces) == 1:
-            node_idx, count = pieces[0]
+        refs: list[tuple[str, int]] = []
+        for node_idx, count in pieces:
             start = take(node_idx, count)
             slots[node_idx][start:start + count] = [held] * count
             row = first_row[node_idx] + start
-            sorted_refs = tuple(gpu_refs[row:row + count])
-        else:
-            refs: list[tuple[str, int]] = []
-            for node_idx, count in pieces:
-                start = take(node_idx, count)
-                slots[node_idx][start:start + count] = [held] * count
-                row = first_row[node_idx] + start
-                refs += gpu_refs[row:row + count]
-            sorted_refs = tuple(sorted(refs))
+            refs += gpu_refs[row:row + count]
+        sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
         for j in ids:
             refs_of[j] = sorted_refs
         placed.extend(ids)
