@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
@@ -95,9 +95,9 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
         raise InputError(f"placed job {e.args[0]!r} has no GPU type") from None
     lowered = {g: g.strip().lower() for g in dict.fromkeys(raw_gpu)}
     gpu_names = list(dict.fromkeys(lowered.values()))
-    key = tuple(order)
-    matrices = [_pair_matrix(profile, ids, key, classes, g) for g in gpu_names]
-    values = [_edge_values(ids, key, g, m, objective) for g, m in zip(gpu_names, matrices)]
+    cuts = [_class_set(profile, ids, tuple(order), classes, g) for g in gpu_names]
+    matrices = [c.matrix for c in cuts]
+    values = [_edge_values(c, objective) for c in cuts]
     stacked = values[0][None] if len(values) == 1 else np.stack(values)
     gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
@@ -132,8 +132,7 @@ class _ClassIds:
         self.by_class: dict[JobClass, int] = {}
         self.classes: list[JobClass] = []
         self.sort_key: list[tuple[str, str, int, tuple[str, ...]]] = []
-        self.matrices: dict[tuple[str, tuple[int, ...]], PairMatrix] = {}  # see _pair_matrix
-        self.values: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}  # see _edge_values
+        self.matrices: dict[tuple[str, tuple[int, ...]], _ClassSet] = {}  # see _class_set
 
     @staticmethod
     def of(profile: ThroughputProfile) -> _ClassIds:
@@ -170,8 +169,15 @@ _NUM_GPUS = attrgetter("num_gpus")
 _MATRIX_MEMO = 256  # class subsets remembered per profile (a few KB each); consecutive rounds repeat them
 
 
-def _pair_matrix(profile: ThroughputProfile, ids: _ClassIds, key: tuple[int, ...], classes: tuple[JobClass, ...],
-                 gpu: str) -> PairMatrix:
+class _ClassSet(NamedTuple):
+    """One class set's pair matrix on one GPU type, and its edge values per objective (filled lazily)."""
+
+    matrix: PairMatrix
+    values: dict[str, np.ndarray]
+
+
+def _class_set(profile: ThroughputProfile, ids: _ClassIds, key: tuple[int, ...], classes: tuple[JobClass, ...],
+               gpu: str) -> _ClassSet:
     """``profile.pair_matrix`` memoized on the class numbers: the present classes rarely change
     between rounds, and hashing ints is cheaper than cutting the matrix from hashed ``JobClass``es."""
     memo = ids.matrices
@@ -179,22 +185,20 @@ def _pair_matrix(profile: ThroughputProfile, ids: _ClassIds, key: tuple[int, ...
     if found is None:
         if len(memo) >= _MATRIX_MEMO:
             memo.clear()
-        found = memo[(gpu, key)] = profile.pair_matrix(classes, gpu)
+        found = memo[(gpu, key)] = _ClassSet(profile.pair_matrix(classes, gpu), {})
     return found
 
 
-def _edge_values(ids: _ClassIds, key: tuple[int, ...], gpu: str, mat: PairMatrix, objective: Objective) -> np.ndarray:
+def _edge_values(cut: _ClassSet, objective: Objective) -> np.ndarray:
     """Edge value of every (placed class, pending class) on one GPU type, 0 where there is no edge:
     the gain (``throughput``) or the weight (``paper-sum``) where packing gains more than
-    ``RESOLUTION``. Memoized beside the pair matrix it is cut from (consecutive rounds repeat it)."""
-    memo = ids.values
-    found = memo.get((gpu, key, objective))
+    ``RESOLUTION``. Memoized with the pair matrix it comes from (consecutive rounds repeat it)."""
+    found = cut.values.get(objective)
     if found is None:
-        if len(memo) >= _MATRIX_MEMO:
-            memo.clear()
+        mat = cut.matrix
         gain = mat.total - mat.isolated[:, None]  # NaN: never measured
         edge = gain > RESOLUTION  # False for NaN
-        found = memo[(gpu, key, objective)] = np.where(edge, gain if objective == "throughput" else mat.total, 0.0)
+        found = cut.values[objective] = np.where(edge, gain if objective == "throughput" else mat.total, 0.0)
     return found
 
 
