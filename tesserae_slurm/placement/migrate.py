@@ -27,20 +27,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from itertools import chain, permutations
+from functools import cache, lru_cache
+from itertools import chain, compress, permutations, repeat
+from operator import itemgetter
 from typing import Literal
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement
+from . import migrate_jit
 from .arrays import GpuLayout, gpu_layout, unique_ints
 
 MigrationAlgorithm = Literal["tesserae", "flat", "gavel"]
 ALGORITHMS: tuple[str, ...] = ("tesserae", "flat", "gavel")
 _PERMUTATION_LIMIT = 6  # nodes of up to 6 GPUs: enumerate the g! GPU matchings in one numpy batch
 _EPS = 1e-12
+_SIZE = itemgetter(0)  # of a (node size, GPU type) key
 
 
 @dataclass(frozen=True)
@@ -70,29 +73,40 @@ class _Slots:
 
 
 def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tesserae",
-            node_types: Mapping[str, str] | None = None) -> MigrationResult:
-    """Map ``new`` (logical) onto ``old`` (physical); ``node_types`` keeps GPU types apart."""
+            node_types: Mapping[str, str] | None = None, *, _jit: bool | None = None) -> MigrationResult:
+    """Map ``new`` (logical) onto ``old`` (physical); ``node_types`` keeps GPU types apart.
+
+    ``_jit`` (tests only): None runs ``tesserae`` through the compiled core where it gives the same
+    result (numba installed, every job on 2^k GPUs, nodes of at most 6 GPUs); False never; True
+    wherever it applies, even without numba (the core then runs as plain Python)."""
     if algorithm not in ALGORITHMS:
         raise InputError(f"migration algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     types = dict(node_types or {})
     old_key = list(zip(map(len, old.nodes.values()), map(types.get, old.nodes)))
     new_key = list(zip(map(len, new.nodes.values()), map(types.get, new.nodes)))
-    if Counter(old_key) != Counter(new_key):
+    if old_key != new_key and Counter(old_key) != Counter(new_key):
         raise InputError(f"shape mismatch: the two plans must have the same node sizes (and GPU types); "
                          f"old {_shape_text(old_key)}, new {_shape_text(new_key)}")
 
     old_gpus, new_gpus = old.job_gpus(), new.job_gpus()
     common = sorted(set(old_gpus) & set(new_gpus))
-    w_old = 1.0 / (2 * np.fromiter(map(len, map(old_gpus.__getitem__, common)), np.int64, len(common)))
-    w_new = 1.0 / (2 * np.fromiter(map(len, map(new_gpus.__getitem__, common)), np.int64, len(common)))
+    n_old = np.fromiter(map(len, map(old_gpus.__getitem__, common)), np.int64, len(common))
+    n_new = np.fromiter(map(len, map(new_gpus.__getitem__, common)), np.int64, len(common))
+    w_old, w_new = 1.0 / (2 * n_old), 1.0 / (2 * n_new)
     o = _slots(old, old_gpus, common, w_old)
     n = _slots(new, new_gpus, common, w_new)
 
+    compiled = False
     if algorithm == "gavel":
         node_map = _identity_nodes(old, new)
         src = _identity_rows(o, n, node_map)
     elif algorithm == "tesserae":
-        node_map, src = _tesserae(o, n, w_old, w_new, old_key, new_key)
+        use_jit = migrate_jit.available() if _jit is None else _jit
+        if use_jit and _exact_sums(n_old, n_new) and max(map(_SIZE, old_key), default=0) <= _PERMUTATION_LIMIT:
+            node_map, src = _tesserae_jit(o, n, w_old, w_new, old_key, new_key)
+            compiled = True
+        else:
+            node_map, src = _tesserae(o, n, w_old, w_new, old_key, new_key)
     else:
         src = _flat(o, n, w_old, w_new, old_key, new_key)
         node_map = {}
@@ -103,6 +117,9 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     final_gpus = _landed_gpus(o, n, src, new_gpus)
     final = Placement.built({name: tuple(landed[off:off + size])
                              for name, off, size in zip(o.names, o.offset.tolist(), o.sizes.tolist())}, final_gpus)
+    if compiled:
+        cost, moved = migrate_jit.final_stats(o.jobs, n.jobs[src], w_old, w_new)
+        return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
     migrated = tuple(j for j in common if final_gpus[j] != old_gpus[j])
     return MigrationResult(final, migrated, _table_cost(o.jobs, n.jobs[src], w_old, w_new), dict(node_map))
 
@@ -209,6 +226,13 @@ def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -
 
 
 def _groups(keys: Sequence[tuple[int, str | None]]) -> dict[tuple[int, str | None], list[int]]:
+    """Node indices per (size, GPU type), in node order; read only (shared between calls)."""
+    return _groups_of(tuple(keys))
+
+
+@lru_cache(maxsize=16)
+def _groups_of(keys: tuple[tuple[int, str | None], ...]) -> dict[tuple[int, str | None], list[int]]:
+    """Built once per cluster shape: both plans of every round share the cluster's node keys."""
     out: dict[tuple[int, str | None], list[int]] = {}
     for i, k in enumerate(keys):
         out.setdefault(k, []).append(i)
@@ -240,13 +264,7 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
                 if two is not None:
                     pairs += two
                     continue
-            ra, rb = sorted(set(ea)), sorted(set(eb))  # a few edges: index them with lists, not np.unique
-            at_a, at_b = {v: i for i, v in enumerate(ra)}, {v: i for i, v in enumerate(rb)}
-            dense = np.zeros((len(ra), len(rb)))
-            dense[[at_a[v] for v in ea], [at_b[v] for v in eb]] = sv
-            r, c = linear_sum_assignment(dense, maximize=True)
-            keep = dense[r, c] > _EPS
-            pairs += [(ra[i], rb[j]) for i, j in zip(r[keep].tolist(), c[keep].tolist())]
+            pairs += _dense_component(ea, eb, sv)
     used_a = {a for a, _ in pairs}
     used_b = {b for _, b in pairs}
     free_a = [i for i in range(na) if i not in used_a]
@@ -262,6 +280,17 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
     rest_b = [j for j in free_b if b_names[j] in by_name]
     pairs += list(zip(rest_a, rest_b))
     return pairs
+
+
+def _dense_component(ea: list[int], eb: list[int], sv: list[float]) -> list[tuple[int, int]]:
+    """The saving-maximizing matching of one component (its edges), by one dense assignment."""
+    ra, rb = sorted(set(ea)), sorted(set(eb))  # a few edges: index them with lists, not np.unique
+    at_a, at_b = {v: i for i, v in enumerate(ra)}, {v: i for i, v in enumerate(rb)}
+    dense = np.zeros((len(ra), len(rb)))
+    dense[[at_a[v] for v in ea], [at_b[v] for v in eb]] = sv
+    r, c = linear_sum_assignment(dense, maximize=True)
+    keep = dense[r, c] > _EPS
+    return [(ra[i], rb[j]) for i, j in zip(r[keep].tolist(), c[keep].tolist())]
 
 
 def _component_of_edges(edges_a: np.ndarray, edges_b: np.ndarray, na: int, nb: int) -> np.ndarray:
@@ -368,6 +397,52 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
             hit = keys[at] == want
             perm[hit] = perms[at[hit]]
         _place_rows(src, o, n, oi[x], ni[y], perm)
+    return node_map, src
+
+
+def _exact_sums(*gpu_counts: np.ndarray) -> bool:
+    """Every weight 1/(2 x GPUs) is 2^-k (k <= 20): then every sum of a few of them is exact in
+    float64, whatever its order, and the compiled core decides every comparison as numpy does."""
+    return all(((c & (c - 1)) == 0).all() and (c <= 1 << 19).all() for c in gpu_counts)
+
+
+def _tesserae_jit(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
+                  old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
+                  ) -> tuple[dict[str, str], np.ndarray]:
+    """``_tesserae`` through ``migrate_jit``: the same plan, cost and node map (tests compare)."""
+    w_sum = w_old + w_new
+    node_map: dict[str, str] = {}
+    src = np.empty(len(o.jobs), dtype=np.int64)
+    new_groups = _groups(new_key)
+    for key, old_nodes in _groups(old_key).items():
+        new_nodes = new_groups[key]
+        g = key[0]
+        perms = _permutations(g)
+        oi, ni = np.array(old_nodes), np.array(new_nodes)
+        rows_o = o.offset[oi][:, None] + np.arange(g)
+        rows_n = n.offset[ni][:, None] + np.arange(g)
+        po, pn, best, pa, pb, hard_at, h_start, h_end, e_a, e_b, e_s = migrate_jit.group_core(
+            o.jobs[rows_o], n.jobs[rows_n], o.weight[rows_o], n.weight[rows_n], w_sum, perms, len(w_sum))
+        if len(hard_at):  # components beyond the 2x2 rule: scipy, as the numpy path solves them
+            ea_l, eb_l, sv_l = e_a.tolist(), e_b.tolist(), e_s.tolist()
+            pairs = list(zip(pa.tolist(), pb.tolist()))
+            done: list[tuple[int, int]] = []
+            prev = 0
+            for at, s, e in zip(hard_at.tolist(), h_start.tolist(), h_end.tolist()):
+                done += pairs[prev:at]
+                done += _dense_component(ea_l[s:e], eb_l[s:e], sv_l[s:e])
+                prev = at
+            done += pairs[prev:]
+            xy = np.array(done, dtype=np.int64).reshape(-1, 2)
+            pa, pb = xy[:, 0].copy(), xy[:, 1].copy()
+        o_names = [o.names[i] for i in old_nodes]
+        n_names = [n.names[i] for i in new_nodes]
+        at_name = {name: i for i, name in enumerate(o_names)}
+        n_name = np.fromiter(map(at_name.get, n_names, repeat(-1)), np.int64, len(n_names))
+        x, y, perm_of = migrate_jit.group_finish(pa, pb, po, pn, best, perms,
+                                                 np.arange(len(o_names), dtype=np.int64), n_name, len(o_names))
+        node_map.update(zip([n_names[i] for i in y.tolist()], [o_names[i] for i in x.tolist()]))
+        _place_rows(src, o, n, oi[x], ni[y], perms[perm_of])
     return node_map, src
 
 

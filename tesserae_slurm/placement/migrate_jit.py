@@ -1,0 +1,347 @@
+"""Compiled core of ``migrate``'s ``tesserae`` algorithm for one group of equal nodes (numba).
+
+Why: on big traces a round's migration is a few hundred tiny numpy calls (sharing pairs, per-pair
+GPU matchings, components, 2x2 matchings), each paying numpy's per-call overhead; the simulator
+spends about a third of the Philly run there. The same steps as loops, compiled once, do it in one
+call. Only the components larger than two nodes a side go back to Python, to scipy's
+``linear_sum_assignment``, exactly as ``migrate._max_savings_matching`` solves them.
+
+Identical results, not merely equally good ones: the caller uses this path only when every job
+weight is a dyadic fraction (jobs on 2^k GPUs), so every sum below is exact whatever its order, and
+every comparison and tie falls as in the numpy path. Ties are broken as there: GPU matchings by the
+first permutation in lexicographic order, components in the order of their smallest old node, the
+2x2 rule of ``_two_by_two``. Tests hold the two paths to the same plans, costs and node maps.
+
+numba is optional (``pip install tesserae-slurm[fast]``): without it ``available()`` is False and
+``migrate`` runs the numpy path alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+try:  # optional: the numpy path is the reference and the fallback
+    from numba import njit as _njit
+except ImportError:  # pragma: no cover - exercised where numba is not installed
+    _njit = None
+
+EPS = 1e-12
+TIE = 1e-9  # _two_by_two: matchings closer than this are a tie
+
+
+def available() -> bool:
+    return _njit is not None
+
+
+def _jit(fn: Any) -> Any:
+    return _njit(cache=True, nogil=True)(fn) if _njit is not None else fn
+
+
+@_jit
+def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no cover - compiled
+    """Sharing pairs of one group, their savings and best GPU matching, and the node matching of
+    every component the 2x2 rule settles.
+
+    ``o_jobs``/``n_jobs``: (nodes, g, 2) common-job indices (-1: none); ``o_w``/``n_w``: (nodes, g)
+    weight on each GPU; ``perms``: the g! GPU matchings, identity first.
+
+    Returns ``po, pn`` (sharing pairs sorted by old, then new node), ``best`` (index in ``perms``
+    per pair), ``pair_a, pair_b`` (the node matching so far, in the numpy path's order, with ``-1``
+    placeholders), ``hard_at`` (per unsettled component: position of its placeholder) and the
+    unsettled components' edges ``hard_start, hard_end`` into ``e_a, e_b, e_s`` (edges in component
+    order).
+    """
+    nx, g = o_jobs.shape[0], o_jobs.shape[1]
+    ny = n_jobs.shape[0]
+    # new nodes of each common job (CSR), to join old and new nodes on jobs
+    count = np.zeros(n_common + 1, np.int64)
+    for y in range(ny):
+        for v in range(g):
+            for t in range(2):
+                j = n_jobs[y, v, t]
+                if j >= 0:
+                    count[j + 1] += 1
+    start = np.cumsum(count)
+    fill = start[:-1].copy()
+    nodes_of = np.empty(start[-1], np.int64)
+    for y in range(ny):
+        for v in range(g):
+            for t in range(2):
+                j = n_jobs[y, v, t]
+                if j >= 0:
+                    nodes_of[fill[j]] = y
+                    fill[j] += 1
+    # sharing pairs, by old node then new node
+    stamp = np.full(ny, -1, np.int64)
+    cand = np.empty(ny, np.int64)
+    po_l = []
+    pn_l = []
+    for x in range(nx):
+        k = 0
+        for u in range(g):
+            for s in range(2):
+                j = o_jobs[x, u, s]
+                if j < 0:
+                    continue
+                for q in range(start[j], start[j + 1]):
+                    y = nodes_of[q]
+                    if stamp[y] != x:
+                        stamp[y] = x
+                        cand[k] = y
+                        k += 1
+        if k:
+            ys = np.sort(cand[:k])
+            for i in range(k):
+                po_l.append(x)
+                pn_l.append(ys[i])
+    p = len(po_l)
+    po = np.empty(p, np.int64)
+    pn = np.empty(p, np.int64)
+    for i in range(p):
+        po[i] = po_l[i]
+        pn[i] = pn_l[i]
+    # per pair: the cheapest GPU matching (first in lexicographic order) and the savings it gives
+    best = np.zeros(p, np.int64)
+    savings = np.zeros(p)
+    cost = np.empty((g, g))
+    n_perm = perms.shape[0]
+    for i in range(p):
+        x, y = po[i], pn[i]
+        sa = 0.0
+        sb = 0.0
+        for u in range(g):
+            sa += o_w[x, u]
+            sb += n_w[y, u]
+        for u in range(g):
+            for v in range(g):
+                sav = 0.0
+                for s in range(2):
+                    j = o_jobs[x, u, s]
+                    if j < 0:
+                        continue
+                    for t in range(2):
+                        if n_jobs[y, v, t] == j:
+                            sav += w_sum[j]
+                cost[u, v] = o_w[x, u] + n_w[y, v] - sav
+        top = np.inf
+        arg = 0
+        for q in range(n_perm):
+            tot = 0.0
+            for u in range(g):
+                tot += cost[u, perms[q, u]]
+            if tot < top:
+                top = tot
+                arg = q
+        best[i] = arg
+        savings[i] = sa + sb - top
+    # components of the sharing graph: per edge, the smallest old node of its component
+    label_a = np.arange(nx)
+    label_b = np.empty(ny, np.int64)
+    while True:
+        label_b[:] = nx
+        for i in range(p):
+            if label_a[po[i]] < label_b[pn[i]]:
+                label_b[pn[i]] = label_a[po[i]]
+        nxt = label_a.copy()
+        for i in range(p):
+            if label_b[pn[i]] < nxt[po[i]]:
+                nxt[po[i]] = label_b[pn[i]]
+        changed = False
+        for x in range(nx):
+            nxt[x] = nxt[nxt[x]]
+            if nxt[x] != label_a[x]:
+                changed = True
+        label_a = nxt
+        if not changed:
+            break
+    comp = np.empty(p, np.int64)
+    for i in range(p):
+        comp[i] = label_a[po[i]]
+    order = np.argsort(comp, kind="mergesort")
+    e_a = po[order]
+    e_b = pn[order]
+    e_s = savings[order]
+    c_sorted = comp[order]
+    # component bounds
+    bounds_l = [0]
+    for i in range(1, p):
+        if c_sorted[i] != c_sorted[i - 1]:
+            bounds_l.append(i)
+    if p:
+        bounds_l.append(p)
+    n_comp = len(bounds_l) - 1 if p else 0
+    pair_a_l = []
+    pair_b_l = []
+    for c in range(n_comp):  # a component of one edge: that edge is its matching (these come first)
+        if bounds_l[c + 1] - bounds_l[c] == 1:
+            pair_a_l.append(e_a[bounds_l[c]])
+            pair_b_l.append(e_b[bounds_l[c]])
+    hard_at_l = []
+    hard_s_l = []
+    hard_e_l = []
+    for c in range(n_comp):
+        s, e = bounds_l[c], bounds_l[c + 1]
+        if e - s == 1:
+            continue
+        settled = False
+        if e - s <= 4:
+            settled = _two_by_two(e_a, e_b, e_s, s, e, pair_a_l, pair_b_l)
+        if not settled:
+            hard_at_l.append(len(pair_a_l))
+            hard_s_l.append(s)
+            hard_e_l.append(e)
+    m = len(pair_a_l)
+    pair_a = np.empty(m, np.int64)
+    pair_b = np.empty(m, np.int64)
+    for i in range(m):
+        pair_a[i] = pair_a_l[i]
+        pair_b[i] = pair_b_l[i]
+    h = len(hard_at_l)
+    hard_at = np.empty(h, np.int64)
+    hard_start = np.empty(h, np.int64)
+    hard_end = np.empty(h, np.int64)
+    for i in range(h):
+        hard_at[i] = hard_at_l[i]
+        hard_start[i] = hard_s_l[i]
+        hard_end[i] = hard_e_l[i]
+    return po, pn, best, pair_a, pair_b, hard_at, hard_start, hard_end, e_a, e_b, e_s
+
+
+@_jit
+def _two_by_two(e_a, e_b, e_s, s, e, pair_a, pair_b):  # pragma: no cover - compiled
+    """``migrate._two_by_two`` on edges ``s:e``: appends the pairs and returns True, or False when
+    the component is not 2x2 or its tie is not the dyadic kind the rule may settle."""
+    a0, b0 = e_a[s], e_b[s]
+    a1 = b1 = -1
+    for i in range(s, e):  # exactly two old and two new nodes, or not this rule's case
+        if e_a[i] != a0 and e_a[i] != a1:
+            if a1 >= 0:
+                return False
+            a1 = e_a[i]
+        if e_b[i] != b0 and e_b[i] != b1:
+            if b1 >= 0:
+                return False
+            b1 = e_b[i]
+    if a1 < 0 or b1 < 0:
+        return False
+    ra0, ra1 = (a0, a1) if a0 < a1 else (a1, a0)
+    rb0, rb1 = (b0, b1) if b0 < b1 else (b1, b0)
+    d = np.zeros((2, 2))
+    dyadic = True
+    for i in range(s, e):
+        d[0 if e_a[i] == ra0 else 1, 0 if e_b[i] == rb0 else 1] = e_s[i]
+        v = e_s[i]
+        scaled = v * 1048576.0
+        if not (abs(v) < 1024.0 and scaled == np.floor(scaled)):
+            dyadic = False
+    diag = d[0, 0] + d[1, 1]
+    anti = d[0, 1] + d[1, 0]
+    if abs(diag - anti) > TIE:
+        c0 = 0 if diag > anti else 1
+    elif diag == anti and dyadic:
+        c0 = 0 if d[0, 0] >= d[0, 1] else 1
+    else:
+        return False
+    if d[0, c0] > EPS:
+        pair_a.append(ra0)
+        pair_b.append(rb0 if c0 == 0 else rb1)
+    if d[1, 1 - c0] > EPS:
+        pair_a.append(ra1)
+        pair_b.append(rb1 if c0 == 0 else rb0)
+    return True
+
+
+@_jit
+def group_finish(pair_a, pair_b, po, pn, best, perms, o_name, n_name, n_names):  # pragma: no cover - compiled
+    """Pair the nodes no component matched (same name first, then in order, as the numpy path) and
+    give every pair its GPU matching: the sharing pair's best one, else the identity.
+
+    ``o_name``/``n_name``: per node of the group, an index into one table of names (-1: a name the
+    other plan lacks). Returns the full pair lists and each pair's permutation row."""
+    nx = o_name.shape[0]
+    ny = n_name.shape[0]
+    used_a = np.zeros(nx, np.bool_)
+    used_b = np.zeros(ny, np.bool_)
+    for i in range(pair_a.shape[0]):
+        used_a[pair_a[i]] = True
+        used_b[pair_b[i]] = True
+    at_name = np.full(n_names, -1, np.int64)
+    for j in range(ny):
+        if not used_b[j] and n_name[j] >= 0:
+            at_name[n_name[j]] = j
+    xs = list(pair_a)
+    ys = list(pair_b)
+    rest_a = []
+    for i in range(nx):
+        if used_a[i]:
+            continue
+        k = o_name[i]
+        j = at_name[k] if k >= 0 else -1
+        if j >= 0:
+            xs.append(i)
+            ys.append(j)
+            at_name[k] = -2  # popped
+        else:
+            rest_a.append(i)
+    r = 0
+    for j in range(ny):
+        if used_b[j]:
+            continue
+        k = n_name[j]
+        if k >= 0 and at_name[k] == -2:
+            continue  # taken by the same name
+        if r < len(rest_a):
+            xs.append(rest_a[r])
+            ys.append(j)
+            r += 1
+    m = len(xs)
+    out_x = np.empty(m, np.int64)
+    out_y = np.empty(m, np.int64)
+    perm_of = np.zeros(m, np.int64)  # row of ``perms``; 0 is the identity
+    # sharing pairs of old node x: po is sorted, so they are a run
+    first = np.full(nx + 1, 0, np.int64)
+    for i in range(po.shape[0]):
+        first[po[i] + 1] += 1
+    first = np.cumsum(first)
+    for i in range(m):
+        x, y = xs[i], ys[i]
+        out_x[i] = x
+        out_y[i] = y
+        for q in range(first[x], first[x + 1]):
+            if pn[q] == y:
+                perm_of[i] = best[q]
+                break
+    return out_x, out_y, perm_of
+
+
+@_jit
+def final_stats(before, after, w_old, w_new):  # pragma: no cover - compiled
+    """Cost of the chosen mapping (``migrate._table_cost``) and which common jobs changed GPUs.
+
+    ``before``/``after``: (GPUs, 2) common-job indices on each physical GPU in the old and the final
+    plan. A job kept its GPUs when every GPU that held it before holds it after, and no other does."""
+    n = w_old.shape[0]
+    was = np.zeros(n, np.int64)
+    now = np.zeros(n, np.int64)
+    both = np.zeros(n, np.int64)
+    cost = 0.0
+    for r in range(before.shape[0]):
+        for s in range(2):
+            j = before[r, s]
+            if j >= 0:
+                was[j] += 1
+                if after[r, 0] == j or after[r, 1] == j:
+                    both[j] += 1
+                else:
+                    cost += w_old[j]
+            k = after[r, s]
+            if k >= 0:
+                now[k] += 1
+                if before[r, 0] != k and before[r, 1] != k:
+                    cost += w_new[k]
+    moved = np.zeros(n, np.bool_)
+    for j in range(n):
+        moved[j] = was[j] != both[j] or now[j] != both[j]
+    return cost, moved

@@ -1,0 +1,85 @@
+"""The compiled migration core (``placement/migrate_jit.py``) against the numpy path it replaces:
+the same plan, job map (keys in the same order), cost, migrated jobs and node map (in the same
+order), on random cluster-like plans where most jobs stay, some swap nodes, some come and go."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tesserae_slurm.model import Placement
+from tesserae_slurm.placement import migrate_jit
+from tesserae_slurm.placement.migrate import _exact_sums, migrate
+
+
+def test_the_test_setup_installs_numba():
+    # ./dev test installs the [fast] extra: without numba the compiled path below would run as plain
+    # Python and this file would not test what the simulator runs
+    assert migrate_jit.available()
+
+
+def test_only_dyadic_weights_take_the_compiled_path():
+    assert _exact_sums(np.array([1, 2, 4, 8, 64]), np.array([1 << 19]))
+    assert not _exact_sums(np.array([1, 2, 3]))
+    assert not _exact_sums(np.array([1 << 20]))
+
+
+@st.composite
+def cluster_plans(draw):
+    """Nodes of 2 and 4 GPUs (two groups), jobs of 1-8 GPUs, up to two jobs per GPU; the logical
+    plan keeps most jobs where they were, moves or swaps some, drops and adds a few, and comes
+    with its nodes relabeled within each size (as consolidation's logical names are)."""
+    sizes = draw(st.lists(st.sampled_from([4, 4, 4, 2]), min_size=2, max_size=14))
+    names = [f"n{i}" for i in range(len(sizes))]
+    rows = [(n, u) for n, s in zip(names, sizes) for u in range(s)]
+    counts = st.sampled_from([1, 1, 1, 2, 4, 4, 8, 3] if draw(st.booleans()) else [1, 1, 2, 4, 8])
+
+    def place(cells, job, k):
+        free = [r for r in draw(st.permutations(rows)) if len(cells[r]) < 2 and job not in cells[r]][:k]
+        if len(free) == k:
+            for r in free:
+                cells[r].append(job)
+
+    old = {r: [] for r in rows}
+    jobs = [f"j{i}" for i in range(draw(st.integers(0, 3 * len(rows) // 2)))]
+    gpus = {j: draw(counts) for j in jobs}
+    for j in jobs:
+        place(old, j, gpus[j])
+    new = {r: [j for j in cell if j not in set(draw(st.lists(st.sampled_from(jobs), max_size=3)) if jobs else [])]
+           for r, cell in old.items()}
+    present = {j for cell in new.values() for j in cell}
+    movers = draw(st.lists(st.sampled_from(sorted(present)), max_size=6, unique=True)) if present else []
+    for j in movers:  # moved or swapped: off its GPUs, then onto any free ones
+        k = sum(j in cell for cell in new.values())
+        for cell in new.values():
+            if j in cell:
+                cell.remove(j)
+        place(new, j, k)
+    for i in range(draw(st.integers(0, 4))):  # arrivals
+        place(new, f"a{i}", draw(counts))
+    relabel = {}
+    for size in set(sizes):
+        group = [n for n, s in zip(names, sizes) if s == size]
+        relabel.update(zip(group, draw(st.permutations(group))))
+
+    def plan(cells, label=lambda n: n):
+        return Placement.from_lists({label(n): [cells[(n, u)] for u in range(s)] for n, s in zip(names, sizes)})
+
+    return plan(old), plan(new, relabel.__getitem__)
+
+
+def _same(a, b):
+    assert a.placement == b.placement
+    assert list(a.placement.job_gpus().items()) == list(b.placement.job_gpus().items())
+    assert a.cost == b.cost
+    assert a.migrated == b.migrated
+    assert list(a.node_map.items()) == list(b.node_map.items())
+
+
+@settings(max_examples=400, deadline=None)
+@given(cluster_plans(), st.booleans())
+def test_compiled_core_gives_the_numpy_paths_result(pair, typed):
+    old, new = pair
+    types = {n: ("a100" if len(g) == 4 else "v100") for n, g in old.nodes.items()} if typed else None
+    _same(migrate(old, new, node_types=types, _jit=True), migrate(old, new, node_types=types, _jit=False))
