@@ -21,10 +21,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 import heapq
 from dataclasses import dataclass
+from functools import partial
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
+import numpy as np
+
 from ..model import Cluster, Job, PendingJob, PendingReason, Placement
-from .arrays import gpu_layout
+from . import consolidate_jit
+from .arrays import GpuLayout, gpu_layout
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,14 @@ class Unit(NamedTuple):
     @property
     def num_gpus(self) -> int:
         return self.jobs[0].num_gpus
+
+
+_ID = attrgetter("id")
+_NUM_GPUS = attrgetter("num_gpus")
+_JOBS = itemgetter(0)  # of a Unit
+_FIRST = itemgetter(0)
+_HINTS = itemgetter(1, 2)  # a Unit's (home, types)
+_NEW_PENDING = partial(tuple.__new__, PendingJob)  # without the named tuple's argument handling
 
 
 class _FreeMap:
@@ -187,16 +201,22 @@ def _empty_map(cluster: Cluster) -> _EmptyMap:
     return _EmptyMap(size, capacity, by_free, idle, max_size, [n.gpu_type for n in cluster.nodes])
 
 
-def _reason(free: _FreeMap, n: int) -> PendingReason:
+def _reason(free: _FreeMap, n: int, total_free: int) -> PendingReason:
     if n > max(free.capacity_by_type.values(), default=0):
         return PendingReason.UNSATISFIABLE
-    if free.total_free >= n:
+    if total_free >= n:
         return PendingReason.CONSOLIDATION
     return PendingReason.RESOURCES
 
 
-def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
+def place_units(cluster: Cluster, units: Sequence[Unit], *, _jit: bool | None = None) -> ConsolidationResult:
+    """``_jit`` (tests only): None walks through ``consolidate_jit`` when numba is installed and every
+    unit is plain (one GPU type, no home, no type preference); False never; True whenever plain."""
     free = _FreeMap(cluster)
+    only = free.types[0] if len(free.max_size) == 1 and len(free.types) == 1 else None
+    if (consolidate_jit.available() if _jit is None else _jit) and only is not None and units \
+            and set(map(_HINTS, units)) <= {(-1, None), (-1, (only,))}:
+        return _place_compiled(cluster, units, free)
     names = [n.name for n in cluster.nodes]
     layout = gpu_layout(tuple(names), tuple(n.num_gpus for n in cluster.nodes))
     gpu_refs, first_row = layout.refs, layout.offset.tolist()  # a unit's GPU references are a slice
@@ -207,7 +227,6 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     pending: list[PendingJob] = []
     choose, take, new = free.choose, free.take, tuple.__new__
     # one GPU type: a single-node job without a home needs only ``single`` (what ``choose`` would ask)
-    only = free.types[0] if len(free.max_size) == 1 and len(free.types) == 1 else None
     single = free.single
     max_single = free.max_size[only] if only is not None else 0
     why: dict[int, tuple[PendingReason, str]] = {}  # GPU count -> why it waits, while ``why_free`` GPUs are free
@@ -229,7 +248,7 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
                 why, why_free = {}, free.total_free
             w = why.get(n)
             if w is None:
-                w = why[n] = (_reason(free, n), f"needs {n} GPUs; {free.total_free} free")
+                w = why[n] = (_reason(free, n, free.total_free), f"needs {n} GPUs; {free.total_free} free")
             pending.extend(new(PendingJob, (j.id,) + w) for j in jobs)
             continue
         ids = [j.id for j in jobs]
@@ -246,6 +265,110 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
         placed.extend(ids)
     plan = Placement.built({name: tuple(gpus) for name, gpus in zip(names, slots)}, refs_of)
     return ConsolidationResult(plan, tuple(placed), tuple(pending))
+
+
+def _place_compiled(cluster: Cluster, units: Sequence[Unit], free: _FreeMap) -> ConsolidationResult:
+    """``place_units``' walk by ``consolidate_jit.walk``; the plan is built from its pieces the
+    same way, so the result is the same (tests compare)."""
+    names = [n.name for n in cluster.nodes]
+    sizes = tuple(n.num_gpus for n in cluster.nodes)
+    layout = gpu_layout(tuple(names), sizes)
+    need = np.fromiter(map(_NUM_GPUS, map(_FIRST, map(_JOBS, units))), np.int64, len(units))
+    status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(layout.sizes, need)
+    gpu_refs, first_row = layout.refs, layout.offset.tolist()
+    empty: frozenset[str] = frozenset()
+    if max(map(len, map(_JOBS, units))) == 1:  # no policy pairs: the plan in a few C-level passes
+        return _single_job_plan(units, names, layout, status, free_at, first, p_node, p_start, p_count, free)
+    slots = [[empty] * g for g in sizes]
+    refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
+    placed: list[str] = []
+    pending: list[PendingJob] = []
+    new = tuple.__new__
+    why: dict[int, tuple[PendingReason, str]] = {}
+    why_free = -1
+    bounds = first.tolist()
+    pieces = list(zip(p_node.tolist(), p_start.tolist(), p_count.tolist()))
+    for k, (unit, st, total_free) in enumerate(zip(units, status.tolist(), free_at.tolist())):
+        if st == consolidate_jit.NOT_REACHED:
+            rest = map(_ID, chain.from_iterable(map(_JOBS, units[k:])))
+            pending.extend(map(_NEW_PENDING, zip(rest, repeat(PendingReason.PRIORITY),
+                                                 repeat("no GPU left this round"))))
+            break
+        jobs = unit[0]
+        if st == consolidate_jit.WAITS:
+            n = jobs[0].num_gpus
+            if why_free != total_free:
+                why, why_free = {}, total_free
+            w = why.get(n)
+            if w is None:
+                w = why[n] = (_reason(free, n, total_free), f"needs {n} GPUs; {total_free} free")
+            pending.extend(new(PendingJob, (j.id,) + w) for j in jobs)
+            continue
+        ids = [j.id for j in jobs]
+        held = frozenset(ids)
+        mine = pieces[bounds[k]:bounds[k + 1]]
+        refs: list[tuple[str, int]] = []
+        for node_idx, start, count in mine:
+            slots[node_idx][start:start + count] = [held] * count
+            row = first_row[node_idx] + start
+            refs += gpu_refs[row:row + count]
+        sorted_refs = tuple(refs) if len(mine) == 1 else tuple(sorted(refs))
+        for j in ids:
+            refs_of[j] = sorted_refs
+        placed.extend(ids)
+    plan = Placement.built({name: tuple(gpus) for name, gpus in zip(names, slots)}, refs_of)
+    return ConsolidationResult(plan, tuple(placed), tuple(pending))
+
+
+def _single_job_plan(units: Sequence[Unit], names: list[str], layout: GpuLayout, status: np.ndarray,
+                     free_at: np.ndarray, first: np.ndarray, p_node: np.ndarray, p_start: np.ndarray,
+                     p_count: np.ndarray, free: _FreeMap) -> ConsolidationResult:
+    """``_place_compiled``'s plan when every unit is one job, built per array instead of per unit:
+    a job on one node holds a run of rows, so its GPU references are a slice of the layout's."""
+    empty: frozenset[str] = frozenset()
+    ids = list(map(_ID, map(_FIRST, map(_JOBS, units))))
+    placed_k = np.flatnonzero(status == consolidate_jit.PLACED)
+    placed = list(map(ids.__getitem__, placed_k.tolist()))
+    held = dict(zip(placed_k.tolist(), map(frozenset, zip(placed))))
+    # GPU rows -> the unit holding them
+    rows = layout.offset[p_node] + p_start
+    row_unit = np.full(len(layout.refs), -1, dtype=np.int64)
+    piece_unit = np.repeat(np.arange(len(units)), np.diff(first))
+    row_unit[np.repeat(rows, p_count) + _runs(p_count)] = np.repeat(piece_unit, p_count)
+    row_slots = list(map(held.get, row_unit.tolist(), repeat(empty)))
+    offsets, sizes = layout.offset.tolist(), layout.sizes.tolist()
+    nodes = {name: tuple(row_slots[off:off + g]) for name, off, g in zip(names, offsets, sizes)}
+    # each placed job's GPU references: a slice for one piece, sorted references for several
+    n_pieces = np.diff(first)[placed_k]
+    at = first[placed_k]
+    ends = rows + p_count
+    gpu_refs = layout.refs
+    refs = list(map(tuple, map(gpu_refs.__getitem__, map(slice, rows[at].tolist(), ends[at].tolist()))))
+    for i in np.flatnonzero(n_pieces > 1).tolist():
+        lo, hi = int(at[i]), int(at[i] + n_pieces[i])
+        refs[i] = tuple(sorted(r for s, e in zip(rows[lo:hi].tolist(), ends[lo:hi].tolist()) for r in gpu_refs[s:e]))
+    refs_of = dict(zip(placed, refs))
+    # waiting jobs in policy order: those that did not fit, then those the walk never reached
+    pending: list[PendingJob] = []
+    why: dict[tuple[int, int], tuple[PendingReason, str]] = {}
+    wait_k = np.flatnonzero(status == consolidate_jit.WAITS).tolist()
+    for k, total_free in zip(wait_k, free_at[wait_k].tolist()):
+        n = units[k][0][0].num_gpus
+        w = why.get((n, total_free))
+        if w is None:
+            w = why[(n, total_free)] = (_reason(free, n, total_free), f"needs {n} GPUs; {total_free} free")
+        pending.append(_NEW_PENDING((ids[k],) + w))
+    stop = np.flatnonzero(status == consolidate_jit.NOT_REACHED)
+    if len(stop):
+        pending.extend(map(_NEW_PENDING, zip(ids[int(stop[0]):], repeat(PendingReason.PRIORITY),
+                                             repeat("no GPU left this round"))))
+    return ConsolidationResult(Placement.built(nodes, refs_of), tuple(placed), tuple(pending))
+
+
+def _runs(counts: np.ndarray) -> np.ndarray:
+    """0, 1, .., c-1 for each count c, concatenated."""
+    total = int(counts.sum())
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
 def place_consolidated(cluster: Cluster, order: Sequence[Job]) -> ConsolidationResult:
