@@ -143,3 +143,14 @@ def test_mixed_cluster_tries_the_fastest_gpu_type_first():
     d = decide(RoundRequest(cluster, tuple(jobs), config=EngineConfig(packing="off")), gavel)
     assert {n for n, _ in d.gpus_of("fast")} == {"node2"}  # the V100 node
     assert {n for n, _ in d.gpus_of("next")} == {"node1"}
+
+
+def test_job_class_key_separates_every_class_field_and_not_equality():
+    from tesserae_slurm.model import Job
+    a = Job("x", 2, "gpt", "8", parallelism=("10,14",))
+    assert a.class_key == Job("y", 2, "gpt", "8", user="u", parallelism=("10,14",)).class_key
+    others = [Job("x", 4, "gpt", "8", parallelism=("10,14",)), Job("x", 2, "gpt2", "8", parallelism=("10,14",)),
+              Job("x", 2, "gpt", "16", parallelism=("10,14",)), Job("x", 2, "gpt", "8"),
+              Job("x", 2, "gpt", "8", parallelism=("10", "14"))]
+    assert len({a.class_key, *(o.class_key for o in others)}) == 6
+    assert a == Job("x", 2, "gpt", "8", parallelism=("10,14",)) and "class_key" not in repr(a)

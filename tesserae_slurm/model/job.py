@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InputError
 
@@ -23,9 +23,13 @@ class Job:
     user: str = ""
     parallelism: tuple[str, ...] = ()
     no_pack: bool = False
+    # what the job's profile class depends on (model, batch size, GPUs, parallelism) as one string:
+    # the engine keys per-job memos on it every round, and a string hashes once, a tuple every time
+    class_key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.id:
             raise InputError("job id must be a non-empty string")
         if self.num_gpus <= 0:
             raise InputError(f"job {self.id!r}: num_gpus must be > 0, got {self.num_gpus}")
+        object.__setattr__(self, "class_key", repr((self.model, self.batch_size, self.num_gpus, self.parallelism)))

@@ -123,12 +123,12 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
 
 class _ClassIds:
     """Profile classes numbered in the order first seen, memoized on the profile: the engine maps
-    every placed and pending job to its class every round, and a dict hit on the job's raw fields
+    every placed and pending job to its class every round, and a dict hit on the job's class key
     is cheaper than hashing a ``JobClass``. ``sort_key`` gives the canonical class order."""
 
     def __init__(self, profile: ThroughputProfile) -> None:
         self.profile = profile
-        self.by_raw: dict[tuple[str, str, int, tuple[str, ...]], int] = {}
+        self.by_raw: dict[str, int] = {}  # Job.class_key -> class number
         self.by_class: dict[JobClass, int] = {}
         self.classes: list[JobClass] = []
         self.sort_key: list[tuple[str, str, int, tuple[str, ...]]] = []
@@ -151,7 +151,7 @@ class _ClassIds:
                     found[i] = self._add(jobs[i], raw)
         return np.array(found, dtype=np.int64)
 
-    def _add(self, j: Job, raw: tuple[str, str, int, tuple[str, ...]]) -> int:
+    def _add(self, j: Job, raw: str) -> int:
         found = self.by_raw.get(raw)  # an earlier job of this call may have added it
         if found is None:
             cls = self.profile.job_class(j)

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 
 # what a job's profile class depends on, read in C: the engine keys per-job memos on it every round
-CLASS_FIELDS = attrgetter("model", "batch_size", "num_gpus", "parallelism")
+# (``Job.class_key``, the repr of (model, batch size, GPUs, parallelism): one string, hashed once)
+CLASS_FIELDS = attrgetter("class_key")
 
 
 def job_class(profile: ThroughputProfile, job: Job) -> JobClass:

@@ -240,9 +240,9 @@ class ThroughputProfile:
         return job_class(self, job)
 
     def best_isolated(self, job: Job, gpu_type: str) -> tuple[float, str | None]:
-        # memoized on the job's raw fields: hashing them is cheaper than hashing its JobClass;
-        # the engine asks once per placed job per round; the fields' tuple is built in C (other memo
-        # keys start with a string, so this one, starting with a tuple, never meets them)
+        # memoized on the job's class key: hashing it is cheaper than hashing its JobClass; the engine
+        # asks once per placed job per round (other memo keys start with a tag such as "class", never
+        # with a class key, which is a tuple's repr)
         memo_key = (CLASS_FIELDS(job), gpu_type)
         hit = self._memo.get(memo_key)
         if hit is None:
