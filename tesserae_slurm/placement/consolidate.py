@@ -275,10 +275,10 @@ def _place_compiled(cluster: Cluster, units: Sequence[Unit], free: _FreeMap) -> 
     layout = gpu_layout(tuple(names), sizes)
     need = np.fromiter(map(_NUM_GPUS, map(_FIRST, map(_JOBS, units))), np.int64, len(units))
     status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(layout.sizes, need)
-    gpu_refs, first_row = layout.refs, layout.offset.tolist()
-    empty: frozenset[str] = frozenset()
     if max(map(len, map(_JOBS, units))) == 1:  # no policy pairs: the plan in a few C-level passes
         return _single_job_plan(units, names, layout, status, free_at, first, p_node, p_start, p_count, free)
+    gpu_refs, first_row = layout.refs, layout.offset.tolist()
+    empty: frozenset[str] = frozenset()
     slots = [[empty] * g for g in sizes]
     refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
     placed: list[str] = []

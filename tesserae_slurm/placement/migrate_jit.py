@@ -48,8 +48,8 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
     weight on each GPU; ``perms``: the g! GPU matchings, identity first.
 
     Returns ``po, pn`` (sharing pairs sorted by old, then new node), ``best`` (index in ``perms``
-    per pair), ``pair_a, pair_b`` (the node matching so far, in the numpy path's order, with ``-1``
-    placeholders), ``hard_at`` (per unsettled component: position of its placeholder) and the
+    per pair), ``pair_a, pair_b`` (the node matching so far, in the numpy path's order, without the
+    unsettled components), ``hard_at`` (per unsettled component: where its pairs go in it) and the
     unsettled components' edges ``hard_start, hard_end`` into ``e_a, e_b, e_s`` (edges in component
     order).
     """
