@@ -7,7 +7,7 @@ the only clock is the one the shell passes in, used for stage timings alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Literal
@@ -15,7 +15,7 @@ from typing import Literal
 from .model import (
     Cluster, InputError, Job, PackedPair, PendingJob, Placement, RoundDecision, StageTimings,
 )
-from .placement.consolidate import Unit, place_units
+from .placement.consolidate import Unit, place_consolidated, place_units
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
@@ -23,6 +23,7 @@ from .profiles import ThroughputProfile
 Clock = Callable[[], float]
 _ID = attrgetter("id")
 _SPEED = itemgetter(0)
+_JOB_ID = itemgetter(0)  # of a PendingJob
 
 
 PlacementMode = Literal["best-fit", "sticky"]
@@ -61,9 +62,6 @@ def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], home: dict[str
     ``home``: job -> node index it ran on alone last round (sticky placement); ``types``: the GPU
     types a job should try, best first (mixed clusters).
     """
-    if not pairs and home is None and types is None:
-        new = tuple.__new__  # Unit((j,)) without the named tuple's argument handling: one per active job
-        return [new(Unit, ((j,), -1, None)) for j in jobs]
     home = home or {}
     prefer = types or (lambda _j: None)
     if not pairs:
@@ -114,14 +112,17 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     by_id = dict(zip(ids, req.jobs))
     if len(by_id) != len(ids):
         raise InputError("a job id appears twice in the job list")
-    node_type = {n.name: n.gpu_type for n in cluster.nodes}
+    node_type = cluster.node_types
     if req.current is not None:
         req.current.check_fits(cluster)
 
     t0 = now()
-    units = _units(req.jobs, req.pairs, _homes(req, cluster) if cfg.placement == "sticky" else None,
-                   _type_preference(profile, cluster))
-    placed = place_units(cluster, units)
+    homes = _homes(req, cluster) if cfg.placement == "sticky" else None
+    types = _type_preference(profile, cluster)
+    if req.pairs or homes is not None or types is not None:
+        placed = place_units(cluster, _units(req.jobs, req.pairs, homes, types))
+    else:  # one unit per job, no hints: the common case, without a Unit per active job
+        placed = place_consolidated(cluster, req.jobs)
     t1 = now()
 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
@@ -132,8 +133,8 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     pairs: list[PackedPair] = list(policy_pairs)
     pending: list[PendingJob] = list(placed.pending)
     if cfg.packing != "off" and not req.pairs:
-        placed_jobs = [by_id[j] for j in placed.placed]
-        waiting = [by_id[p.job_id] for p in placed.pending]
+        placed_jobs = list(map(by_id.__getitem__, placed.placed))
+        waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
         result = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective)
         pairs.extend(result.pairs)
         packed_ids = {p.partner for p in result.pairs}
@@ -214,7 +215,7 @@ def _policy_pair(a: Job, b: Job, profile: ThroughputProfile, gpu_type: str) -> P
 
 
 def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job],
-            profile: ThroughputProfile, node_type: dict[str, str],
+            profile: ThroughputProfile, node_type: Mapping[str, str],
             only: str | None = None) -> tuple[dict[str, str], dict[str, float]]:
     """Each placed job's speed and strategy; ``only``: the cluster's one GPU type, if it has one."""
     strategies: dict[str, str] = {}

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tesserae_slurm.model import Cluster, Job, Node
 from tesserae_slurm.placement import consolidate_jit
-from tesserae_slurm.placement.consolidate import Unit, place_units
+from tesserae_slurm.placement.consolidate import Unit, place_consolidated, place_units
 from tesserae_slurm.placement.reference import place_units_reference
 
 
@@ -41,6 +41,9 @@ def test_compiled_walk_gives_the_python_walks_plan(round_):
     python = place_units(cluster, units, _jit=False)
     assert compiled == python == place_units_reference(cluster, units)
     assert list(compiled.placement.job_gpus().items()) == list(python.placement.job_gpus().items())
+    if all(len(u.jobs) == 1 for u in units):  # the engine's entry for one unit per job, without Units
+        order = [u.jobs[0] for u in units]
+        assert place_consolidated(cluster, order, _jit=True) == compiled == place_consolidated(cluster, order, _jit=False)
 
 
 def test_hints_the_walk_does_not_know_take_the_python_walk():

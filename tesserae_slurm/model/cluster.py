@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from .errors import InputError
 
@@ -48,6 +50,14 @@ class Cluster:
         types = self._memo.get("gpu_types")
         if types is None:
             types = self._memo["gpu_types"] = tuple(sorted({n.gpu_type for n in self.nodes}))
+        return types
+
+    @property
+    def node_types(self) -> Mapping[str, str]:
+        """Node name -> GPU type (read only; the engine looks it up every round)."""
+        types = self._memo.get("node_types")
+        if types is None:
+            types = self._memo["node_types"] = MappingProxyType({n.name: n.gpu_type for n in self.nodes})
         return types
 
     def memo(self) -> dict:

@@ -28,6 +28,12 @@ def unique_ints(values: np.ndarray) -> np.ndarray:
     return s[first]
 
 
+def runs(counts: np.ndarray) -> np.ndarray:
+    """0, 1, .., c-1 for each count c, concatenated (the position of each item within its group)."""
+    total = int(counts.sum())
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
 class GpuLayout(NamedTuple):
     """Flat GPU rows of a node shape (node by node, GPU by GPU): every plan of one cluster shares
     it, so a (node, GPU) reference maps to its row with one dict lookup, in C, and back by indexing."""

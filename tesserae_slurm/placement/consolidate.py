@@ -23,14 +23,14 @@ import heapq
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, repeat
-from operator import attrgetter, itemgetter
+from operator import add, attrgetter, itemgetter
 from typing import NamedTuple
 
 import numpy as np
 
 from ..model import Cluster, Job, PendingJob, PendingReason, Placement
 from . import consolidate_jit
-from .arrays import GpuLayout, gpu_layout
+from .arrays import GpuLayout, gpu_layout, runs
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ _JOBS = itemgetter(0)  # of a Unit
 _FIRST = itemgetter(0)
 _HINTS = itemgetter(1, 2)  # a Unit's (home, types)
 _NEW_PENDING = partial(tuple.__new__, PendingJob)  # without the named tuple's argument handling
+_EMPTY: frozenset[str] = frozenset()
+_NO_GPU_LEFT = "no GPU left this round"
 
 
 class _FreeMap:
@@ -74,13 +76,10 @@ class _FreeMap:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        empty: _EmptyMap | None = cluster.memo().get("consolidate-free-map")
-        if empty is None:  # built once per cluster, copied every round
-            empty = cluster.memo()["consolidate-free-map"] = _empty_map(cluster)
+        empty = _empty(cluster)
         self.size = empty.size
         self.free = list(empty.size)
         self.total_free = cluster.total_gpus
-        self.capacity_by_type = empty.capacity
         self.by_free = {t: {f: list(h) for f, h in heaps.items()} for t, heaps in empty.by_free.items()}
         self.idle = {t: {f: list(h) for f, h in heaps.items()} for t, heaps in empty.idle.items()}
         self.max_size = empty.max_size
@@ -201,40 +200,98 @@ def _empty_map(cluster: Cluster) -> _EmptyMap:
     return _EmptyMap(size, capacity, by_free, idle, max_size, [n.gpu_type for n in cluster.nodes])
 
 
-def _reason(free: _FreeMap, n: int, total_free: int) -> PendingReason:
-    if n > max(free.capacity_by_type.values(), default=0):
+def _empty(cluster: Cluster) -> _EmptyMap:
+    """The idle cluster's free map, built once per cluster (every walk copies its heaps)."""
+    empty: _EmptyMap | None = cluster.memo().get("consolidate-free-map")
+    if empty is None:
+        empty = cluster.memo()["consolidate-free-map"] = _empty_map(cluster)
+    return empty
+
+
+def _reason(max_capacity: int, n: int, total_free: int) -> PendingReason:
+    """``max_capacity``: the GPUs of the cluster's largest GPU type (a larger job never runs)."""
+    if n > max_capacity:
         return PendingReason.UNSATISFIABLE
     if total_free >= n:
         return PendingReason.CONSOLIDATION
     return PendingReason.RESOURCES
 
 
+def _why(max_capacity: int, n: int, total_free: int) -> tuple[PendingReason, str]:
+    return _reason(max_capacity, n, total_free), f"needs {n} GPUs; {total_free} free"
+
+
+class _PlanBuilder:
+    """A plan built unit by unit from (node, first GPU, count) pieces: the Python walk's and the
+    compiled walk's for units with policy pairs. A GPU is taken once per walk, so its slot is
+    exactly the unit's jobs, and a unit's GPU references are slices of the layout's."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.names = [n.name for n in cluster.nodes]
+        layout = gpu_layout(tuple(self.names), tuple(n.num_gpus for n in cluster.nodes))
+        self.gpu_refs, self.first_row = layout.refs, layout.offset.tolist()
+        self.slots = [[_EMPTY] * n.num_gpus for n in cluster.nodes]
+        self.refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
+        self.placed: list[str] = []
+        self.pending: list[PendingJob] = []
+        self.max_capacity = max(_empty(cluster).capacity.values(), default=0)
+        self._why: dict[int, tuple[PendingReason, str]] = {}  # GPU count -> why, while ``_why_free`` GPUs are free
+        self._why_free = -1
+
+    def place(self, jobs: Sequence[Job], pieces: Sequence[tuple[int, int, int]]) -> None:
+        ids = [j.id for j in jobs]
+        held = frozenset(ids)
+        refs: list[tuple[str, int]] = []
+        for node_idx, start, count in pieces:
+            self.slots[node_idx][start:start + count] = [held] * count
+            row = self.first_row[node_idx] + start
+            refs += self.gpu_refs[row:row + count]
+        sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
+        for j in ids:
+            self.refs_of[j] = sorted_refs
+        self.placed.extend(ids)
+
+    def wait(self, jobs: Sequence[Job], total_free: int) -> None:
+        n = jobs[0].num_gpus
+        if self._why_free != total_free:
+            self._why, self._why_free = {}, total_free
+        w = self._why.get(n)
+        if w is None:
+            w = self._why[n] = _why(self.max_capacity, n, total_free)
+        self.pending.extend(_NEW_PENDING((j.id,) + w) for j in jobs)
+
+    def not_reached(self, units: Sequence[Unit]) -> None:
+        """The rest wait: one reason for all of them (no GPU is left)."""
+        rest = map(_ID, chain.from_iterable(map(_JOBS, units)))
+        self.pending.extend(map(_NEW_PENDING, zip(rest, repeat(PendingReason.PRIORITY), repeat(_NO_GPU_LEFT))))
+
+    def result(self) -> ConsolidationResult:
+        plan = Placement.built({name: tuple(gpus) for name, gpus in zip(self.names, self.slots)}, self.refs_of)
+        return ConsolidationResult(plan, tuple(self.placed), tuple(self.pending))
+
+
+def _compiled(cluster: Cluster, jit: bool | None) -> bool:
+    """The compiled walk applies: numba (or a test's ``jit``) and one GPU type."""
+    return (consolidate_jit.available() if jit is None else jit) and len(cluster.gpu_types) == 1
+
+
 def place_units(cluster: Cluster, units: Sequence[Unit], *, _jit: bool | None = None) -> ConsolidationResult:
     """``_jit`` (tests only): None walks through ``consolidate_jit`` when numba is installed and every
     unit is plain (one GPU type, no home, no type preference); False never; True whenever plain."""
+    if units and _compiled(cluster, _jit) and set(map(_HINTS, units)) <= {(-1, None), (-1, cluster.gpu_types)}:
+        if max(map(len, map(_JOBS, units))) == 1:
+            return _place_jobs_compiled(cluster, list(map(_FIRST, map(_JOBS, units))))
+        return _place_units_compiled(cluster, units)
     free = _FreeMap(cluster)
-    only = free.types[0] if len(free.max_size) == 1 and len(free.types) == 1 else None
-    if (consolidate_jit.available() if _jit is None else _jit) and only is not None and units \
-            and set(map(_HINTS, units)) <= {(-1, None), (-1, (only,))}:
-        return _place_compiled(cluster, units, free)
-    names = [n.name for n in cluster.nodes]
-    layout = gpu_layout(tuple(names), tuple(n.num_gpus for n in cluster.nodes))
-    gpu_refs, first_row = layout.refs, layout.offset.tolist()  # a unit's GPU references are a slice
-    empty: frozenset[str] = frozenset()
-    slots = [[empty] * n.num_gpus for n in cluster.nodes]
-    refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
-    placed: list[str] = []
-    pending: list[PendingJob] = []
-    choose, take, new = free.choose, free.take, tuple.__new__
+    only = free.types[0] if len(free.types) == 1 else None
+    plan = _PlanBuilder(cluster)
+    choose, take = free.choose, free.take
     # one GPU type: a single-node job without a home needs only ``single`` (what ``choose`` would ask)
     single = free.single
     max_single = free.max_size[only] if only is not None else 0
-    why: dict[int, tuple[PendingReason, str]] = {}  # GPU count -> why it waits, while ``why_free`` GPUs are free
-    why_free = -1
     for k, unit in enumerate(units):
-        if free.total_free == 0:  # the rest wait: one reason for all of them (tuple.__new__: one per job)
-            pending.extend(new(PendingJob, (j.id, PendingReason.PRIORITY, "no GPU left this round"))
-                           for u in units[k:] for j in u[0])
+        if free.total_free == 0:
+            plan.not_reached(units[k:])
             break
         jobs, home, types = unit
         n = jobs[0].num_gpus
@@ -244,98 +301,65 @@ def place_units(cluster: Cluster, units: Sequence[Unit], *, _jit: bool | None = 
         else:
             pieces = choose(n, home, types)
         if pieces is None:
-            if why_free != free.total_free:
-                why, why_free = {}, free.total_free
-            w = why.get(n)
-            if w is None:
-                w = why[n] = (_reason(free, n, free.total_free), f"needs {n} GPUs; {free.total_free} free")
-            pending.extend(new(PendingJob, (j.id,) + w) for j in jobs)
+            plan.wait(jobs, free.total_free)
             continue
-        ids = [j.id for j in jobs]
-        held = frozenset(ids)  # a GPU is taken once per walk: its slot is exactly this unit's jobs
-        refs: list[tuple[str, int]] = []
-        for node_idx, count in pieces:
-            start = take(node_idx, count)
-            slots[node_idx][start:start + count] = [held] * count
-            row = first_row[node_idx] + start
-            refs += gpu_refs[row:row + count]
-        sorted_refs = tuple(refs) if len(pieces) == 1 else tuple(sorted(refs))
-        for j in ids:
-            refs_of[j] = sorted_refs
-        placed.extend(ids)
-    plan = Placement.built({name: tuple(gpus) for name, gpus in zip(names, slots)}, refs_of)
-    return ConsolidationResult(plan, tuple(placed), tuple(pending))
+        plan.place(jobs, [(node_idx, take(node_idx, count), count) for node_idx, count in pieces])
+    return plan.result()
 
 
-def _place_compiled(cluster: Cluster, units: Sequence[Unit], free: _FreeMap) -> ConsolidationResult:
-    """``place_units``' walk by ``consolidate_jit.walk``; the plan is built from its pieces the
-    same way, so the result is the same (tests compare)."""
-    names = [n.name for n in cluster.nodes]
-    sizes = tuple(n.num_gpus for n in cluster.nodes)
-    layout = gpu_layout(tuple(names), sizes)
+def place_consolidated(cluster: Cluster, order: Sequence[Job], *, _jit: bool | None = None) -> ConsolidationResult:
+    """Listing 1 without packing, one unit per job (the engine's case without policy pairs or hints)."""
+    if order and _compiled(cluster, _jit):
+        return _place_jobs_compiled(cluster, order)
+    return place_units(cluster, [Unit((j,)) for j in order], _jit=_jit)
+
+
+def _layout(cluster: Cluster) -> tuple[list[str], GpuLayout]:
+    got = cluster.memo().get("consolidate-layout")
+    if got is None:
+        names = [n.name for n in cluster.nodes]
+        got = cluster.memo()["consolidate-layout"] = (names, gpu_layout(tuple(names),
+                                                                        tuple(n.num_gpus for n in cluster.nodes)))
+    return got
+
+
+def _place_units_compiled(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
+    """``place_units``' walk by ``consolidate_jit.walk`` for units with policy pairs; the plan is built
+    from its pieces by the Python walk's builder, so the result is the same (tests compare)."""
+    _, layout = _layout(cluster)
     need = np.fromiter(map(_NUM_GPUS, map(_FIRST, map(_JOBS, units))), np.int64, len(units))
     status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(layout.sizes, need)
-    if max(map(len, map(_JOBS, units))) == 1:  # no policy pairs: the plan in a few C-level passes
-        return _single_job_plan(units, names, layout, status, free_at, first, p_node, p_start, p_count, free)
-    gpu_refs, first_row = layout.refs, layout.offset.tolist()
-    empty: frozenset[str] = frozenset()
-    slots = [[empty] * g for g in sizes]
-    refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
-    placed: list[str] = []
-    pending: list[PendingJob] = []
-    new = tuple.__new__
-    why: dict[int, tuple[PendingReason, str]] = {}
-    why_free = -1
+    plan = _PlanBuilder(cluster)
     bounds = first.tolist()
     pieces = list(zip(p_node.tolist(), p_start.tolist(), p_count.tolist()))
     for k, (unit, st, total_free) in enumerate(zip(units, status.tolist(), free_at.tolist())):
         if st == consolidate_jit.NOT_REACHED:
-            rest = map(_ID, chain.from_iterable(map(_JOBS, units[k:])))
-            pending.extend(map(_NEW_PENDING, zip(rest, repeat(PendingReason.PRIORITY),
-                                                 repeat("no GPU left this round"))))
+            plan.not_reached(units[k:])
             break
-        jobs = unit[0]
         if st == consolidate_jit.WAITS:
-            n = jobs[0].num_gpus
-            if why_free != total_free:
-                why, why_free = {}, total_free
-            w = why.get(n)
-            if w is None:
-                w = why[n] = (_reason(free, n, total_free), f"needs {n} GPUs; {total_free} free")
-            pending.extend(new(PendingJob, (j.id,) + w) for j in jobs)
-            continue
-        ids = [j.id for j in jobs]
-        held = frozenset(ids)
-        mine = pieces[bounds[k]:bounds[k + 1]]
-        refs: list[tuple[str, int]] = []
-        for node_idx, start, count in mine:
-            slots[node_idx][start:start + count] = [held] * count
-            row = first_row[node_idx] + start
-            refs += gpu_refs[row:row + count]
-        sorted_refs = tuple(refs) if len(mine) == 1 else tuple(sorted(refs))
-        for j in ids:
-            refs_of[j] = sorted_refs
-        placed.extend(ids)
-    plan = Placement.built({name: tuple(gpus) for name, gpus in zip(names, slots)}, refs_of)
-    return ConsolidationResult(plan, tuple(placed), tuple(pending))
+            plan.wait(unit[0], total_free)
+        else:
+            plan.place(unit[0], pieces[bounds[k]:bounds[k + 1]])
+    return plan.result()
 
 
-def _single_job_plan(units: Sequence[Unit], names: list[str], layout: GpuLayout, status: np.ndarray,
-                     free_at: np.ndarray, first: np.ndarray, p_node: np.ndarray, p_start: np.ndarray,
-                     p_count: np.ndarray, free: _FreeMap) -> ConsolidationResult:
-    """``_place_compiled``'s plan when every unit is one job, built per array instead of per unit:
-    a job on one node holds a run of rows, so its GPU references are a slice of the layout's."""
-    empty: frozenset[str] = frozenset()
-    ids = list(map(_ID, map(_FIRST, map(_JOBS, units))))
+def _place_jobs_compiled(cluster: Cluster, jobs: Sequence[Job]) -> ConsolidationResult:
+    """``place_units``' result for one unit per job, by ``consolidate_jit.walk``, built per array
+    instead of per unit: a job on one node holds a run of rows, so its GPU references are a slice
+    of the layout's (tests compare with the Python walk and the reference)."""
+    names, layout = _layout(cluster)
+    need = np.fromiter(map(_NUM_GPUS, jobs), np.int64, len(jobs))
+    status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(layout.sizes, need)
+    ids = list(map(_ID, jobs))
     placed_k = np.flatnonzero(status == consolidate_jit.PLACED)
     placed = list(map(ids.__getitem__, placed_k.tolist()))
     held = dict(zip(placed_k.tolist(), map(frozenset, zip(placed))))
-    # GPU rows -> the unit holding them
+    # GPU rows -> the job holding them
     rows = layout.offset[p_node] + p_start
     row_unit = np.full(len(layout.refs), -1, dtype=np.int64)
-    piece_unit = np.repeat(np.arange(len(units)), np.diff(first))
-    row_unit[np.repeat(rows, p_count) + _runs(p_count)] = np.repeat(piece_unit, p_count)
-    row_slots = list(map(held.get, row_unit.tolist(), repeat(empty)))
+    piece_unit = np.repeat(np.arange(len(jobs)), np.diff(first))
+    row_unit[np.repeat(rows, p_count) + runs(p_count)] = np.repeat(piece_unit, p_count)
+    row_slots = list(map(held.get, row_unit.tolist(), repeat(_EMPTY)))
     offsets, sizes = layout.offset.tolist(), layout.sizes.tolist()
     nodes = {name: tuple(row_slots[off:off + g]) for name, off, g in zip(names, offsets, sizes)}
     # each placed job's GPU references: a slice for one piece, sorted references for several
@@ -348,29 +372,16 @@ def _single_job_plan(units: Sequence[Unit], names: list[str], layout: GpuLayout,
         lo, hi = int(at[i]), int(at[i] + n_pieces[i])
         refs[i] = tuple(sorted(r for s, e in zip(rows[lo:hi].tolist(), ends[lo:hi].tolist()) for r in gpu_refs[s:e]))
     refs_of = dict(zip(placed, refs))
-    # waiting jobs in policy order: those that did not fit, then those the walk never reached
+    # waiting jobs in policy order: those that did not fit (one reason per GPU count and free GPUs),
+    # then those the walk never reached
+    wait_k = np.flatnonzero(status == consolidate_jit.WAITS)
     pending: list[PendingJob] = []
-    why: dict[tuple[int, int], tuple[PendingReason, str]] = {}
-    wait_k = np.flatnonzero(status == consolidate_jit.WAITS).tolist()
-    for k, total_free in zip(wait_k, free_at[wait_k].tolist()):
-        n = units[k][0][0].num_gpus
-        w = why.get((n, total_free))
-        if w is None:
-            w = why[(n, total_free)] = (_reason(free, n, total_free), f"needs {n} GPUs; {total_free} free")
-        pending.append(_NEW_PENDING((ids[k],) + w))
+    if len(wait_k):
+        keys = list(zip(need[wait_k].tolist(), free_at[wait_k].tolist()))
+        cap = max(_empty(cluster).capacity.values())
+        why = {k: _why(cap, *k) for k in set(keys)}
+        pending += map(_NEW_PENDING, map(add, zip(map(ids.__getitem__, wait_k.tolist())), map(why.__getitem__, keys)))
     stop = np.flatnonzero(status == consolidate_jit.NOT_REACHED)
     if len(stop):
-        pending.extend(map(_NEW_PENDING, zip(ids[int(stop[0]):], repeat(PendingReason.PRIORITY),
-                                             repeat("no GPU left this round"))))
+        pending += map(_NEW_PENDING, zip(ids[int(stop[0]):], repeat(PendingReason.PRIORITY), repeat(_NO_GPU_LEFT)))
     return ConsolidationResult(Placement.built(nodes, refs_of), tuple(placed), tuple(pending))
-
-
-def _runs(counts: np.ndarray) -> np.ndarray:
-    """0, 1, .., c-1 for each count c, concatenated."""
-    total = int(counts.sum())
-    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-
-
-def place_consolidated(cluster: Cluster, order: Sequence[Job]) -> ConsolidationResult:
-    """Listing 1 without packing: one unit per job."""
-    return place_units(cluster, [Unit((j,)) for j in order])
