@@ -25,7 +25,7 @@ GPUs change.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from itertools import chain, compress, permutations, repeat
@@ -37,7 +37,7 @@ from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement
 from . import migrate_jit
-from .arrays import GpuLayout, gpu_layout, unique_ints
+from .arrays import GpuLayout, gpu_layout, runs, unique_ints
 
 MigrationAlgorithm = Literal["tesserae", "flat", "gavel"]
 ALGORITHMS: tuple[str, ...] = ("tesserae", "flat", "gavel")
@@ -81,7 +81,7 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     wherever it applies, even without numba (the core then runs as plain Python)."""
     if algorithm not in ALGORITHMS:
         raise InputError(f"migration algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    types = dict(node_types or {})
+    types = node_types or {}
     old_key = list(zip(map(len, old.nodes.values()), map(types.get, old.nodes)))
     new_key = list(zip(map(len, new.nodes.values()), map(types.get, new.nodes)))
     if old_key != new_key and Counter(old_key) != Counter(new_key):
@@ -138,18 +138,18 @@ def _landed_gpus(o: _Slots, n: _Slots, src: np.ndarray,
                        int(counts.sum()))
     phys = dst[rows]
     owner = np.repeat(np.arange(len(ids)), counts)
-    order = np.lexsort((phys, owner))  # by job, then physical row (node order, then GPU index)
-    ref_of_row = o.layout.refs
-    refs = [ref_of_row[r] for r in phys[order].tolist()]
-    bounds = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(counts, out=bounds[1:])
-    first = phys[order][bounds[:-1]] if len(ids) else phys[:0]
-    out: dict[str, tuple[tuple[str, int], ...]] = {}
-    b = bounds.tolist()
-    for k in np.argsort(first, kind="stable").tolist():
-        mine = refs[b[k]:b[k + 1]]
-        out[ids[k]] = tuple(mine) if mine[0][0] == mine[-1][0] else tuple(sorted(mine))
-    return out
+    phys = phys[np.lexsort((phys, owner))]  # by job, then physical row (node order, then GPU index)
+    refs = list(map(o.layout.refs.__getitem__, phys.tolist()))
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    by_first = np.argsort(phys[starts], kind="stable") if len(ids) else starts
+    starts, ends = starts[by_first], ends[by_first]
+    mine = list(map(tuple, map(refs.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
+    # a job on one node has its GPUs in index order already; one on several is sorted by name
+    node_of = np.repeat(np.arange(len(o.names)), o.sizes)
+    for i in np.flatnonzero(node_of[phys[starts]] != node_of[phys[ends - 1]]).tolist():
+        mine[i] = tuple(sorted(mine[i]))
+    return dict(zip(map(ids.__getitem__, by_first.tolist()), mine))
 
 
 def _place_rows(src: np.ndarray, o: _Slots, n: _Slots, x: np.ndarray, y: np.ndarray, perm: np.ndarray) -> None:
@@ -364,11 +364,7 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
     w_sum = w_old + w_new
     node_map: dict[str, str] = {}
     src = np.empty(len(o.jobs), dtype=np.int64)
-    new_groups = _groups(new_key)
-    for key, old_nodes in _groups(old_key).items():
-        new_nodes = new_groups[key]
-        g = key[0]
-        oi, ni = np.array(old_nodes), np.array(new_nodes)
+    for g, old_nodes, new_nodes, oi, ni in _node_groups(old_key, new_key):
         # (node, GPU, slot) job tables of this group
         o_jobs = o.jobs[o.offset[oi][:, None] + np.arange(g)]
         n_jobs = n.jobs[n.offset[ni][:, None] + np.arange(g)]
@@ -386,7 +382,6 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
                                       [n.names[i] for i in new_nodes])
         xy = np.array(pairs, dtype=np.int64).reshape(-1, 2)  # (old node, new node) rows
         x, y = xy[:, 0], xy[:, 1]
-        node_map.update(zip([n.names[i] for i in ni[y].tolist()], [o.names[i] for i in oi[x].tolist()]))
         # GPU matching: the sharing pair's, or (no shared job: every matching costs the same) the identity
         perm = np.broadcast_to(np.arange(g), (len(pairs), g)).copy()
         if len(po):
@@ -396,8 +391,26 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
             at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
             hit = keys[at] == want
             perm[hit] = perms[at[hit]]
-        _place_rows(src, o, n, oi[x], ni[y], perm)
+        _land_group(node_map, src, o, n, oi[x], ni[y], perm)
     return node_map, src
+
+
+def _node_groups(old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
+                 ) -> Iterator[tuple[int, list[int], list[int], np.ndarray, np.ndarray]]:
+    """Per (size, GPU type) group: GPUs per node and the group's old and new node indices, as lists
+    and as arrays (the two plans have the same groups: ``migrate`` checked the shapes)."""
+    new_groups = _groups(new_key)
+    for key, old_nodes in _groups(old_key).items():
+        new_nodes = new_groups[key]
+        yield key[0], old_nodes, new_nodes, np.array(old_nodes), np.array(new_nodes)
+
+
+def _land_group(node_map: dict[str, str], src: np.ndarray, o: _Slots, n: _Slots, x: np.ndarray, y: np.ndarray,
+                perm: np.ndarray) -> None:
+    """Record a group's node bijection (old node ``x[i]`` receives new node ``y[i]``, by index into
+    the plans) in ``node_map``, and its GPU rows in ``src``."""
+    node_map.update(zip(map(n.names.__getitem__, y.tolist()), map(o.names.__getitem__, x.tolist())))
+    _place_rows(src, o, n, x, y, perm)
 
 
 def _exact_sums(*gpu_counts: np.ndarray) -> bool:
@@ -413,12 +426,8 @@ def _tesserae_jit(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
     w_sum = w_old + w_new
     node_map: dict[str, str] = {}
     src = np.empty(len(o.jobs), dtype=np.int64)
-    new_groups = _groups(new_key)
-    for key, old_nodes in _groups(old_key).items():
-        new_nodes = new_groups[key]
-        g = key[0]
+    for g, old_nodes, new_nodes, oi, ni in _node_groups(old_key, new_key):
         perms = _permutations(g)
-        oi, ni = np.array(old_nodes), np.array(new_nodes)
         rows_o = o.offset[oi][:, None] + np.arange(g)
         rows_n = n.offset[ni][:, None] + np.arange(g)
         po, pn, best, pa, pb, hard_at, h_start, h_end, e_a, e_b, e_s = migrate_jit.group_core(
@@ -435,14 +444,12 @@ def _tesserae_jit(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
             done += pairs[prev:]
             xy = np.array(done, dtype=np.int64).reshape(-1, 2)
             pa, pb = xy[:, 0].copy(), xy[:, 1].copy()
-        o_names = [o.names[i] for i in old_nodes]
-        n_names = [n.names[i] for i in new_nodes]
-        at_name = {name: i for i, name in enumerate(o_names)}
-        n_name = np.fromiter(map(at_name.get, n_names, repeat(-1)), np.int64, len(n_names))
+        at_name = {o.names[i]: k for k, i in enumerate(old_nodes)}
+        n_name = np.fromiter(map(at_name.get, map(n.names.__getitem__, new_nodes), repeat(-1)), np.int64,
+                             len(new_nodes))
         x, y, perm_of = migrate_jit.group_finish(pa, pb, po, pn, best, perms,
-                                                 np.arange(len(o_names), dtype=np.int64), n_name, len(o_names))
-        node_map.update(zip([n_names[i] for i in y.tolist()], [o_names[i] for i in x.tolist()]))
-        _place_rows(src, o, n, oi[x], ni[y], perms[perm_of])
+                                                 np.arange(len(old_nodes), dtype=np.int64), n_name, len(old_nodes))
+        _land_group(node_map, src, o, n, oi[x], ni[y], perms[perm_of])
     return node_map, src
 
 
@@ -463,10 +470,8 @@ def _sharing_pairs(o_jobs: np.ndarray, n_jobs: np.ndarray) -> tuple[np.ndarray, 
     hi = np.searchsorted(nj, oj, side="right")
     counts = hi - lo
     rep = np.repeat(np.arange(len(oj)), counts)
-    starts = np.repeat(lo, counts)
-    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
     width = n_jobs.shape[0]
-    keys = unique_ints(on[rep] * width + nn[starts + within])
+    keys = unique_ints(on[rep] * width + nn[np.repeat(lo, counts) + runs(counts)])
     return keys // width, keys % width
 
 
