@@ -83,3 +83,25 @@ def test_compiled_core_gives_the_numpy_paths_result(pair, typed):
     old, new = pair
     types = {n: ("a100" if len(g) == 4 else "v100") for n, g in old.nodes.items()} if typed else None
     _same(migrate(old, new, node_types=types, _jit=True), migrate(old, new, node_types=types, _jit=False))
+
+
+def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
+    """A read-only install with no writable home (the systemd unit's ProtectSystem/ProtectHome): numba
+    finds no cache location and refuses ``cache=True`` at import. The cores still load, uncached."""
+    import importlib
+
+    from numba.core import caching
+
+    from tesserae_slurm.placement import consolidate_jit
+
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])  # no location is usable
+    try:
+        importlib.reload(migrate_jit)
+        importlib.reload(consolidate_jit)
+        assert consolidate_jit.walk._cache.__class__.__name__ == "NullCache"  # really uncached
+        status, _, _, p_node, p_start, p_count = consolidate_jit.walk(np.array([4, 4]), np.array([2, 4, 1]))
+        assert status.tolist() == [0, 0, 0] and p_node.tolist() == [0, 1, 0] and p_count.tolist() == [2, 4, 1]
+    finally:
+        monkeypatch.undo()
+        importlib.reload(migrate_jit)
+        importlib.reload(consolidate_jit)

@@ -36,7 +36,15 @@ def available() -> bool:
 
 
 def _jit(fn: Any) -> Any:
-    return _njit(cache=True, nogil=True)(fn) if _njit is not None else fn
+    """Compiled, with numba's on-disk cache where it can write one (next to the module, or the user's
+    cache directory, or ``NUMBA_CACHE_DIR``). Without any (a read-only install under systemd's
+    ProtectSystem/ProtectHome), numba refuses ``cache=True`` at import: compile once per process instead."""
+    if _njit is None:
+        return fn
+    try:
+        return _njit(cache=True, nogil=True)(fn)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return _njit(nogil=True)(fn)
 
 
 @_jit
