@@ -106,3 +106,6 @@ def test_systemd_unit_runs_as_a_service_user_and_reloads_on_sighup():
     assert settings["StateDirectory"] == "tesserae" and settings["ConfigurationDirectory"] == "tesserae"
     assert DaemonConfig().state.database.startswith("/var/lib/tesserae/")
     assert int(settings["TimeoutStopSec"]) > DaemonConfig().preemption.grace_seconds
+    # numba's cache (the fast extra) must be somewhere the unit lets the service write
+    cache = settings["Environment"].removeprefix("NUMBA_CACHE_DIR=")
+    assert cache.startswith(settings["ReadWritePaths"] + "/")
