@@ -35,6 +35,11 @@ class Cluster:
             if n.num_gpus <= 0:
                 raise InputError(f"cluster: node {n.name!r} has {n.num_gpus} GPUs (must be > 0)")
 
+    def __reduce__(self) -> tuple[type[Cluster], tuple[tuple[Node, ...]]]:
+        """Pickled as its nodes alone (bench children, the daemon's state): the memo is derived, and
+        may hold views that do not pickle."""
+        return Cluster, (self.nodes,)
+
     @property
     def total_gpus(self) -> int:
         return self._total
