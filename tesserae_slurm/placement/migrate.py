@@ -90,11 +90,12 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
 
     old_gpus, new_gpus = old.job_gpus(), new.job_gpus()
     common = sorted(set(old_gpus) & set(new_gpus))
-    n_old = np.fromiter(map(len, map(old_gpus.__getitem__, common)), np.int64, len(common))
-    n_new = np.fromiter(map(len, map(new_gpus.__getitem__, common)), np.int64, len(common))
+    old_refs, new_refs = list(map(old_gpus.__getitem__, common)), list(map(new_gpus.__getitem__, common))
+    n_old = np.fromiter(map(len, old_refs), np.int64, len(common))
+    n_new = np.fromiter(map(len, new_refs), np.int64, len(common))
     w_old, w_new = 1.0 / (2 * n_old), 1.0 / (2 * n_new)
-    o = _slots(old, old_gpus, common, w_old)
-    n = _slots(new, new_gpus, common, w_new)
+    o = _slots(old, old_refs, n_old, w_old)
+    n = _slots(new, new_refs, n_new, w_new)
 
     compiled = False
     if algorithm == "gavel":
@@ -195,16 +196,15 @@ def mapping_cost(old: Placement, final: Placement) -> float:
 
 
 # ---- array form ------------------------------------------------------------------------------------
-def _slots(p: Placement, gpus_of: Mapping[str, tuple[tuple[str, int], ...]], common: Sequence[str],
+def _slots(p: Placement, refs: Sequence[tuple[tuple[str, int], ...]], counts: np.ndarray,
            weight: np.ndarray) -> _Slots:
-    """Built from each common job's GPUs, not GPU by GPU: most GPUs of a big cluster hold none."""
+    """Built from each common job's GPUs (``refs``, ``counts`` of them), not GPU by GPU: most GPUs
+    of a big cluster hold none."""
     names = tuple(p.nodes)
     layout = gpu_layout(names, tuple(map(len, p.nodes.values())))
     jobs = np.full((len(layout.refs), 2), -1, dtype=np.int64)
-    refs = list(map(gpus_of.__getitem__, common))
-    counts = list(map(len, refs))
-    rows = np.fromiter(map(layout.row_of.__getitem__, chain.from_iterable(refs)), np.int64, sum(counts))
-    owner = np.repeat(np.arange(len(common), dtype=np.int64), counts)
+    rows = np.fromiter(map(layout.row_of.__getitem__, chain.from_iterable(refs)), np.int64, int(counts.sum()))
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
     order = np.argsort(rows, kind="stable")
     rows, owner = rows[order], owner[order]
     second = np.zeros(len(rows), dtype=np.int64)  # a GPU's second job goes into column 1
