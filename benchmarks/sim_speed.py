@@ -8,14 +8,29 @@ GPUs, tesserae-t), median of several runs. Not a test: speed targets live here.
 
 CPU time is reported beside wall time: on a shared VM the wall time of the same run varies by tens of
 percent with the host's load, the process's CPU time much less.
+
+A/B against another commit, in the same run (the development VM's speed drifts by up to 1.5x within
+an hour, so only runs side by side compare):
+
+    .venv/bin/python benchmarks/sim_speed.py --trace philly --cluster 125x4:v100 --against 8066a64 --pairs 2
+
+checks REV out into a temporary git worktree, warms both trees' numba caches, then runs the two
+trees alternately (REV first in odd pairs, this tree first in even ones), one simulation per process,
+and reports each tree's median and the median of the pairwise ratios this / REV.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.profiles import profile_from_spec
@@ -34,7 +49,12 @@ def main() -> None:
                                                   "else gavel, as `tesserae simulate`)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--against", metavar="REV", help="also time git commit REV, alternately, and report ratios")
+    ap.add_argument("--pairs", type=int, default=2, help="with --against: runs of each tree (default 2)")
     args = ap.parse_args()
+    if args.against:
+        _against(args)
+        return
     cluster, config = Cluster.from_spec(args.cluster), get_config(args.policy)
     spec = args.profile or ("a100" if set(cluster.gpu_types) <= {"a100"} else "gavel")
     trace, name = resolve_trace(args.trace, models=spec if spec in ("a100", "gavel") else None)
@@ -69,6 +89,50 @@ def main() -> None:
         print(f"last run: engine calls {engine_s[0]:.1f} s (placement {stage_s['placement']:.1f}, packing "
               f"{stage_s['packing']:.1f}, migration {stage_s['migration']:.1f}, the rest building the decision), "
               f"policy ranking {stage_s['scheduling']:.1f} s, the rest of the shell {out['shell_s']:.1f} s")
+
+
+def _against(args: argparse.Namespace) -> None:
+    """Alternate runs of this tree and of commit ``args.against`` (argv lists, no shell)."""
+    here = Path(__file__).resolve().parents[1]
+    rev = subprocess.run(["git", "-C", str(here), "rev-parse", "--verify", args.against + "^{commit}"],
+                         capture_output=True, text=True)
+    if rev.returncode != 0:
+        raise SystemExit(f"sim_speed: --against: not a commit: {args.against!r}")
+    base = Path(tempfile.mkdtemp(prefix="sim-speed-")) / "tree"
+    subprocess.run(["git", "-C", str(here), "worktree", "add", "--detach", str(base), rev.stdout.strip()],
+                   check=True, capture_output=True)
+    common = ["--policy", args.policy, "--trace", args.trace, "--cluster", args.cluster, "--repeats", "1", "--json"]
+    if args.profile:
+        common += ["--profile", args.profile]
+
+    def run(tree: Path, extra: list[str]) -> dict:
+        env = dict(os.environ, PYTHONPATH=str(tree))
+        out = subprocess.run([sys.executable, str(tree / "benchmarks" / "sim_speed.py"), *extra], cwd=tree, env=env,
+                             check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)
+
+    try:
+        for tree in (base, here):  # compile or load each tree's numba cores outside the timed runs
+            run(tree, ["--repeats", "1", "--json"])
+        times: dict[str, list[float]] = {"this": [], "rev": []}
+        for i in range(args.pairs):
+            order = [("rev", base), ("this", here)] if i % 2 == 0 else [("this", here), ("rev", base)]
+            for label, tree in order:
+                times[label].append(run(tree, common)["median_s"])
+                print(f"{label} {times[label][-1]:.2f} s", file=sys.stderr, flush=True)
+    finally:
+        subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", str(base)], capture_output=True)
+        shutil.rmtree(base.parent, ignore_errors=True)
+    ratios = [a / b for a, b in zip(times["this"], times["rev"])]
+    out = {"against": args.against, "trace": args.trace, "cluster": args.cluster, "runs_s": times,
+           "median_s": {k: statistics.median(v) for k, v in times.items()}, "ratios": ratios,
+           "median_ratio": statistics.median(ratios)}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"{args.trace} on {args.cluster}: this tree median {out['median_s']['this']:.2f} s, "
+              f"{args.against} median {out['median_s']['rev']:.2f} s; this / {args.against} = "
+              f"{out['median_ratio']:.3f} (pairs: {', '.join(f'{r:.3f}' for r in ratios)})")
 
 
 def _time_engine_calls() -> list[float]:
