@@ -115,16 +115,23 @@ def _against(args: argparse.Namespace) -> None:
         for tree in (base, here):  # compile or load each tree's numba cores outside the timed runs
             run(tree, ["--repeats", "1", "--json"])
         times: dict[str, list[float]] = {"this": [], "rev": []}
+        splits: dict[str, list[dict]] = {"this": [], "rev": []}  # each run's engine / stage / shell seconds
         for i in range(args.pairs):
             order = [("rev", base), ("this", here)] if i % 2 == 0 else [("this", here), ("rev", base)]
             for label, tree in order:
-                times[label].append(run(tree, common)["median_s"])
-                print(f"{label} {times[label][-1]:.2f} s", file=sys.stderr, flush=True)
+                got = run(tree, common)
+                times[label].append(got["median_s"])
+                splits[label].append({k: got[k] for k in ("engine_calls_s", "stage_totals_s", "shell_s")})
+                print(f"{label} {times[label][-1]:.2f} s (engine {got['engine_calls_s']:.1f} s, placement "
+                      f"{got['stage_totals_s']['placement']:.1f}, packing {got['stage_totals_s']['packing']:.1f}, "
+                      f"migration {got['stage_totals_s']['migration']:.1f}, ranking "
+                      f"{got['stage_totals_s']['scheduling']:.1f}, shell {got['shell_s']:.1f})", file=sys.stderr,
+                      flush=True)
     finally:
         subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", str(base)], capture_output=True)
         shutil.rmtree(base.parent, ignore_errors=True)
     ratios = [a / b for a, b in zip(times["this"], times["rev"])]
-    out = {"against": args.against, "trace": args.trace, "cluster": args.cluster, "runs_s": times,
+    out = {"against": args.against, "trace": args.trace, "cluster": args.cluster, "runs_s": times, "splits": splits,
            "median_s": {k: statistics.median(v) for k, v in times.items()}, "ratios": ratios,
            "median_ratio": statistics.median(ratios)}
     if args.json:
