@@ -227,8 +227,7 @@ class _PlanBuilder:
     exactly the unit's jobs, and a unit's GPU references are slices of the layout's."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.names = [n.name for n in cluster.nodes]
-        layout = gpu_layout(tuple(self.names), tuple(n.num_gpus for n in cluster.nodes))
+        self.names, layout = _layout(cluster)
         self.gpu_refs, self.first_row = layout.refs, layout.offset.tolist()
         self.slots = [[_EMPTY] * n.num_gpus for n in cluster.nodes]
         self.refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
@@ -315,6 +314,7 @@ def place_consolidated(cluster: Cluster, order: Sequence[Job], *, _jit: bool | N
 
 
 def _layout(cluster: Cluster) -> tuple[list[str], GpuLayout]:
+    """Node names and the GPU layout of the cluster, once per cluster (read only)."""
     got = cluster.memo().get("consolidate-layout")
     if got is None:
         names = [n.name for n in cluster.nodes]
