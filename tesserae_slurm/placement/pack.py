@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import compress, count, filterfalse
+from operator import attrgetter, not_
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -70,13 +71,11 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
         raise InputError(f"packing mode must be one of {', '.join(MODES)}, got {mode!r}")
     if objective not in OBJECTIVES:
         raise InputError(f"packing objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    all_pending = tuple(j.id for j in pending)
+    all_pending = tuple(map(_ID, pending))
     if mode == "off":
         return PackingResult((), all_pending)
-    skip = set(exclude)
-    hosts = [j for j in placed if not j.no_pack and j.id not in skip and (mode == "on" or j.num_gpus == 1)]
-    guests = [j for j in pending if not j.no_pack and (mode == "on" or j.num_gpus == 1)]
-    counts = sorted({j.num_gpus for j in hosts} & {j.num_gpus for j in guests})
+    hosts, guests = _packable(placed, mode, set(exclude)), _packable(pending, mode)
+    counts = sorted(set(map(_NUM_GPUS, hosts)) & set(map(_NUM_GPUS, guests)))
     if not counts:
         return PackingResult((), all_pending)
 
@@ -115,10 +114,18 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
                                     opt.a_strategy, opt.b_strategy))
     if not pairs:  # most rounds of big traces
         return PackingResult((), all_pending)
-    order = {j.id: i for i, j in enumerate(placed)}
+    order = dict(zip(map(_ID, placed), count()))
     pairs.sort(key=lambda p: order[p.placed])
     packed = {p.partner for p in pairs}
-    return PackingResult(tuple(pairs), tuple(j for j in all_pending if j not in packed))
+    return PackingResult(tuple(pairs), tuple(filterfalse(packed.__contains__, all_pending)))
+
+
+def _packable(jobs: Sequence[Job], mode: PackingMode, skip: Collection[str] = ()) -> list[Job]:
+    """The jobs that may take part in packing, in order: not ``no_pack``, not in ``skip``, and in
+    ``single`` mode on one GPU. C-level passes in the common case (every job of a big trace, every round)."""
+    if mode == "on" and not skip:
+        return list(compress(jobs, map(not_, map(_NO_PACK, jobs))))
+    return [j for j in jobs if not j.no_pack and j.id not in skip and (mode == "on" or j.num_gpus == 1)]
 
 
 class _ClassIds:
@@ -166,6 +173,7 @@ class _ClassIds:
 
 _ID = attrgetter("id")
 _NUM_GPUS = attrgetter("num_gpus")
+_NO_PACK = attrgetter("no_pack")
 _MATRIX_MEMO = 256  # class subsets remembered per profile (a few KB each); consecutive rounds repeat them
 
 
