@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, filterfalse
 from operator import attrgetter, itemgetter
 from typing import Literal
 
@@ -23,6 +24,7 @@ from .profiles import ThroughputProfile
 Clock = Callable[[], float]
 _ID = attrgetter("id")
 _SPEED = itemgetter(0)
+_STRATEGY = itemgetter(1)  # of best_isolated's (speed, strategy)
 _JOB_ID = itemgetter(0)  # of a PendingJob
 
 
@@ -227,10 +229,13 @@ def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job]
         if p.partner_strategy:
             strategies[p.partner] = p.partner_strategy
     gpus_of = final.job_gpus()
-    alone = [j for j in gpus_of if j not in speeds and j in by_id]  # placement order
+    alone = list(filterfalse(speeds.__contains__, gpus_of))  # placement order; C-level: every placed job
+    if not by_id.keys() >= set(alone):
+        alone = [j for j in alone if j in by_id]
     best = profile.best_isolated_many(list(map(by_id.__getitem__, alone)),
                                       [only] * len(alone) if only is not None else
                                       [node_type[gpus_of[j][0][0]] for j in alone])
     speeds.update(zip(alone, map(_SPEED, best)))
-    strategies.update((j, b[1]) for j, b in zip(alone, best) if b[1])
+    chosen = list(map(_STRATEGY, best))
+    strategies.update(compress(zip(alone, chosen), chosen))  # only the jobs that have a strategy
     return strategies, speeds
