@@ -62,6 +62,7 @@ class TiresiasState:
 
 _ATTAINED = attrgetter("attained_service")
 _EXECUTED = attrgetter("executed_time")
+_VIEW_ID = attrgetter("job.id")
 _QUEUE, _SEQ, _SB, _EB, _PEND = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3), itemgetter(4)
 _new = tuple.__new__  # QueuedJob(...) without the keyword handling
 
@@ -158,7 +159,7 @@ class TiresiasPolicy:
         changed (the running ones, in the simulator: only their service can cross a limit) and the
         jobs that move."""
         sj, views = state.jobs, inp.jobs
-        vmap = {v.job.id: v for v in views}
+        vmap = dict(zip(map(_VIEW_ID, views), views))  # C-level: every active job, every round
         elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
         limits, last = self.queue_limits, len(self.queue_limits)
         promote = self.promote_knob > 0
@@ -261,7 +262,7 @@ class TiresiasPolicy:
         return Ranking(order), TiresiasState(jobs, seq, inp.now, promotions, demotions)
 
     def stable_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking, max_rounds: int) -> int:
-        views = {v.job.id: v for v in inp.jobs}
+        views = dict(zip(map(_VIEW_ID, inp.jobs), inp.jobs))
         jobs = _plain(state.jobs)
         if ranking.pairs or len(jobs) != len(views) or len(ranking.order) != len(views):
             return 0
@@ -311,7 +312,7 @@ class TiresiasPolicy:
         wait of every waiting job that has run since its last promotion (float for float)."""
         if rounds <= 0:
             return state
-        views = {v.id: v for v in inp.jobs}
+        views = dict(zip(map(_VIEW_ID, inp.jobs), inp.jobs))
         known = _plain(state.jobs)
         elapsed = self._elapsed(inp, state, rounds)
         waits = [jid for jid in ranking.order
