@@ -105,11 +105,7 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
                 po_l.append(x)
                 pn_l.append(ys[i])
     p = len(po_l)
-    po = np.empty(p, np.int64)
-    pn = np.empty(p, np.int64)
-    for i in range(p):
-        po[i] = po_l[i]
-        pn[i] = pn_l[i]
+    po, pn = _ints(po_l), _ints(pn_l)
     # per pair: the cheapest GPU matching (first in lexicographic order) and the savings it gives
     best = np.zeros(p, np.int64)
     savings = np.zeros(p)
@@ -200,21 +196,17 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
             hard_at_l.append(len(pair_a_l))
             hard_s_l.append(s)
             hard_e_l.append(e)
-    m = len(pair_a_l)
-    pair_a = np.empty(m, np.int64)
-    pair_b = np.empty(m, np.int64)
-    for i in range(m):
-        pair_a[i] = pair_a_l[i]
-        pair_b[i] = pair_b_l[i]
-    h = len(hard_at_l)
-    hard_at = np.empty(h, np.int64)
-    hard_start = np.empty(h, np.int64)
-    hard_end = np.empty(h, np.int64)
-    for i in range(h):
-        hard_at[i] = hard_at_l[i]
-        hard_start[i] = hard_s_l[i]
-        hard_end[i] = hard_e_l[i]
-    return po, pn, best, pair_a, pair_b, hard_at, hard_start, hard_end, e_a, e_b, e_s
+    return (po, pn, best, _ints(pair_a_l), _ints(pair_b_l), _ints(hard_at_l), _ints(hard_s_l), _ints(hard_e_l),
+            e_a, e_b, e_s)
+
+
+@_jit
+def _ints(values):  # pragma: no cover - compiled
+    """A list of integers built in a core, as an int64 array (what the caller gets back)."""
+    out = np.empty(len(values), np.int64)
+    for i in range(len(values)):
+        out[i] = values[i]
+    return out
 
 
 @_jit
@@ -305,8 +297,6 @@ def group_finish(pair_a, pair_b, po, pn, best, perms, o_name, n_name, n_names): 
             ys.append(j)
             r += 1
     m = len(xs)
-    out_x = np.empty(m, np.int64)
-    out_y = np.empty(m, np.int64)
     perm_of = np.zeros(m, np.int64)  # row of ``perms``; 0 is the identity
     # sharing pairs of old node x: po is sorted, so they are a run
     first = np.full(nx + 1, 0, np.int64)
@@ -315,13 +305,11 @@ def group_finish(pair_a, pair_b, po, pn, best, perms, o_name, n_name, n_names): 
     first = np.cumsum(first)
     for i in range(m):
         x, y = xs[i], ys[i]
-        out_x[i] = x
-        out_y[i] = y
         for q in range(first[x], first[x + 1]):
             if pn[q] == y:
                 perm_of[i] = best[q]
                 break
-    return out_x, out_y, perm_of
+    return _ints(xs), _ints(ys), perm_of
 
 
 @_jit
