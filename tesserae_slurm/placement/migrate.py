@@ -364,16 +364,14 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
     w_sum = w_old + w_new
     node_map: dict[str, str] = {}
     src = np.empty(len(o.jobs), dtype=np.int64)
-    for g, old_nodes, new_nodes, oi, ni in _node_groups(old_key, new_key):
-        # (node, GPU, slot) job tables of this group
-        o_jobs = o.jobs[o.offset[oi][:, None] + np.arange(g)]
-        n_jobs = n.jobs[n.offset[ni][:, None] + np.arange(g)]
+    for g, old_nodes, new_nodes, oi, ni, rows_o, rows_n in _node_groups(o, n, old_key, new_key):
+        o_jobs, n_jobs = o.jobs[rows_o], n.jobs[rows_n]  # (node, GPU, slot) job tables of this group
         po, pn = _sharing_pairs(o_jobs, n_jobs)  # sorted by (po, pn)
         perms = np.zeros((0, g), dtype=np.int64)
         savings = np.zeros(len(po))
         if len(po):
-            a = o.weight[o.offset[oi][po][:, None] + np.arange(g)]  # (P, g) weight on each old GPU
-            b = n.weight[n.offset[ni][pn][:, None] + np.arange(g)]
+            a = o.weight[rows_o[po]]  # (P, g) weight on each old GPU
+            b = n.weight[rows_n[pn]]
             sav = _common_savings(o_jobs[po][:, :, None, :], n_jobs[pn][:, None, :, :], w_sum)  # (P, g, g)
             cost = a[:, :, None] + b[:, None, :] - sav
             best_cost, perms = _batch_assignment(cost)
@@ -395,14 +393,18 @@ def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
     return node_map, src
 
 
-def _node_groups(old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
-                 ) -> Iterator[tuple[int, list[int], list[int], np.ndarray, np.ndarray]]:
-    """Per (size, GPU type) group: GPUs per node and the group's old and new node indices, as lists
-    and as arrays (the two plans have the same groups: ``migrate`` checked the shapes)."""
+def _node_groups(o: _Slots, n: _Slots, old_key: Sequence[tuple[int, str | None]],
+                 new_key: Sequence[tuple[int, str | None]],
+                 ) -> Iterator[tuple[int, list[int], list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per (size, GPU type) group: GPUs per node, the group's old and new node indices (as lists and
+    as arrays) and their GPU rows, (nodes, g) each (the two plans have the same groups: ``migrate``
+    checked the shapes)."""
     new_groups = _groups(new_key)
     for key, old_nodes in _groups(old_key).items():
-        new_nodes = new_groups[key]
-        yield key[0], old_nodes, new_nodes, np.array(old_nodes), np.array(new_nodes)
+        new_nodes, g = new_groups[key], key[0]
+        oi, ni = np.array(old_nodes), np.array(new_nodes)
+        rows_o, rows_n = o.offset[oi][:, None] + np.arange(g), n.offset[ni][:, None] + np.arange(g)
+        yield g, old_nodes, new_nodes, oi, ni, rows_o, rows_n
 
 
 def _land_group(node_map: dict[str, str], src: np.ndarray, o: _Slots, n: _Slots, x: np.ndarray, y: np.ndarray,
@@ -426,10 +428,8 @@ def _tesserae_jit(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
     w_sum = w_old + w_new
     node_map: dict[str, str] = {}
     src = np.empty(len(o.jobs), dtype=np.int64)
-    for g, old_nodes, new_nodes, oi, ni in _node_groups(old_key, new_key):
+    for g, old_nodes, new_nodes, oi, ni, rows_o, rows_n in _node_groups(o, n, old_key, new_key):
         perms = _permutations(g)
-        rows_o = o.offset[oi][:, None] + np.arange(g)
-        rows_n = n.offset[ni][:, None] + np.arange(g)
         po, pn, best, pa, pb, hard_at, h_start, h_end, e_a, e_b, e_s = migrate_jit.group_core(
             o.jobs[rows_o], n.jobs[rows_n], o.weight[rows_o], n.weight[rows_n], w_sum, perms, len(w_sum))
         if len(hard_at):  # components beyond the 2x2 rule: scipy, as the numpy path solves them
