@@ -208,6 +208,11 @@ def _empty(cluster: Cluster) -> _EmptyMap:
     return empty
 
 
+def _max_capacity(cluster: Cluster) -> int:
+    """GPUs of the cluster's largest GPU type: a job needing more never runs."""
+    return max(_empty(cluster).capacity.values(), default=0)
+
+
 def _reason(max_capacity: int, n: int, total_free: int) -> PendingReason:
     """``max_capacity``: the GPUs of the cluster's largest GPU type (a larger job never runs)."""
     if n > max_capacity:
@@ -233,7 +238,7 @@ class _PlanBuilder:
         self.refs_of: dict[str, tuple[tuple[str, int], ...]] = {}
         self.placed: list[str] = []
         self.pending: list[PendingJob] = []
-        self.max_capacity = max(_empty(cluster).capacity.values(), default=0)
+        self.max_capacity = _max_capacity(cluster)
         self._why: dict[int, tuple[PendingReason, str]] = {}  # GPU count -> why, while ``_why_free`` GPUs are free
         self._why_free = -1
 
@@ -378,7 +383,7 @@ def _place_jobs_compiled(cluster: Cluster, jobs: Sequence[Job]) -> Consolidation
     pending: list[PendingJob] = []
     if len(wait_k):
         keys = list(zip(need[wait_k].tolist(), free_at[wait_k].tolist()))
-        cap = max(_empty(cluster).capacity.values())
+        cap = _max_capacity(cluster)
         why = {k: _why(cap, *k) for k in set(keys)}
         pending += map(_NEW_PENDING, map(add, zip(map(ids.__getitem__, wait_k.tolist())), map(why.__getitem__, keys)))
     stop = np.flatnonzero(status == consolidate_jit.NOT_REACHED)
