@@ -13,6 +13,8 @@ from itertools import compress, filterfalse
 from operator import attrgetter, itemgetter
 from typing import Literal
 
+import numpy as np
+
 from .model import (
     Cluster, InputError, Job, PackedPair, PendingJob, Placement, RoundDecision, StageTimings,
 )
@@ -95,6 +97,14 @@ def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
     partner_of = {p.placed: p.partner for p in pairs}
     if not partner_of:
         return plan
+    rows = plan.rows()
+    if rows is not None and not (rows.table[:, 1] >= 0).any():  # a table of lone jobs: partners go in column 1
+        number = dict(zip(rows.ids, range(len(rows.ids))))
+        partner = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # placed job number -> its partner's; -1 stays
+        partner[list(map(number.__getitem__, partner_of))] = np.arange(len(rows.ids), len(rows.ids) + len(partner_of))
+        table = rows.table.copy()
+        table[:, 1] = partner[table[:, 0]]
+        return Placement.from_rows(rows._replace(ids=rows.ids + tuple(partner_of.values()), table=table))
     refs = dict(plan.job_gpus())
     touched = set()  # only the nodes of packed jobs get new slots
     for placed, partner in partner_of.items():
@@ -128,7 +138,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     t1 = now()
 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
-    gpu_type_of = (dict.fromkeys(placed.placement.job_gpus(), only) if only is not None else
+    gpu_type_of = (dict.fromkeys(placed.placed, only) if only is not None else
                    {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()})
     policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a])
                     for a, b in req.pairs if a in gpu_type_of]
@@ -228,13 +238,13 @@ def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job]
             strategies[p.placed] = p.placed_strategy
         if p.partner_strategy:
             strategies[p.partner] = p.partner_strategy
-    gpus_of = final.job_gpus()
-    alone = list(filterfalse(speeds.__contains__, gpus_of))  # placement order; C-level: every placed job
+    node_of = final.job_nodes()
+    alone = list(filterfalse(speeds.__contains__, node_of))  # placement order; C-level: every placed job
     if not by_id.keys() >= set(alone):
         alone = [j for j in alone if j in by_id]
     best = profile.best_isolated_many(list(map(by_id.__getitem__, alone)),
                                       [only] * len(alone) if only is not None else
-                                      [node_type[gpus_of[j][0][0]] for j in alone])
+                                      [node_type[node_of[j]] for j in alone])
     speeds.update(zip(alone, map(_SPEED, best)))
     chosen = list(map(_STRATEGY, best))
     strategies.update(compress(zip(alone, chosen), chosen))  # only the jobs that have a strategy

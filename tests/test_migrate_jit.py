@@ -85,6 +85,25 @@ def test_compiled_core_gives_the_numpy_paths_result(pair, typed):
     _same(migrate(old, new, node_types=types, _jit=True), migrate(old, new, node_types=types, _jit=False))
 
 
+@settings(max_examples=300, deadline=None)
+@given(cluster_plans(), st.booleans(), st.booleans())
+def test_plans_held_as_tables_migrate_as_plans_of_sets(pair, typed, old_table):
+    """The simulator's path: the logical plan (and, from the second round on, the current one) is a
+    table over the cluster's nodes; migration reads and returns tables, and must give what it gives
+    for the same plans as sets: plan, job map (keys in order), cost, migrated jobs and node map."""
+    old, new = pair
+    new = Placement({n: new.nodes[n] for n in old.nodes})  # a logical plan names the nodes in cluster order
+    names, sizes = tuple(old.nodes), tuple(map(len, old.nodes.values()))
+    types = {n: ("a100" if len(g) == 4 else "v100") for n, g in old.nodes.items()} if typed else None
+    table_new = Placement.from_rows(new.as_rows(names, sizes))
+    table_old = Placement.from_rows(old.as_rows(names, sizes)) if old_table else old
+    got = migrate(table_old, table_new, node_types=types)
+    _same(got, migrate(old, new, node_types=types))
+    counts = [len(g) for plan in (old, new) for g in plan.job_gpus().values()]
+    if _exact_sums(np.array(counts, dtype=np.int64)):
+        assert got.placement.rows() is not None  # the table path ran
+
+
 def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
     """A read-only install with no writable home (the systemd unit's ProtectSystem/ProtectHome): numba
     finds no cache location and refuses ``cache=True`` at import. The cores still load, uncached."""

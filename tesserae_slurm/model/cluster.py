@@ -65,6 +65,14 @@ class Cluster:
             types = self._memo["node_types"] = MappingProxyType({n.name: n.gpu_type for n in self.nodes})
         return types
 
+    @property
+    def shape(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """(node names, GPUs per node), in node order: the GPU layout of plans built as tables."""
+        shape = self._memo.get("shape")
+        if shape is None:
+            shape = self._memo["shape"] = (tuple(n.name for n in self.nodes), tuple(n.num_gpus for n in self.nodes))
+        return shape
+
     def memo(self) -> dict:
         """Scratch space for views of this (immutable) cluster that stages derive every round,
         e.g. consolidation's empty free map; keys are the deriving module's business."""

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..model import Cluster, Job, PendingJob, PendingReason, Placement
+from ..model import Cluster, Job, PendingJob, PendingReason, Placement, PlanRows
 from . import consolidate_jit
 from .arrays import GpuLayout, gpu_layout, runs
 
@@ -318,14 +318,10 @@ def place_consolidated(cluster: Cluster, order: Sequence[Job], *, _jit: bool | N
     return place_units(cluster, [Unit((j,)) for j in order], _jit=_jit)
 
 
-def _layout(cluster: Cluster) -> tuple[list[str], GpuLayout]:
-    """Node names and the GPU layout of the cluster, once per cluster (read only)."""
-    got = cluster.memo().get("consolidate-layout")
-    if got is None:
-        names = [n.name for n in cluster.nodes]
-        got = cluster.memo()["consolidate-layout"] = (names, gpu_layout(tuple(names),
-                                                                        tuple(n.num_gpus for n in cluster.nodes)))
-    return got
+def _layout(cluster: Cluster) -> tuple[tuple[str, ...], GpuLayout]:
+    """Node names and the GPU layout of the cluster (shared by every plan of its shape; read only)."""
+    names, sizes = cluster.shape
+    return names, gpu_layout(names, sizes)
 
 
 def _place_units_compiled(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
@@ -352,31 +348,20 @@ def _place_jobs_compiled(cluster: Cluster, jobs: Sequence[Job]) -> Consolidation
     """``place_units``' result for one unit per job, by ``consolidate_jit.walk``, built per array
     instead of per unit: a job on one node holds a run of rows, so its GPU references are a slice
     of the layout's (tests compare with the Python walk and the reference)."""
-    names, layout = _layout(cluster)
+    names, sizes = cluster.shape
+    layout = gpu_layout(names, sizes)
     need = np.fromiter(map(_NUM_GPUS, jobs), np.int64, len(jobs))
     status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(layout.sizes, need)
     ids = list(map(_ID, jobs))
     placed_k = np.flatnonzero(status == consolidate_jit.PLACED)
-    placed = list(map(ids.__getitem__, placed_k.tolist()))
-    held = dict(zip(placed_k.tolist(), map(frozenset, zip(placed))))
-    # GPU rows -> the job holding them
+    placed = tuple(map(ids.__getitem__, placed_k.tolist()))
+    # GPU rows -> the placed job holding them (numbered in policy order)
+    number = np.full(len(jobs), -1, dtype=np.int64)  # unit -> placed job number
+    number[placed_k] = np.arange(len(placed_k))
     rows = layout.offset[p_node] + p_start
-    row_unit = np.full(len(layout.refs), -1, dtype=np.int64)
+    table = np.full((len(layout.refs), 2), -1, dtype=np.int64)
     piece_unit = np.repeat(np.arange(len(jobs)), np.diff(first))
-    row_unit[np.repeat(rows, p_count) + runs(p_count)] = np.repeat(piece_unit, p_count)
-    row_slots = list(map(held.get, row_unit.tolist(), repeat(_EMPTY)))
-    offsets, sizes = layout.offset.tolist(), layout.sizes.tolist()
-    nodes = {name: tuple(row_slots[off:off + g]) for name, off, g in zip(names, offsets, sizes)}
-    # each placed job's GPU references: a slice for one piece, sorted references for several
-    n_pieces = np.diff(first)[placed_k]
-    at = first[placed_k]
-    ends = rows + p_count
-    gpu_refs = layout.refs
-    refs = list(map(tuple, map(gpu_refs.__getitem__, map(slice, rows[at].tolist(), ends[at].tolist()))))
-    for i in np.flatnonzero(n_pieces > 1).tolist():
-        lo, hi = int(at[i]), int(at[i] + n_pieces[i])
-        refs[i] = tuple(sorted(r for s, e in zip(rows[lo:hi].tolist(), ends[lo:hi].tolist()) for r in gpu_refs[s:e]))
-    refs_of = dict(zip(placed, refs))
+    table[np.repeat(rows, p_count) + runs(p_count), 0] = np.repeat(number[piece_unit], p_count)
     # waiting jobs in policy order: those that did not fit (one reason per GPU count and free GPUs),
     # then those the walk never reached
     wait_k = np.flatnonzero(status == consolidate_jit.WAITS)
@@ -389,4 +374,4 @@ def _place_jobs_compiled(cluster: Cluster, jobs: Sequence[Job]) -> Consolidation
     stop = np.flatnonzero(status == consolidate_jit.NOT_REACHED)
     if len(stop):
         pending += map(_NEW_PENDING, zip(ids[int(stop[0]):], repeat(PendingReason.PRIORITY), repeat(_NO_GPU_LEFT)))
-    return ConsolidationResult(Placement.built(nodes, refs_of), tuple(placed), tuple(pending))
+    return ConsolidationResult(Placement.from_rows(PlanRows(names, sizes, placed, table)), placed, tuple(pending))

@@ -35,7 +35,8 @@ from typing import Literal
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ..model import InputError, Placement
+from ..model import InputError, Placement, PlanRows
+from ..model.plan import first_rows
 from . import migrate_jit
 from .arrays import GpuLayout, gpu_layout, runs, unique_ints
 
@@ -82,6 +83,10 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     if algorithm not in ALGORITHMS:
         raise InputError(f"migration algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     types = node_types or {}
+    if algorithm == "tesserae" and (migrate_jit.available() if _jit is None else _jit):
+        fast = _tesserae_tables(old, new, types)
+        if fast is not None:
+            return fast
     old_key = list(zip(map(len, old.nodes.values()), map(types.get, old.nodes)))
     new_key = list(zip(map(len, new.nodes.values()), map(types.get, new.nodes)))
     if old_key != new_key and Counter(old_key) != Counter(new_key):
@@ -123,6 +128,61 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
         return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
     migrated = tuple(j for j in common if final_gpus[j] != old_gpus[j])
     return MigrationResult(final, migrated, _table_cost(o.jobs, n.jobs[src], w_old, w_new), dict(node_map))
+
+
+def _tesserae_tables(old: Placement, new: Placement, types: Mapping[str, str]) -> MigrationResult | None:
+    """``tesserae`` through the compiled core for two plans held as tables over the same nodes (the
+    simulator's rounds): the tables are the array form already, and the final plan is the new
+    table with its rows moved, so no GPU reference is looked up or built. The same plan, cost,
+    migrated jobs and node map as the general path (tests compare); None where that path applies
+    and this one does not (other nodes, nodes over 6 GPUs, jobs not on 2^k GPUs)."""
+    rn = new.rows()
+    ro = old.as_rows(rn.names, rn.sizes) if rn is not None else None  # the shells' current plan: a table
+    if ro is None or rn is None or max(ro.sizes, default=0) > _PERMUTATION_LIMIT:  # from the 2nd round on
+        return None
+    common = sorted(set(ro.ids).intersection(rn.ids))
+    number = dict(zip(common, range(len(common))))
+    o_jobs, n_old = _common_table(ro, number)
+    n_jobs, n_new = _common_table(rn, number)
+    if not _exact_sums(n_old, n_new):
+        return None
+    w_old, w_new = 1.0 / (2 * n_old), 1.0 / (2 * n_new)
+    layout = ro.layout
+    o = _Slots(ro.names, o_jobs, _row_weight(o_jobs, w_old), layout)
+    n = _Slots(rn.names, n_jobs, _row_weight(n_jobs, w_new), layout)
+    key = list(zip(ro.sizes, map(types.get, ro.names)))
+    node_map, src = _tesserae_jit(o, n, w_old, w_new, key, key)
+    final = Placement.from_rows(_by_first_gpu(rn._replace(table=rn.table[src])))
+    cost, moved = migrate_jit.final_stats(o.jobs, n.jobs[src], w_old, w_new)
+    return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
+
+
+def _by_first_gpu(rows: PlanRows) -> PlanRows:
+    """The table with its jobs renumbered by first GPU row (then by number: a packed pair's placed
+    job before its partner), the key order ``_landed_gpus`` gives the final plan."""
+    order = np.lexsort((np.arange(len(rows.ids)), first_rows(rows)))
+    number = np.empty(len(order) + 1, dtype=np.int64)
+    number[order] = np.arange(len(order))
+    number[-1] = -1
+    return rows._replace(ids=tuple(map(rows.ids.__getitem__, order.tolist())), table=number[rows.table])
+
+
+def _common_table(rows: PlanRows, number: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A table's (GPUs, 2) common-job numbers (``number``; -1: none or not common), a GPU's lower
+    number in column 0 (as ``_slots`` orders them), and each common job's GPU count."""
+    m = np.fromiter(chain(map(number.get, rows.ids, repeat(-1)), (-1,)), np.int64, len(rows.ids) + 1)  # -1: -1
+    t = m[rows.table]
+    a, b = t[:, 0], t[:, 1]
+    both = (a >= 0) & (b >= 0)
+    jobs = np.stack((np.where(both, np.minimum(a, b), np.maximum(a, b)), np.where(both, np.maximum(a, b), -1)),
+                    axis=1)
+    return jobs, np.bincount(jobs[jobs >= 0], minlength=len(number))
+
+
+def _row_weight(jobs: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per GPU row, the summed weight of the common jobs on it (``_Slots.weight``)."""
+    w = np.append(weight, 0.0)  # -1 -> the appended 0
+    return w[jobs[:, 0]] + w[jobs[:, 1]]
 
 
 def _landed_gpus(o: _Slots, n: _Slots, src: np.ndarray,

@@ -43,18 +43,18 @@ def stretch_of(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedMod
     """What each following quiet round does (the reused decision: the same groups at the same
     speeds, nobody restarting), or None if nothing would progress (the stall guard then counts
     rounds one by one). Speeds come from the same memos ``rounds._advance`` just filled."""
-    gpus_of = decision.placement.job_gpus()
+    node_of = decision.placement.job_nodes()
     strategies = decision.strategies
     rate: dict[str, tuple[float, bool]] = {}
     for p in decision.packed:  # as in _advance: a pair counts only when both members are placed
-        if p.placed in gpus_of and p.partner in gpus_of:
+        if p.placed in node_of and p.partner in node_of:
             a, b = live[p.placed].job, live[p.partner].job
-            g = speeds.node_type[gpus_of[p.placed][0][0]]
+            g = speeds.node_type[node_of[p.placed]]
             sa, sb = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
             rate[a.id], rate[b.id] = (sa, True), (sb, True)
-    for jid, refs in gpus_of.items():
+    for jid, node in node_of.items():
         if jid not in rate:
-            rate[jid] = (_solo(live[jid], speeds, speeds.node_type[refs[0][0]], strategies.get(jid)), False)
+            rate[jid] = (_solo(live[jid], speeds, speeds.node_type[node], strategies.get(jid)), False)
     ids = tuple(rate)
     speed = np.array([rate[j][0] for j in ids], dtype=float)
     moving = speed > 0

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
+from itertools import compress, repeat
+from operator import add
+
+import numpy as np
 
 from ..model import Job, JobView, Placement, RoundDecision, StageTimings
 from .metrics import JobRecord
@@ -80,7 +85,7 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
     """Each placed job's exact progress this round, group by group (a job alone or a packed pair), and
     how many pairs make no progress because they do not fit in truth (a wrong decision profile)."""
     steady = steady if steady is not None else SteadyOutcomes(round_s)
-    gpus_of = decision.placement.job_gpus()
+    node_of = decision.placement.job_nodes()
     strategies, node_type = decision.strategies, speeds.node_type
     resumed = set(decision.migrated)
     resumed.update(j for j in decision.started if live[j].rounds_run > 0)
@@ -91,9 +96,9 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
 
     infeasible = 0
     for p in decision.packed:
-        if p.placed not in gpus_of or p.partner not in gpus_of:
+        if p.placed not in node_of or p.partner not in node_of:
             continue
-        g = node_type[gpus_of[p.placed][0][0]]
+        g = node_type[node_of[p.placed]]
         la, lb = live[p.placed], live[p.partner]
         a, b = la.job, lb.job
         sa, sb = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
@@ -109,11 +114,11 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
             oa, ob = run_pair(ma, mb, round_s)
         outcomes[a.id], outcomes[b.id] = oa, ob
     get = steady.get
-    for jid, refs in gpus_of.items():
+    for jid, node in node_of.items():
         if jid in outcomes:
             continue
         s = live[jid]
-        solo = _solo(s, speeds, node_type[refs[0][0]], strategies.get(jid))
+        solo = _solo(s, speeds, node_type[node], strategies.get(jid))
         o = None if jid in resumed else get(s.remaining, solo, False)
         if o is None:
             o = run_alone(Member(s.remaining, overhead(s) if jid in resumed else 0.0, solo, solo), round_s)
@@ -177,6 +182,12 @@ def _busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], rou
     if not finished:  # every placed job held its GPUs all round
         return decision.placement.busy_gpus() * round_s
     held = {j: min(round_s, outcomes[j].held) for j in finished}  # the others: the whole round
+    rows = decision.placement.rows()
+    if rows is not None:  # per GPU row, the longest any of its jobs held it; summed in row order
+        h = np.array([*map(held.get, rows.ids, repeat(round_s)), -1.0])  # job number -> held; -1 -> none
+        t = rows.table
+        per_gpu = np.maximum(h[t[:, 0]], h[t[:, 1]])
+        return reduce(add, per_gpu[per_gpu >= 0].tolist(), 0.0)  # added one by one, as the loop below
     total = 0.0
     for gpus in decision.placement.nodes.values():  # summed GPU by GPU, in placement order
         for slot in gpus:
@@ -186,9 +197,17 @@ def _busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], rou
 
 
 def _without(p: Placement, gone: set[str]) -> Placement:
-    """``p`` less the ``gone`` jobs; only the nodes that held them are rebuilt."""
+    """``p`` less the ``gone`` jobs; only the nodes that held them are rebuilt (a table: renumbered)."""
     if not gone:
         return p
+    rows = p.rows()
+    if rows is not None:
+        keep = np.fromiter(map(gone.__contains__, rows.ids), bool, len(rows.ids))
+        np.logical_not(keep, out=keep)
+        number = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # old number -> new; gone and -1: -1
+        number[:-1][keep] = np.arange(int(keep.sum()))
+        return Placement.from_rows(rows._replace(ids=tuple(compress(rows.ids, keep.tolist())),
+                                                 table=number[rows.table]))
     gpus_of = p.job_gpus()
     touched = {node for j in gone for node, _ in gpus_of.get(j, ())}
     return Placement.built({n: tuple(slot - gone for slot in gpus) if n in touched else gpus
@@ -198,7 +217,7 @@ def _without(p: Placement, gone: set[str]) -> Placement:
 
 def _unchanged(d: RoundDecision, order: Sequence[str]) -> RoundDecision:
     """Last round's decision as this round's: the same placement, every placed job kept, no action."""
-    placed = d.placement.job_gpus()
+    placed = d.placement.jobs()
     return RoundDecision(
         placement=d.placement, started=(), preempted=(), migrated=(),
         kept=tuple(j for j in order if j in placed), packed=d.packed, pending=d.pending,

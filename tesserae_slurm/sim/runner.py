@@ -151,7 +151,7 @@ def simulate(
             check_round(decision, {j.id: j for j in ordered}, current)
 
         outcomes, infeasible = _advance(decision, live, true_speeds, restart, round_s, steady)
-        gpus_of = decision.placement.job_gpus()  # once per round (memoized by the placement)
+        node_of = decision.placement.job_nodes()  # placed jobs, once per round (memoized by the placement)
         finished = {jid for jid, o in outcomes.items() if o.finish is not None}
         busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s, finished)
         _account(decision, live, outcomes, now, round_s)
@@ -164,14 +164,14 @@ def simulate(
             done.append(_record(live.pop(jid), now, cum_contention, cum_rounds))
             del views_of[jid]
         for jid in running:  # stopped (preempted): the running flag changes, nothing else
-            if jid not in gpus_of and jid in live:
+            if jid not in node_of and jid in live:
                 views_of[jid] = _view(live[jid], False)
         for jid in outcomes:  # ran: service, remaining work ... changed
             if jid not in finished:
                 views_of[jid] = _view(live[jid], True)
 
         rounds.append(RoundRecord(
-            time=now, active=len(views), running=len(gpus_of),
+            time=now, active=len(views), running=len(node_of),
             packed_pairs=len(decision.packed), migrations=len(decision.migrated),
             preemptions=len(decision.preempted), busy_gpus=decision.placement.busy_gpus(),
             busy_gpu_s=busy_gpu_s, finished=len(finished), scheduling_ms=sched_s * 1e3,
@@ -189,7 +189,7 @@ def simulate(
                 raise InvariantError(f"t={now:g}: fast-forward would have skipped this round, but it is not quiet "
                                      f"(arrival {arrived}, reused {reused}, finished {len(finished)})")
             promised -= 1
-        keeps_running = not finished and gpus_of.keys() == running
+        keeps_running = not finished and node_of.keys() == running
         now += round_s
         if quiet is not None and keeps_running and not promised:
             st = stretch_of(decision, live, true_speeds, round_s, infeasible, len(live))
@@ -211,7 +211,7 @@ def simulate(
                     cum_rounds += k
                     stalled = 0
                     skipped += k
-        running = gpus_of.keys() - finished if finished else gpus_of.keys()
+        running = node_of.keys() - finished if finished else node_of.keys()
         if on_round is not None:
             on_round(now, len(done), len(arrivals))
 
