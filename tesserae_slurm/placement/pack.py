@@ -43,7 +43,7 @@ from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
 from ..profiles import JobClass, PairMatrix, ThroughputProfile
-from ..profiles.classes import CLASS_FIELDS
+from ..profiles.classes import CLASS_FIELDS, pair_matrix_at, universe_rows
 from .arrays import unique_ints
 
 PackingMode = Literal["off", "on", "single"]
@@ -140,6 +140,22 @@ class _ClassIds:
         self.classes: list[JobClass] = []
         self.sort_key: list[tuple[str, str, int, tuple[str, ...]]] = []
         self.matrices: dict[tuple[str, tuple[int, ...]], _ClassSet] = {}  # see _class_set
+        self.rows: dict[str, np.ndarray] = {}  # GPU type -> universe row per class number (-1: not yet)
+
+    def universe_rows(self, gpu: str, numbers: tuple[int, ...]) -> np.ndarray:
+        """``classes.universe_rows`` of these class numbers, kept per GPU type by number: a round
+        whose set of classes is new cuts its pair matrix without hashing a ``JobClass``."""
+        known = self.rows.get(gpu)
+        if known is None or len(known) < len(self.classes):
+            grown = np.full(len(self.classes), -1, dtype=np.int64)
+            if known is not None:
+                grown[:len(known)] = known
+            known = self.rows[gpu] = grown
+        at = np.array(numbers, dtype=np.int64)
+        missing = at[known[at] < 0]
+        if len(missing):
+            known[missing] = universe_rows(self.profile, [self.classes[i] for i in missing.tolist()], gpu)
+        return known[at]
 
     @staticmethod
     def of(profile: ThroughputProfile) -> _ClassIds:
@@ -193,7 +209,7 @@ def _class_set(profile: ThroughputProfile, ids: _ClassIds, key: tuple[int, ...],
     if found is None:
         if len(memo) >= _MATRIX_MEMO:
             memo.clear()
-        found = memo[(gpu, key)] = _ClassSet(profile.pair_matrix(classes, gpu), {})
+        found = memo[(gpu, key)] = _ClassSet(pair_matrix_at(profile, classes, gpu, ids.universe_rows(gpu, key)), {})
     return found
 
 

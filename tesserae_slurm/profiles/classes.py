@@ -132,12 +132,35 @@ def pair_matrix(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_typ
     fancy-index, not a rebuild.
     """
     gpu = profile._gpu(gpu_type)
-    universe: _Universe = profile._memo.setdefault(("universe", gpu), _Universe())
+    return _cut(gpu, _universe(profile, gpu), classes, universe_rows(profile, classes, gpu))
+
+
+def universe_rows(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_type: str) -> np.ndarray:
+    """Each class's row in the GPU type's universe (added when new): callers that number their
+    classes themselves keep these and cut with ``pair_matrix_at``, without hashing a class again."""
+    gpu = profile._gpu(gpu_type)
+    universe = _universe(profile, gpu)
     universe.add(profile, gpu, classes)
-    ix = np.array([universe.index[c] for c in classes], dtype=np.int64)
+    return np.array([universe.index[c] for c in classes], dtype=np.int64)
+
+
+def pair_matrix_at(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_type: str,
+                   rows: np.ndarray) -> PairMatrix:
+    """``pair_matrix(classes)`` where ``rows`` are the classes' ``universe_rows``."""
+    gpu = profile._gpu(gpu_type)
+    return _cut(gpu, _universe(profile, gpu), classes, rows)
+
+
+def _universe(profile: ThroughputProfile, gpu: str) -> _Universe:
+    return profile._memo.setdefault(("universe", gpu), _Universe())
+
+
+def _cut(gpu: str, universe: _Universe, classes: Sequence[JobClass], ix: np.ndarray) -> PairMatrix:
+    if universe.options_tuple is None or len(universe.options_tuple) != len(universe.options):
+        universe.options_tuple = tuple(universe.options)  # options only grow: one tuple until they do
     return PairMatrix(gpu, tuple(classes), universe.total[np.ix_(ix, ix)], universe.option[np.ix_(ix, ix)],
-                      tuple(universe.options), universe.isolated[ix],
-                      tuple(universe.isolated_strategy[i] for i in ix.tolist()))
+                      universe.options_tuple, universe.isolated[ix],
+                      tuple(map(universe.isolated_strategy.__getitem__, ix.tolist())))
 
 
 class _Universe:
@@ -152,6 +175,7 @@ class _Universe:
         self.seen: dict[PairOption, int] = {}
         self.isolated = np.zeros(0)
         self.isolated_strategy: list[str | None] = []
+        self.options_tuple: tuple[PairOption, ...] | None = None
 
     def add(self, profile: ThroughputProfile, gpu: str, classes: Sequence[JobClass]) -> None:
         new = [c for c in dict.fromkeys(classes) if c not in self.index]
