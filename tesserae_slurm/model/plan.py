@@ -121,17 +121,7 @@ class Placement:
             return None
         gpus_of = self.job_gpus()
         refs = list(gpus_of.values())
-        counts = np.fromiter(map(len, refs), np.int64, len(refs))
-        at = np.fromiter(map(gpu_layout(names, sizes).row_of.__getitem__, chain.from_iterable(refs)), np.int64,
-                         int(counts.sum()))
-        owner = np.repeat(np.arange(len(refs), dtype=np.int64), counts)
-        order = np.argsort(at, kind="stable")
-        at, owner = at[order], owner[order]
-        second = np.zeros(len(at), dtype=np.int64)  # a GPU's second job goes into column 1
-        if len(at) > 1:
-            second[1:] = at[1:] == at[:-1]
-        table = np.full((sum(sizes), 2), -1, dtype=np.int64)
-        table[at, second] = owner
+        table, _, _ = table_of_refs(gpu_layout(names, sizes), refs, np.fromiter(map(len, refs), np.int64, len(refs)))
         return PlanRows(names, sizes, tuple(gpus_of), table)
 
     @staticmethod
@@ -224,6 +214,22 @@ class Placement:
 
 
 # ---- the table form ---------------------------------------------------------------------------------
+def table_of_refs(layout: GpuLayout, refs: list[tuple[GpuRef, ...]] | tuple[tuple[GpuRef, ...], ...],
+                  counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (GPUs, 2) table of jobs numbered by position in ``refs`` (``counts`` GPUs each), a GPU's
+    lower number in column 0; with each (row, job) entry, sorted by row."""
+    at = np.fromiter(map(layout.row_of.__getitem__, chain.from_iterable(refs)), np.int64, int(counts.sum()))
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    order = np.argsort(at, kind="stable")
+    at, owner = at[order], owner[order]
+    second = np.zeros(len(at), dtype=np.int64)  # a GPU's second job goes into column 1
+    if len(at) > 1:
+        second[1:] = at[1:] == at[:-1]
+    table = np.full((len(layout.refs), 2), -1, dtype=np.int64)
+    table[at, second] = owner
+    return table, at, owner
+
+
 def _nodes_of(rows: PlanRows) -> dict[str, tuple[GpuSlot, ...]]:
     """The per-GPU sets of a table: one frozenset per job (and per packed pair), shared by its GPUs."""
     ids, t = rows.ids, rows.table

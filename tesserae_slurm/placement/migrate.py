@@ -36,7 +36,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement, PlanRows
-from ..model.plan import first_rows
+from ..model.plan import first_rows, table_of_refs
 from . import migrate_jit
 from .arrays import GpuLayout, gpu_layout, runs, unique_ints
 
@@ -262,15 +262,7 @@ def _slots(p: Placement, refs: Sequence[tuple[tuple[str, int], ...]], counts: np
     of a big cluster hold none."""
     names = tuple(p.nodes)
     layout = gpu_layout(names, tuple(map(len, p.nodes.values())))
-    jobs = np.full((len(layout.refs), 2), -1, dtype=np.int64)
-    rows = np.fromiter(map(layout.row_of.__getitem__, chain.from_iterable(refs)), np.int64, int(counts.sum()))
-    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-    order = np.argsort(rows, kind="stable")
-    rows, owner = rows[order], owner[order]
-    second = np.zeros(len(rows), dtype=np.int64)  # a GPU's second job goes into column 1
-    if len(rows) > 1:
-        second[1:] = rows[1:] == rows[:-1]
-    jobs[rows, second] = owner
+    jobs, rows, owner = table_of_refs(layout, refs, counts)
     w = np.bincount(rows, weights=weight[owner], minlength=len(jobs)) if len(jobs) else np.zeros(0)
     return _Slots(names, jobs, w, layout)
 
