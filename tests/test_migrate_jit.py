@@ -102,6 +102,8 @@ def test_plans_held_as_tables_migrate_as_plans_of_sets(pair, typed, old_table):
     counts = [len(g) for plan in (old, new) for g in plan.job_gpus().values()]
     if _exact_sums(np.array(counts, dtype=np.int64)):
         assert got.placement.rows() is not None  # the table path ran
+    gpus = got.placement.job_gpus()
+    assert list(got.placement.job_nodes().items()) == [(j, g[0][0]) for j, g in gpus.items()]
 
 
 def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):

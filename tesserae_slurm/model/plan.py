@@ -101,10 +101,11 @@ class Placement:
         return p
 
     @staticmethod
-    def from_rows(rows: PlanRows) -> "Placement":
-        """A plan the engine built as a table (see ``PlanRows``); its sets are built when read."""
+    def from_rows(rows: PlanRows, spans: tuple[np.ndarray, np.ndarray] | None = None) -> "Placement":
+        """A plan the engine built as a table (see ``PlanRows``); its sets are built when read.
+        ``spans``: ``job_spans(rows)`` when the builder has them (saves a sort on ``job_nodes``)."""
         p = object.__new__(Placement)
-        p._nodes, p._rows, p._memo = None, rows, {}
+        p._nodes, p._rows, p._memo = None, rows, ({} if spans is None else {"spans": spans})
         return p
 
     def rows(self) -> PlanRows | None:
@@ -188,7 +189,7 @@ class Placement:
         if memo is None:
             rows = self._rows
             if rows is not None:
-                memo = dict(zip(rows.ids, _first_nodes(rows)))
+                memo = dict(zip(rows.ids, _first_nodes(rows, self._memo.get("spans"))))
             else:
                 memo = {j: refs[0][0] for j, refs in self.job_gpus().items()}
             memo = self._memo["job_nodes"] = MappingProxyType(memo)
@@ -261,26 +262,25 @@ def _job_rows(rows: PlanRows) -> tuple[np.ndarray, np.ndarray]:
     return job[order], row[order]
 
 
-def first_rows(rows: PlanRows) -> np.ndarray:
-    """Each job's first GPU row, by job number."""
+def job_spans(rows: PlanRows) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's first and last GPU row, by job number (every listed job holds a GPU)."""
     job, row = _job_rows(rows)
-    first = np.full(len(rows.ids), len(rows.table), dtype=np.int64)
-    if len(job):
-        starts = np.flatnonzero(np.r_[True, job[1:] != job[:-1]])
-        first[job[starts]] = row[starts]
-    return first
+    counts = np.bincount(job, minlength=len(rows.ids))
+    ends = np.cumsum(counts)
+    return row[ends - counts], row[ends - 1]
 
 
-def _first_nodes(rows: PlanRows) -> list[str]:
-    """Per job number, the first node of its sorted GPU references."""
-    job, row = _job_rows(rows)
-    ends = np.cumsum(np.bincount(job, minlength=len(rows.ids)))
+def _first_nodes(rows: PlanRows, spans: tuple[np.ndarray, np.ndarray] | None = None) -> list[str]:
+    """Per job number, the first node of its sorted GPU references (``spans``: ``job_spans``)."""
+    first, last = spans if spans is not None else job_spans(rows)
     node_of = rows.layout.node_of
-    at = node_of[row]
-    first, last = at[ends - np.bincount(job, minlength=len(rows.ids))], at[ends - 1]
-    out = list(map(rows.names.__getitem__, first.tolist()))
-    for i in np.flatnonzero(first != last).tolist():  # across nodes: references sort by name
-        out[i] = min(map(rows.names.__getitem__, at[ends[i] - np.count_nonzero(job == i):ends[i]].tolist()))
+    a, b = node_of[first], node_of[last]
+    out = list(map(rows.names.__getitem__, a.tolist()))
+    spread = np.flatnonzero(a != b)
+    if len(spread):  # across nodes: references sort by name
+        job, row = _job_rows(rows)
+        for i in spread.tolist():
+            out[i] = min(map(rows.names.__getitem__, node_of[row[job == i]].tolist()))
     return out
 
 

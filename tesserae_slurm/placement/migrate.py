@@ -36,7 +36,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement, PlanRows
-from ..model.plan import first_rows, table_of_refs
+from ..model.plan import job_spans, table_of_refs
 from . import migrate_jit
 from .arrays import GpuLayout, gpu_layout, runs, unique_ints
 
@@ -152,19 +152,21 @@ def _tesserae_tables(old: Placement, new: Placement, types: Mapping[str, str]) -
     n = _Slots(rn.names, n_jobs, _row_weight(n_jobs, w_new), layout)
     key = list(zip(ro.sizes, map(types.get, ro.names)))
     node_map, src = _tesserae_jit(o, n, w_old, w_new, key, key)
-    final = Placement.from_rows(_by_first_gpu(rn._replace(table=rn.table[src])))
+    final = _by_first_gpu(rn._replace(table=rn.table[src]))
     cost, moved = migrate_jit.final_stats(o.jobs, n.jobs[src], w_old, w_new)
     return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
 
 
-def _by_first_gpu(rows: PlanRows) -> PlanRows:
-    """The table with its jobs renumbered by first GPU row (then by number: a packed pair's placed
-    job before its partner), the key order ``_landed_gpus`` gives the final plan."""
-    order = np.lexsort((np.arange(len(rows.ids)), first_rows(rows)))
+def _by_first_gpu(rows: PlanRows) -> Placement:
+    """The plan of the table with its jobs renumbered by first GPU row (then by number: a packed
+    pair's placed job before its partner), the key order ``_landed_gpus`` gives the final plan."""
+    first, last = job_spans(rows)
+    order = np.lexsort((np.arange(len(rows.ids)), first))
     number = np.empty(len(order) + 1, dtype=np.int64)
     number[order] = np.arange(len(order))
     number[-1] = -1
-    return rows._replace(ids=tuple(map(rows.ids.__getitem__, order.tolist())), table=number[rows.table])
+    return Placement.from_rows(rows._replace(ids=tuple(map(rows.ids.__getitem__, order.tolist())),
+                                             table=number[rows.table]), (first[order], last[order]))
 
 
 def _common_table(rows: PlanRows, number: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -496,9 +498,12 @@ def _tesserae_jit(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
             done += pairs[prev:]
             xy = np.array(done, dtype=np.int64).reshape(-1, 2)
             pa, pb = xy[:, 0].copy(), xy[:, 1].copy()
-        at_name = {o.names[i]: k for k, i in enumerate(old_nodes)}
-        n_name = np.fromiter(map(at_name.get, map(n.names.__getitem__, new_nodes), repeat(-1)), np.int64,
-                             len(new_nodes))
+        if old_nodes is new_nodes and o.names == n.names:  # two tables over the cluster's nodes: names agree
+            n_name = np.arange(len(new_nodes), dtype=np.int64)
+        else:  # the group position of the old node of each new node's name (-1: none)
+            at_name = {o.names[i]: k for k, i in enumerate(old_nodes)}
+            n_name = np.fromiter(map(at_name.get, map(n.names.__getitem__, new_nodes), repeat(-1)), np.int64,
+                                 len(new_nodes))
         x, y, perm_of = migrate_jit.group_finish(pa, pb, po, pn, best, perms,
                                                  np.arange(len(old_nodes), dtype=np.int64), n_name, len(old_nodes))
         _land_group(node_map, src, o, n, oi[x], ni[y], perms[perm_of])

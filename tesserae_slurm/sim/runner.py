@@ -154,7 +154,7 @@ def simulate(
         node_of = decision.placement.job_nodes()  # placed jobs, once per round (memoized by the placement)
         finished = {jid for jid, o in outcomes.items() if o.finish is not None}
         busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s, finished)
-        _account(decision, live, outcomes, now, round_s)
+        _account(decision, live, outcomes, now, round_s, views_of)  # also refreshes the views of jobs that ran
         cum_contention += len(live) / cluster.total_gpus
         cum_rounds += 1
         if check_invariants:
@@ -166,9 +166,6 @@ def simulate(
         for jid in running:  # stopped (preempted): the running flag changes, nothing else
             if jid not in node_of and jid in live:
                 views_of[jid] = _view(live[jid], False)
-        for jid in outcomes:  # ran: service, remaining work ... changed
-            if jid not in finished:
-                views_of[jid] = _view(live[jid], True)
 
         rounds.append(RoundRecord(
             time=now, active=len(views), running=len(node_of),
