@@ -106,6 +106,20 @@ def test_plans_held_as_tables_migrate_as_plans_of_sets(pair, typed, old_table):
     assert list(got.placement.job_nodes().items()) == [(j, g[0][0]) for j, g in gpus.items()]
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.data())
+def test_the_compiled_assignment_is_scipys_ties_included(rows, cols, data):
+    """Components beyond the 2x2 rule are solved in the core by ``lsap_max``; it must pick what
+    scipy's ``linear_sum_assignment(maximize=True)`` picks, ties included (dyadic savings tie often)."""
+    from scipy.optimize import linear_sum_assignment
+
+    cells = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0])
+    value = np.array(data.draw(st.lists(cells, min_size=rows * cols, max_size=rows * cols))).reshape(rows, cols)
+    want_r, want_c = linear_sum_assignment(value, maximize=True)
+    got_r, got_c = migrate_jit.lsap_max(value)
+    assert got_r.tolist() == want_r.tolist() and got_c.tolist() == want_c.tolist()
+
+
 def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
     """A read-only install with no writable home (the systemd unit's ProtectSystem/ProtectHome): numba
     finds no cache location and refuses ``cache=True`` at import. The cores still load, uncached."""

@@ -36,7 +36,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement, PlanRows
-from ..model.plan import job_spans, table_of_refs
+from ..model.plan import table_of_refs
 from . import migrate_jit
 from .arrays import GpuLayout, gpu_layout, runs, unique_ints
 
@@ -159,26 +159,20 @@ def _tesserae_tables(old: Placement, new: Placement, types: Mapping[str, str]) -
 
 def _by_first_gpu(rows: PlanRows) -> Placement:
     """The plan of the table with its jobs renumbered by first GPU row (then by number: a packed
-    pair's placed job before its partner), the key order ``_landed_gpus`` gives the final plan."""
-    first, last = job_spans(rows)
-    order = np.lexsort((np.arange(len(rows.ids)), first))
-    number = np.empty(len(order) + 1, dtype=np.int64)
-    number[order] = np.arange(len(order))
-    number[-1] = -1
-    return Placement.from_rows(rows._replace(ids=tuple(map(rows.ids.__getitem__, order.tolist())),
-                                             table=number[rows.table]), (first[order], last[order]))
+    pair's placed job before its partner), the key order ``_landed_gpus`` gives the final plan;
+    it keeps each job's first and last row for ``job_nodes``."""
+    table, old_of, first, last, found = migrate_jit.renumber_by_first(rows.table, len(rows.ids))
+    if found != len(rows.ids):  # a listed job without a GPU: not a plan the engine builds
+        raise ValueError(f"table lists {len(rows.ids)} jobs but {found} hold a GPU")
+    return Placement.from_rows(rows._replace(ids=tuple(map(rows.ids.__getitem__, old_of.tolist())), table=table),
+                               (first, last))
 
 
 def _common_table(rows: PlanRows, number: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """A table's (GPUs, 2) common-job numbers (``number``; -1: none or not common), a GPU's lower
     number in column 0 (as ``_slots`` orders them), and each common job's GPU count."""
-    m = np.fromiter(chain(map(number.get, rows.ids, repeat(-1)), (-1,)), np.int64, len(rows.ids) + 1)  # -1: -1
-    t = m[rows.table]
-    a, b = t[:, 0], t[:, 1]
-    both = (a >= 0) & (b >= 0)
-    jobs = np.stack((np.where(both, np.minimum(a, b), np.maximum(a, b)), np.where(both, np.maximum(a, b), -1)),
-                    axis=1)
-    return jobs, np.bincount(jobs[jobs >= 0], minlength=len(number))
+    common_of = np.fromiter(map(number.get, rows.ids, repeat(-1)), np.int64, len(rows.ids))
+    return migrate_jit.common_table(rows.table, common_of, len(number))
 
 
 def _row_weight(jobs: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -484,20 +478,8 @@ def _tesserae_jit(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
     src = np.empty(len(o.jobs), dtype=np.int64)
     for g, old_nodes, new_nodes, oi, ni, rows_o, rows_n in _node_groups(o, n, old_key, new_key):
         perms = _permutations(g)
-        po, pn, best, pa, pb, hard_at, h_start, h_end, e_a, e_b, e_s = migrate_jit.group_core(
+        po, pn, best, pa, pb = migrate_jit.group_core(
             o.jobs[rows_o], n.jobs[rows_n], o.weight[rows_o], n.weight[rows_n], w_sum, perms, len(w_sum))
-        if len(hard_at):  # components beyond the 2x2 rule: scipy, as the numpy path solves them
-            ea_l, eb_l, sv_l = e_a.tolist(), e_b.tolist(), e_s.tolist()
-            pairs = list(zip(pa.tolist(), pb.tolist()))
-            done: list[tuple[int, int]] = []
-            prev = 0
-            for at, s, e in zip(hard_at.tolist(), h_start.tolist(), h_end.tolist()):
-                done += pairs[prev:at]
-                done += _dense_component(ea_l[s:e], eb_l[s:e], sv_l[s:e])
-                prev = at
-            done += pairs[prev:]
-            xy = np.array(done, dtype=np.int64).reshape(-1, 2)
-            pa, pb = xy[:, 0].copy(), xy[:, 1].copy()
         if old_nodes is new_nodes and o.names == n.names:  # two tables over the cluster's nodes: names agree
             n_name = np.arange(len(new_nodes), dtype=np.int64)
         else:  # the group position of the old node of each new node's name (-1: none)

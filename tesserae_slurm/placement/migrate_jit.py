@@ -3,8 +3,8 @@
 Why: on big traces a round's migration is a few hundred tiny numpy calls (sharing pairs, per-pair
 GPU matchings, components, 2x2 matchings), each paying numpy's per-call overhead; the simulator
 spends about a third of the Philly run there. The same steps as loops, compiled once, do it in one
-call. Only the components larger than two nodes a side go back to Python, to scipy's
-``linear_sum_assignment``, exactly as ``migrate._max_savings_matching`` solves them.
+call. Components larger than two nodes a side are solved by ``lsap_max``, scipy's
+``linear_sum_assignment`` algorithm step for step (``migrate._max_savings_matching`` calls scipy).
 
 Identical results, not merely equally good ones: the caller uses this path only when every job
 weight is a dyadic fraction (jobs on 2^k GPUs), so every sum below is exact whatever its order, and
@@ -56,10 +56,8 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
     weight on each GPU; ``perms``: the g! GPU matchings, identity first.
 
     Returns ``po, pn`` (sharing pairs sorted by old, then new node), ``best`` (index in ``perms``
-    per pair), ``pair_a, pair_b`` (the node matching so far, in the numpy path's order, without the
-    unsettled components), ``hard_at`` (per unsettled component: where its pairs go in it) and the
-    unsettled components' edges ``hard_start, hard_end`` into ``e_a, e_b, e_s`` (edges in component
-    order).
+    per pair) and ``pair_a, pair_b`` (the node matching of the sharing components, in the numpy
+    path's order: one-edge components, then each larger one by the 2x2 rule or one dense assignment).
     """
     nx, g = o_jobs.shape[0], o_jobs.shape[1]
     ny = n_jobs.shape[0]
@@ -182,9 +180,6 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
         if bounds_l[c + 1] - bounds_l[c] == 1:
             pair_a_l.append(e_a[bounds_l[c]])
             pair_b_l.append(e_b[bounds_l[c]])
-    hard_at_l = []
-    hard_s_l = []
-    hard_e_l = []
     for c in range(n_comp):
         s, e = bounds_l[c], bounds_l[c + 1]
         if e - s == 1:
@@ -193,11 +188,24 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
         if e - s <= 4:
             settled = _two_by_two(e_a, e_b, e_s, s, e, pair_a_l, pair_b_l)
         if not settled:
-            hard_at_l.append(len(pair_a_l))
-            hard_s_l.append(s)
-            hard_e_l.append(e)
-    return (po, pn, best, _ints(pair_a_l), _ints(pair_b_l), _ints(hard_at_l), _ints(hard_s_l), _ints(hard_e_l),
-            e_a, e_b, e_s)
+            _dense_component(e_a, e_b, e_s, s, e, pair_a_l, pair_b_l)
+    return po, pn, best, _ints(pair_a_l), _ints(pair_b_l)
+
+
+@_jit
+def _dense_component(e_a, e_b, e_s, s, e, pair_a, pair_b):  # pragma: no cover - compiled
+    """``migrate._dense_component`` on edges ``s:e``: one dense assignment over the component's
+    old and new nodes (sorted), by ``lsap_max`` (scipy's algorithm), keeping pairs that save."""
+    ra = np.unique(e_a[s:e])
+    rb = np.unique(e_b[s:e])
+    dense = np.zeros((ra.shape[0], rb.shape[0]))
+    for k in range(s, e):
+        dense[np.searchsorted(ra, e_a[k]), np.searchsorted(rb, e_b[k])] = e_s[k]
+    rows, cols = lsap_max(dense)
+    for k in range(rows.shape[0]):
+        if dense[rows[k], cols[k]] > EPS:
+            pair_a.append(ra[rows[k]])
+            pair_b.append(rb[cols[k]])
 
 
 @_jit
@@ -341,3 +349,151 @@ def final_stats(before, after, w_old, w_new):  # pragma: no cover - compiled
     for j in range(n):
         moved[j] = was[j] != both[j] or now[j] != both[j]
     return cost, moved
+
+
+@_jit
+def common_table(table, common_of, n_common):  # pragma: no cover - compiled
+    """``migrate._common_table`` over a plan's job table: per GPU row the common-job numbers
+    (``common_of[job]``, -1: not common), the lower in column 0, and each common job's GPU count."""
+    out = np.full(table.shape, -1, np.int64)
+    counts = np.zeros(n_common, np.int64)
+    for r in range(table.shape[0]):
+        a, b = table[r, 0], table[r, 1]
+        ca = common_of[a] if a >= 0 else -1
+        cb = common_of[b] if b >= 0 else -1
+        if ca > cb:
+            ca, cb = cb, ca
+        if ca < 0:
+            ca, cb = cb, -1
+        out[r, 0], out[r, 1] = ca, cb
+        if ca >= 0:
+            counts[ca] += 1
+        if cb >= 0:
+            counts[cb] += 1
+    return out, counts
+
+
+@_jit
+def renumber_by_first(table, n):  # pragma: no cover - compiled
+    """Jobs renumbered by (first GPU row, old number), in one pass over the rows: the new table,
+    the old number of each new one, and each new job's first and last row. ``found`` < ``n`` when a
+    listed job holds no GPU (the caller then does not use the result)."""
+    new_of = np.full(n, -1, np.int64)
+    first = np.zeros(n, np.int64)
+    last = np.zeros(n, np.int64)
+    found = 0
+    for r in range(table.shape[0]):
+        a, b = table[r, 0], table[r, 1]
+        if a > b:
+            a, b = b, a
+        for j in (a, b):
+            if j >= 0:
+                if new_of[j] < 0:
+                    new_of[j] = found
+                    first[found] = r
+                    found += 1
+                last[new_of[j]] = r
+    out = np.full(table.shape, -1, np.int64)
+    for r in range(table.shape[0]):
+        for c in range(2):
+            j = table[r, c]
+            if j >= 0:
+                out[r, c] = new_of[j]
+    old_of = np.zeros(n, np.int64)
+    for j in range(n):
+        if new_of[j] >= 0:
+            old_of[new_of[j]] = j
+    return out, old_of, first, last, found
+
+
+@_jit
+def lsap_max(value):  # pragma: no cover - compiled
+    """``scipy.optimize.linear_sum_assignment(value, maximize=True)``, step for step: the shortest
+    augmenting path method of scipy's ``rectangular_lsap.cpp`` (Crouse 2016), with its order of
+    float operations, its column order (remaining columns filled in reverse) and its tie rules, so
+    that ties fall as scipy lets them fall. Returns (rows, columns), rows ascending; a property test
+    holds it to scipy on tie-heavy matrices."""
+    nr0, nc0 = value.shape
+    transpose = nc0 < nr0
+    if transpose:
+        nr, nc = nc0, nr0
+        cost = np.empty((nr, nc))
+        for i in range(nr0):
+            for j in range(nc0):
+                cost[j, i] = -value[i, j]
+    else:
+        nr, nc = nr0, nc0
+        cost = np.empty((nr, nc))
+        for i in range(nr):
+            for j in range(nc):
+                cost[i, j] = -value[i, j]
+    u = np.zeros(nr)
+    v = np.zeros(nc)
+    spc = np.empty(nc)
+    path = np.full(nc, -1, np.int64)
+    col4row = np.full(nr, -1, np.int64)
+    row4col = np.full(nc, -1, np.int64)
+    sr = np.zeros(nr, np.bool_)
+    sc = np.zeros(nc, np.bool_)
+    remaining = np.empty(nc, np.int64)
+    for cur in range(nr):
+        # shortest augmenting path from row ``cur``
+        min_val = 0.0
+        num_remaining = nc
+        for it in range(nc):
+            remaining[it] = nc - it - 1
+        sr[:] = False
+        sc[:] = False
+        spc[:] = np.inf
+        sink = -1
+        i = cur
+        while sink == -1:
+            index = -1
+            lowest = np.inf
+            sr[i] = True
+            for it in range(num_remaining):
+                j = remaining[it]
+                r = min_val + cost[i, j] - u[i] - v[j]
+                if r < spc[j]:
+                    path[j] = i
+                    spc[j] = r
+                if spc[j] < lowest or (spc[j] == lowest and row4col[j] == -1):
+                    lowest = spc[j]
+                    index = it
+            min_val = lowest
+            j = remaining[index]
+            if row4col[j] == -1:
+                sink = j
+            else:
+                i = row4col[j]
+            sc[j] = True
+            num_remaining -= 1
+            remaining[index] = remaining[num_remaining]
+        # dual update
+        u[cur] += min_val
+        for i in range(nr):
+            if sr[i] and i != cur:
+                u[i] += min_val - spc[col4row[i]]
+        for j in range(nc):
+            if sc[j]:
+                v[j] -= min_val - spc[j]
+        # augment
+        j = sink
+        while True:
+            i = path[j]
+            row4col[j] = i
+            col4row[i], j = j, col4row[i]
+            if i == cur:
+                break
+    rows = np.empty(nr, np.int64)
+    cols = np.empty(nr, np.int64)
+    if transpose:
+        by = np.argsort(col4row)
+        for k in range(nr):
+            rows[k] = col4row[by[k]]
+            cols[k] = by[k]
+    else:
+        for k in range(nr):
+            rows[k] = k
+            cols[k] = col4row[k]
+    return rows, cols
