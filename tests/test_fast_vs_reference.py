@@ -21,6 +21,7 @@ from tesserae_slurm.placement.reference import (
 from tesserae_slurm.profiles import load_profile
 
 A100 = load_profile("a100")
+GAVEL = load_profile("gavel")
 
 
 @st.composite
@@ -79,3 +80,31 @@ def test_migration_cost_matches_the_literal_algorithm(seed, nodes):
     old = decide(RoundRequest(cluster, jobs), A100).placement
     new = decide(RoundRequest(cluster, perturb_order(jobs, rng, 0.5), config=EngineConfig()), A100).placement
     assert migrate(old, new).cost == pytest.approx(migration_cost_reference(old, new))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 300), st.sampled_from(["on", "single"]),
+       st.sampled_from(["throughput", "paper-sum"]))
+def test_compiled_matching_gives_the_numpy_paths_pairs(seed, n_jobs, mode, objective):
+    """``pack_jit.match`` (scipy's assignment ported, ties to the earliest jobs) against the numpy
+    path with scipy: the same pairs, strategies and order, with the solver's choice and with the
+    transportation LP forced; also on two GPU types."""
+    rng = np.random.default_rng(seed)
+    profile = GAVEL if seed % 3 == 0 else A100
+    if profile is GAVEL:  # Gavel's job types on V100 and K80 nodes: two GPU types in one problem
+        kinds = [("ResNet-18", "32"), ("ResNet-50", "64"), ("Transformer", "128"), ("LM", "20"),
+                 ("Recommendation", "1024")]
+        jobs = [Job(f"g{i}", int(rng.choice([1, 1, 2, 4])), *kinds[int(rng.integers(len(kinds)))])
+                for i in range(n_jobs)]
+    else:
+        jobs = synthetic_jobs(n_jobs, rng)
+    k = int(rng.integers(1, n_jobs))
+    placed, pending = jobs[:k], jobs[k:]
+    types = ("v100", "k80") if profile is GAVEL else ("a100",)
+    gpu_type_of = {j.id: types[i % len(types)] for i, j in enumerate(placed)}
+    for limit in (40_000, 0):
+        want = pack(placed, pending, profile, gpu_type_of, mode=mode, objective=objective, _assignment_limit=limit,
+                    _jit=False)
+        got = pack(placed, pending, profile, gpu_type_of, mode=mode, objective=objective, _assignment_limit=limit,
+                   _jit=True)
+        assert got == want

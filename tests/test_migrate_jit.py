@@ -140,3 +140,17 @@ def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
         monkeypatch.undo()
         importlib.reload(migrate_jit)
         importlib.reload(consolidate_jit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_the_compiled_assignment_is_scipys_on_any_floats(rows, cols, seed):
+    """Packing's matrices are sums of measured speeds, not dyadic: the port must still be scipy's,
+    bit for bit (the same float operations in the same order), ties among repeated values included."""
+    from scipy.optimize import linear_sum_assignment
+
+    rng = np.random.default_rng(seed)
+    value = rng.choice(rng.random(4) * 2.0, size=(rows, cols)) * (rng.random((rows, cols)) < 0.7)
+    want_r, want_c = linear_sum_assignment(value, maximize=True)
+    got_r, got_c = migrate_jit.lsap_max(value)
+    assert got_r.tolist() == want_r.tolist() and got_c.tolist() == want_c.tolist()

@@ -44,6 +44,7 @@ from scipy.sparse import coo_matrix
 from ..model import InputError, Job, PackedPair
 from ..profiles import JobClass, PairMatrix, ThroughputProfile
 from ..profiles.classes import CLASS_FIELDS, pair_matrix_at, universe_rows
+from . import pack_jit
 from .arrays import unique_ints
 
 PackingMode = Literal["off", "on", "single"]
@@ -62,11 +63,15 @@ class PackingResult:
 
 def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfile,
          gpu_type_of: Mapping[str, str], *, mode: PackingMode = "on", objective: Objective = "throughput",
-         exclude: Collection[str] = (), _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
+         exclude: Collection[str] = (), _assignment_limit: int | None = ASSIGNMENT_LIMIT,
+         _jit: bool | None = None) -> PackingResult:
     """Pack pending jobs onto placed ones; ``exclude``: placed ids that already have a partner.
 
     ``_assignment_limit`` (tests only): largest job-level matrix solved directly; None = always.
+    ``_jit`` (tests only): None matches through ``pack_jit`` when numba is installed; False never;
+    True always (without numba the core runs as plain Python).
     """
+    match = _match_compiled if (pack_jit.available() if _jit is None else _jit) else _match_class
     if mode not in MODES:
         raise InputError(f"packing mode must be one of {', '.join(MODES)}, got {mode!r}")
     if objective not in OBJECTIVES:
@@ -106,7 +111,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     pairs: list[PackedPair] = []
     for n in counts:
         rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
-        for r, c in _match_class(host_cls[rows], host_type[rows], guest_cls[cols], stacked, _assignment_limit):
+        for r, c in match(host_cls[rows], host_type[rows], guest_cls[cols], stacked, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
             mat = matrices[host_type[h]]
             opt = mat.options[int(mat.option[host_cls[h], guest_cls[g]])]
@@ -248,6 +253,16 @@ def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndar
     if assignment_limit is None or rows.size * cols.size <= assignment_limit:
         return _assign_jobs(group_value, group_of_row, class_of_col, rows, cols, row_group, guest_cls)
     return _transport(group_value, group_of_row, class_of_col)
+
+
+def _match_compiled(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray, values: np.ndarray,
+                    assignment_limit: int | None) -> list[tuple[int, int]]:
+    """``_match_class`` through ``pack_jit.match``: the same pairs (tests compare the two)."""
+    status, rows, cols, group_value, group_of_row, class_of_col = pack_jit.match(
+        host_cls, host_type, guest_cls, values, -1 if assignment_limit is None else assignment_limit)
+    if status == pack_jit.TRANSPORT:
+        return _transport(group_value, group_of_row, class_of_col)
+    return list(zip(rows.tolist(), cols.tolist()))
 
 
 def _assign_jobs(group_value: np.ndarray, group_of_row: np.ndarray, class_of_col: np.ndarray, rows: np.ndarray,
