@@ -62,6 +62,7 @@ class TiresiasState:
 
 _ATTAINED = attrgetter("attained_service")
 _EXECUTED = attrgetter("executed_time")
+_RUNNING = attrgetter("running")
 _VIEW_ID = attrgetter("job.id")
 _QUEUE, _SEQ, _SB, _EB, _PEND = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3), itemgetter(4)
 _new = tuple.__new__  # QueuedJob(...) without the keyword handling
@@ -182,7 +183,7 @@ class TiresiasPolicy:
                 keep = list(map(is_not, block[1], repeat(None)))
                 block = [None if c is None else list(compress(c, keep)) for c in block]
             bvs = block[1]
-            run = [v.running for v in bvs]
+            run = list(map(_RUNNING, bvs))
             n_run = sum(run)
             if 0 < n_run < len(run):
                 wait = list(map(not_, run))

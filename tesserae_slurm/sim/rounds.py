@@ -148,9 +148,11 @@ def _view(s: _Live, running: bool) -> JobView:
 
 
 def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str, Outcome], now: float,
-             round_s: float, views: dict[str, JobView] | None = None) -> None:
-    """Each job's progress and counters after the round; ``views``: the policy's views, refreshed
-    here for every job that ran and goes on (``_view(s, True)``, in the same pass)."""
+             round_s: float, views: dict[str, JobView] | None = None) -> set[str]:
+    """Each job's progress and counters after the round; returns the jobs that finished. ``views``:
+    the policy's views, refreshed here for every job that ran and goes on (``_view(s, True)``, in
+    the same pass)."""
+    finished = set()
     for jid in decision.preempted:
         if jid in live:
             live[jid].preemptions += 1
@@ -172,10 +174,12 @@ def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str
             s.start = now
         if f is not None:
             s.finish = now + f
+            finished.add(jid)
         elif views is not None:
             t = s.trace
             views[jid] = _new(JobView, (s.job, t.submit_time, s.attained, s.executed, s.rounds_run, True, t.duration,
                                         s.remaining, t.priority))
+    return finished
 
 
 def _record(s: _Live, now: float, cum_contention: float, cum_rounds: int) -> JobRecord:

@@ -152,9 +152,8 @@ def simulate(
 
         outcomes, infeasible = _advance(decision, live, true_speeds, restart, round_s, steady)
         node_of = decision.placement.job_nodes()  # placed jobs, once per round (memoized by the placement)
-        finished = {jid for jid, o in outcomes.items() if o.finish is not None}
+        finished = _account(decision, live, outcomes, now, round_s, views_of)  # also refreshes the views of jobs that ran
         busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s, finished)
-        _account(decision, live, outcomes, now, round_s, views_of)  # also refreshes the views of jobs that ran
         cum_contention += len(live) / cluster.total_gpus
         cum_rounds += 1
         if check_invariants:
@@ -163,8 +162,8 @@ def simulate(
         for jid in sorted(finished, key=lambda j: (outcomes[j].finish, j)):
             done.append(_record(live.pop(jid), now, cum_contention, cum_rounds))
             del views_of[jid]
-        for jid in running:  # stopped (preempted): the running flag changes, nothing else
-            if jid not in node_of and jid in live:
+        for jid in running - node_of.keys():  # stopped (preempted): the running flag changes, nothing else
+            if jid in live:
                 views_of[jid] = _view(live[jid], False)
 
         rounds.append(RoundRecord(

@@ -38,7 +38,7 @@ def test_accounting_refreshes_the_views_of_jobs_that_ran_on(jobs):
         views[t.job_id] = _view(live[t.job_id], False)
         outcomes[t.job_id] = Outcome(min(work, duration), 100.0 if finishes else None, 0.0)
     d = RoundDecision(Placement({}), (), (), (), (), (), ())
-    _account(d, live, outcomes, 720.0, 360.0, views)
+    assert _account(d, live, outcomes, 720.0, 360.0, views) == {j for j, o in outcomes.items() if o.finish is not None}
     for jid, o in outcomes.items():
         if o.finish is None:
             assert views[jid] == _view(live[jid], True) and views[jid].running
