@@ -22,6 +22,8 @@ class GpuLayout(NamedTuple):
     row_of: dict[tuple[str, int], int]  # (node, GPU index) -> row
     refs: list[tuple[str, int]]  # row -> (node, GPU index)
     node_of: np.ndarray  # row -> node index (read only)
+    name_rank: np.ndarray  # node index -> position of its name in name order (read only)
+    by_name: tuple[str, ...]  # node names in name order
 
 
 @lru_cache(maxsize=16)
@@ -31,6 +33,10 @@ def gpu_layout(names: tuple[str, ...], sizes: tuple[int, ...]) -> GpuLayout:
     offset = np.zeros(len(names), dtype=np.int64)
     np.cumsum(size[:-1], out=offset[1:])
     node_of = np.repeat(np.arange(len(names), dtype=np.int64), size)
-    size.flags.writeable = offset.flags.writeable = node_of.flags.writeable = False
+    by_name = sorted(range(len(names)), key=names.__getitem__)
+    name_rank = np.empty(len(names), dtype=np.int64)
+    name_rank[by_name] = np.arange(len(names))
+    size.flags.writeable = offset.flags.writeable = node_of.flags.writeable = name_rank.flags.writeable = False
     refs = [(name, gpu) for name, g in zip(names, sizes) for gpu in range(g)]
-    return GpuLayout(size, offset, {ref: row for row, ref in enumerate(refs)}, refs, node_of)
+    return GpuLayout(size, offset, {ref: row for row, ref in enumerate(refs)}, refs, node_of, name_rank,
+                     tuple(map(names.__getitem__, by_name)))

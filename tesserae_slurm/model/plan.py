@@ -101,11 +101,10 @@ class Placement:
         return p
 
     @staticmethod
-    def from_rows(rows: PlanRows, spans: tuple[np.ndarray, np.ndarray] | None = None) -> "Placement":
-        """A plan the engine built as a table (see ``PlanRows``); its sets are built when read.
-        ``spans``: ``job_spans(rows)`` when the builder has them (saves a sort on ``job_nodes``)."""
+    def from_rows(rows: PlanRows) -> "Placement":
+        """A plan the engine built as a table (see ``PlanRows``); its sets are built when read."""
         p = object.__new__(Placement)
-        p._nodes, p._rows, p._memo = None, rows, ({} if spans is None else {"spans": spans})
+        p._nodes, p._rows, p._memo = None, rows, {}
         return p
 
     def rows(self) -> PlanRows | None:
@@ -189,7 +188,7 @@ class Placement:
         if memo is None:
             rows = self._rows
             if rows is not None:
-                memo = dict(zip(rows.ids, _first_nodes(rows, self._memo.get("spans"))))
+                memo = dict(zip(rows.ids, _first_nodes(rows)))
             else:
                 memo = {j: refs[0][0] for j, refs in self.job_gpus().items()}
             memo = self._memo["job_nodes"] = MappingProxyType(memo)
@@ -262,26 +261,16 @@ def _job_rows(rows: PlanRows) -> tuple[np.ndarray, np.ndarray]:
     return job[order], row[order]
 
 
-def job_spans(rows: PlanRows) -> tuple[np.ndarray, np.ndarray]:
-    """Each job's first and last GPU row, by job number (every listed job holds a GPU)."""
-    job, row = _job_rows(rows)
-    counts = np.bincount(job, minlength=len(rows.ids))
-    ends = np.cumsum(counts)
-    return row[ends - counts], row[ends - 1]
-
-
-def _first_nodes(rows: PlanRows, spans: tuple[np.ndarray, np.ndarray] | None = None) -> list[str]:
-    """Per job number, the first node of its sorted GPU references (``spans``: ``job_spans``)."""
-    first, last = spans if spans is not None else job_spans(rows)
-    node_of = rows.layout.node_of
-    a, b = node_of[first], node_of[last]
-    out = list(map(rows.names.__getitem__, a.tolist()))
-    spread = np.flatnonzero(a != b)
-    if len(spread):  # across nodes: references sort by name
-        job, row = _job_rows(rows)
-        for i in spread.tolist():
-            out[i] = min(map(rows.names.__getitem__, node_of[row[job == i]].tolist()))
-    return out
+def _first_nodes(rows: PlanRows) -> list[str]:
+    """Per job number, the first node of its sorted GPU references: the node whose name sorts first
+    among the job's nodes (its only node, for most jobs)."""
+    layout, t = rows.layout, rows.table
+    at = np.arange(len(t))
+    h0, h1 = t[:, 0] >= 0, t[:, 1] >= 0
+    rank = layout.name_rank[layout.node_of[np.concatenate((at[h0], at[h1]))]]
+    best = np.full(len(rows.ids), len(rows.names), dtype=np.int64)
+    np.minimum.at(best, np.concatenate((t[h0, 0], t[h1, 1])), rank)
+    return list(map(layout.by_name.__getitem__, best.tolist()))
 
 
 def _job_gpus_of(rows: PlanRows) -> dict[str, tuple[GpuRef, ...]]:

@@ -159,13 +159,11 @@ def _tesserae_tables(old: Placement, new: Placement, types: Mapping[str, str]) -
 
 def _by_first_gpu(rows: PlanRows) -> Placement:
     """The plan of the table with its jobs renumbered by first GPU row (then by number: a packed
-    pair's placed job before its partner), the key order ``_landed_gpus`` gives the final plan;
-    it keeps each job's first and last row for ``job_nodes``."""
-    table, old_of, first, last, found = migrate_jit.renumber_by_first(rows.table, len(rows.ids))
+    pair's placed job before its partner), the key order ``_landed_gpus`` gives the final plan."""
+    table, old_of, found = migrate_jit.renumber_by_first(rows.table, len(rows.ids))
     if found != len(rows.ids):  # a listed job without a GPU: not a plan the engine builds
         raise ValueError(f"table lists {len(rows.ids)} jobs but {found} hold a GPU")
-    return Placement.from_rows(rows._replace(ids=tuple(map(rows.ids.__getitem__, old_of.tolist())), table=table),
-                               (first, last))
+    return Placement.from_rows(rows._replace(ids=tuple(map(rows.ids.__getitem__, old_of.tolist())), table=table))
 
 
 def _common_table(rows: PlanRows, number: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:

@@ -375,24 +375,19 @@ def common_table(table, common_of, n_common):  # pragma: no cover - compiled
 
 @_jit
 def renumber_by_first(table, n):  # pragma: no cover - compiled
-    """Jobs renumbered by (first GPU row, old number), in one pass over the rows: the new table,
-    the old number of each new one, and each new job's first and last row. ``found`` < ``n`` when a
-    listed job holds no GPU (the caller then does not use the result)."""
+    """Jobs renumbered by (first GPU row, old number), in one pass over the rows: the new table and
+    the old number of each new one. ``found`` < ``n`` when a listed job holds no GPU (the caller
+    then does not use the result)."""
     new_of = np.full(n, -1, np.int64)
-    first = np.zeros(n, np.int64)
-    last = np.zeros(n, np.int64)
     found = 0
     for r in range(table.shape[0]):
         a, b = table[r, 0], table[r, 1]
         if a > b:
             a, b = b, a
         for j in (a, b):
-            if j >= 0:
-                if new_of[j] < 0:
-                    new_of[j] = found
-                    first[found] = r
-                    found += 1
-                last[new_of[j]] = r
+            if j >= 0 and new_of[j] < 0:
+                new_of[j] = found
+                found += 1
     out = np.full(table.shape, -1, np.int64)
     for r in range(table.shape[0]):
         for c in range(2):
@@ -403,7 +398,7 @@ def renumber_by_first(table, n):  # pragma: no cover - compiled
     for j in range(n):
         if new_of[j] >= 0:
             old_of[new_of[j]] = j
-    return out, old_of, first, last, found
+    return out, old_of, found
 
 
 @_jit
