@@ -121,7 +121,7 @@ class Placement:
             return None
         gpus_of = self.job_gpus()
         refs = list(gpus_of.values())
-        table, _, _ = table_of_refs(gpu_layout(names, sizes), refs, np.fromiter(map(len, refs), np.int64, len(refs)))
+        table = table_of_refs(gpu_layout(names, sizes), refs, np.fromiter(map(len, refs), np.int64, len(refs)))
         return PlanRows(names, sizes, tuple(gpus_of), table)
 
     @staticmethod
@@ -215,9 +215,9 @@ class Placement:
 
 # ---- the table form ---------------------------------------------------------------------------------
 def table_of_refs(layout: GpuLayout, refs: list[tuple[GpuRef, ...]] | tuple[tuple[GpuRef, ...], ...],
-                  counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  counts: np.ndarray) -> np.ndarray:
     """The (GPUs, 2) table of jobs numbered by position in ``refs`` (``counts`` GPUs each), a GPU's
-    lower number in column 0; with each (row, job) entry, sorted by row."""
+    lower number in column 0."""
     at = np.fromiter(map(layout.row_of.__getitem__, chain.from_iterable(refs)), np.int64, int(counts.sum()))
     owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
     order = np.argsort(at, kind="stable")
@@ -227,7 +227,7 @@ def table_of_refs(layout: GpuLayout, refs: list[tuple[GpuRef, ...]] | tuple[tupl
         second[1:] = at[1:] == at[:-1]
     table = np.full((len(layout.refs), 2), -1, dtype=np.int64)
     table[at, second] = owner
-    return table, at, owner
+    return table
 
 
 def _nodes_of(rows: PlanRows) -> dict[str, tuple[GpuSlot, ...]]:
@@ -250,13 +250,17 @@ def _nodes_of(rows: PlanRows) -> dict[str, tuple[GpuSlot, ...]]:
     return {name: tuple(row_slots[off:off + g]) for name, off, g in zip(rows.names, offsets, rows.sizes)}
 
 
-def _job_rows(rows: PlanRows) -> tuple[np.ndarray, np.ndarray]:
-    """(job number, GPU row) of every job on every GPU, by job number, then row."""
+def _entries(rows: PlanRows) -> tuple[np.ndarray, np.ndarray]:
+    """(job number, GPU row) of every job on every GPU: column 0's, then column 1's."""
     t = rows.table
     at = np.arange(len(t))
     h0, h1 = t[:, 0] >= 0, t[:, 1] >= 0
-    job = np.concatenate((t[h0, 0], t[h1, 1]))
-    row = np.concatenate((at[h0], at[h1]))
+    return np.concatenate((t[h0, 0], t[h1, 1])), np.concatenate((at[h0], at[h1]))
+
+
+def _job_rows(rows: PlanRows) -> tuple[np.ndarray, np.ndarray]:
+    """``_entries`` by job number, then row."""
+    job, row = _entries(rows)
     order = np.lexsort((row, job))
     return job[order], row[order]
 
@@ -264,12 +268,10 @@ def _job_rows(rows: PlanRows) -> tuple[np.ndarray, np.ndarray]:
 def _first_nodes(rows: PlanRows) -> list[str]:
     """Per job number, the first node of its sorted GPU references: the node whose name sorts first
     among the job's nodes (its only node, for most jobs)."""
-    layout, t = rows.layout, rows.table
-    at = np.arange(len(t))
-    h0, h1 = t[:, 0] >= 0, t[:, 1] >= 0
-    rank = layout.name_rank[layout.node_of[np.concatenate((at[h0], at[h1]))]]
+    layout = rows.layout
+    job, row = _entries(rows)
     best = np.full(len(rows.ids), len(rows.names), dtype=np.int64)
-    np.minimum.at(best, np.concatenate((t[h0, 0], t[h1, 1])), rank)
+    np.minimum.at(best, job, layout.name_rank[layout.node_of[row]])
     return list(map(layout.by_name.__getitem__, best.tolist()))
 
 

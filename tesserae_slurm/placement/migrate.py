@@ -256,9 +256,8 @@ def _slots(p: Placement, refs: Sequence[tuple[tuple[str, int], ...]], counts: np
     of a big cluster hold none."""
     names = tuple(p.nodes)
     layout = gpu_layout(names, tuple(map(len, p.nodes.values())))
-    jobs, rows, owner = table_of_refs(layout, refs, counts)
-    w = np.bincount(rows, weights=weight[owner], minlength=len(jobs)) if len(jobs) else np.zeros(0)
-    return _Slots(names, jobs, w, layout)
+    jobs = table_of_refs(layout, refs, counts)
+    return _Slots(names, jobs, _row_weight(jobs, weight), layout)
 
 
 def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -> np.ndarray:

@@ -113,21 +113,13 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
                         _solo(lb, speeds, g, strategies.get(b.id)), sb)
             oa, ob = run_pair(ma, mb, round_s)
         outcomes[a.id], outcomes[b.id] = oa, ob
-    # alone: most jobs run on as last round (same speed, no restart, no finish); ``_solo`` and
-    # ``steady.get`` inlined for them, the same values
-    get, memo, round_work = steady.get, steady._memo, steady.round_s - 0.0
+    get = steady.get
     for jid, node in node_of.items():
         if jid in outcomes:
             continue
         s = live[jid]
-        key = (node_type[node], strategies.get(jid))
-        solo = s.solo_speed if s.solo_key == key else _solo(s, speeds, key[0], key[1])
-        if jid in resumed:
-            o = None
-        elif solo > 0 and round_work * solo < s.remaining:
-            o = memo.get((solo, False)) or get(s.remaining, solo, False)
-        else:
-            o = get(s.remaining, solo, False)
+        solo = _solo(s, speeds, node_type[node], strategies.get(jid))
+        o = None if jid in resumed else get(s.remaining, solo, False)
         if o is None:
             o = run_alone(Member(s.remaining, overhead(s) if jid in resumed else 0.0, solo, solo), round_s)
         outcomes[jid] = o
@@ -176,9 +168,7 @@ def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str
             s.finish = now + f
             finished.add(jid)
         elif views is not None:
-            t = s.trace
-            views[jid] = _new(JobView, (s.job, t.submit_time, s.attained, s.executed, s.rounds_run, True, t.duration,
-                                        s.remaining, t.priority))
+            views[jid] = _view(s, True)
     return finished
 
 
