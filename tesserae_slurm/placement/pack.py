@@ -42,7 +42,7 @@ from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
 from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
-from ..profiles import JobClass, PairMatrix, ThroughputProfile
+from ..profiles import JobClass, PairMatrix, PairOption, ThroughputProfile
 from ..profiles.classes import CLASS_FIELDS, pair_matrix_at, universe_rows
 from . import pack_jit
 from .arrays import unique_ints
@@ -86,35 +86,27 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
 
     ids = _ClassIds.of(profile)
     host_raw, guest_raw = ids.of_jobs(hosts), ids.of_jobs(guests)
-    # canonical class order: indices, and so the solvers' tie-breaks, do not depend on which job came first
-    present = unique_ints(np.concatenate((host_raw, guest_raw)))
-    order = sorted(present.tolist(), key=ids.sort_key.__getitem__)
-    classes = tuple(ids.classes[i] for i in order)
-    position = np.zeros(len(ids.classes), dtype=np.int64)
-    position[order] = np.arange(len(order))
-    host_cls, guest_cls = position[host_raw], position[guest_raw]
     try:
         raw_gpu = list(map(gpu_type_of.__getitem__, map(_ID, hosts)))
     except KeyError as e:
         raise InputError(f"placed job {e.args[0]!r} has no GPU type") from None
     lowered = {g: g.strip().lower() for g in dict.fromkeys(raw_gpu)}
-    gpu_names = list(dict.fromkeys(lowered.values()))
-    cuts = [_class_set(profile, ids, tuple(order), classes, g) for g in gpu_names]
-    matrices = [c.matrix for c in cuts]
-    values = [_edge_values(c, objective) for c in cuts]
-    stacked = values[0][None] if len(values) == 1 else np.stack(values)
+    gpu_names = tuple(dict.fromkeys(lowered.values()))
+    # every class seen so far in canonical order: ranks, and so the solvers' tie-breaks, do not depend
+    # on which job came first nor on which other classes are present
+    table = ids.ranked(gpu_names, objective)
+    host_cls, guest_cls = table.rank[host_raw], table.rank[guest_raw]
     gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n = np.fromiter(map(_NUM_GPUS, hosts), np.int64, len(hosts))
     guest_n = np.fromiter(map(_NUM_GPUS, guests), np.int64, len(guests))
-
     pairs: list[PackedPair] = []
     for n in counts:
         rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
-        for r, c in match(host_cls[rows], host_type[rows], guest_cls[cols], stacked, _assignment_limit):
+        for r, c in match(host_cls[rows], host_type[rows], guest_cls[cols], table.values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
-            mat = matrices[host_type[h]]
-            opt = mat.options[int(mat.option[host_cls[h], guest_cls[g]])]
+            t = host_type[h]
+            opt = table.options[t][int(table.option[t][host_cls[h], guest_cls[g]])]
             pairs.append(PackedPair(hosts[h].id, guests[g].id, opt.a_speed, opt.b_speed,
                                     opt.a_strategy, opt.b_strategy))
     if not pairs:  # most rounds of big traces
@@ -144,7 +136,7 @@ class _ClassIds:
         self.by_class: dict[JobClass, int] = {}
         self.classes: list[JobClass] = []
         self.sort_key: list[tuple[str, str, int, tuple[str, ...]]] = []
-        self.matrices: dict[tuple[str, tuple[int, ...]], _ClassSet] = {}  # see _class_set
+        self.tables: dict[tuple[tuple[str, ...], str], _Ranked] = {}  # see ranked
         self.rows: dict[str, np.ndarray] = {}  # GPU type -> universe row per class number (-1: not yet)
 
     def universe_rows(self, gpu: str, numbers: tuple[int, ...]) -> np.ndarray:
@@ -161,6 +153,25 @@ class _ClassIds:
         if len(missing):
             known[missing] = universe_rows(self.profile, [self.classes[i] for i in missing.tolist()], gpu)
         return known[at]
+
+    def ranked(self, gpus: tuple[str, ...], objective: Objective) -> _Ranked:
+        """Edge values and best options over every class numbered so far, in canonical order (by
+        ``sort_key``, then number), one matrix per GPU type: rebuilt only when a class is new (the
+        first rounds of a trace), so a round whose set of present classes is new costs no cut. Ranks
+        keep the present classes' relative order, so the matchings see what a cut would give."""
+        found = self.tables.get((gpus, objective))
+        if found is not None and len(found.rank) == len(self.classes):
+            return found
+        order = sorted(range(len(self.classes)), key=self.sort_key.__getitem__)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        classes = [self.classes[i] for i in order]
+        cuts = [_ClassSet(pair_matrix_at(self.profile, classes, g, self.universe_rows(g, tuple(order))), {})
+                for g in gpus]
+        found = self.tables[(gpus, objective)] = _Ranked(
+            rank, np.stack([_edge_values(c, objective) for c in cuts]), tuple(c.matrix.option for c in cuts),
+            tuple(c.matrix.options for c in cuts))
+        return found
 
     @staticmethod
     def of(profile: ThroughputProfile) -> _ClassIds:
@@ -195,7 +206,15 @@ class _ClassIds:
 _ID = attrgetter("id")
 _NUM_GPUS = attrgetter("num_gpus")
 _NO_PACK = attrgetter("no_pack")
-_MATRIX_MEMO = 256  # class subsets remembered per profile (a few KB each); consecutive rounds repeat them
+
+
+class _Ranked(NamedTuple):
+    """Every class seen so far, in canonical order, on a tuple of GPU types: what ``pack`` indexes."""
+
+    rank: np.ndarray  # class number -> canonical rank
+    values: np.ndarray  # [GPU type, rank, rank]: ``_edge_values`` of the objective
+    option: tuple[np.ndarray, ...]  # per GPU type, [rank, rank] -> index into ``options`` (-1: none)
+    options: tuple[tuple[PairOption, ...], ...]
 
 
 class _ClassSet(NamedTuple):
@@ -203,19 +222,6 @@ class _ClassSet(NamedTuple):
 
     matrix: PairMatrix
     values: dict[str, np.ndarray]
-
-
-def _class_set(profile: ThroughputProfile, ids: _ClassIds, key: tuple[int, ...], classes: tuple[JobClass, ...],
-               gpu: str) -> _ClassSet:
-    """``profile.pair_matrix`` memoized on the class numbers: the present classes rarely change
-    between rounds, and hashing ints is cheaper than cutting the matrix from hashed ``JobClass``es."""
-    memo = ids.matrices
-    found = memo.get((gpu, key))
-    if found is None:
-        if len(memo) >= _MATRIX_MEMO:
-            memo.clear()
-        found = memo[(gpu, key)] = _ClassSet(pair_matrix_at(profile, classes, gpu, ids.universe_rows(gpu, key)), {})
-    return found
 
 
 def _edge_values(cut: _ClassSet, objective: Objective) -> np.ndarray:
