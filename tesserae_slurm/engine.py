@@ -149,8 +149,9 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
         result = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective)
         pairs.extend(result.pairs)
-        packed_ids = {p.partner for p in result.pairs}
-        pending = [p for p in pending if p.job_id not in packed_ids]
+        if result.pairs:  # most rounds of big traces pack nobody new
+            packed_ids = {p.partner for p in result.pairs}
+            pending = [p for p in pending if p.job_id not in packed_ids]
     logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
     t2 = now()
 
