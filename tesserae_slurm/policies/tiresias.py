@@ -8,7 +8,8 @@ the order is entry order, except that jobs that ran last round are moved ahead o
 forth. Starvation guard (``promote_knob`` P > 0): a waiting job below Q0 that has run since its last
 promotion goes back to the tail of Q0, with its service and counters reset, once it has waited
 ``P x`` the wall time it ran since that promotion. P = 0 (the default, as in the reference code)
-turns promotion off.
+turns promotion off; then waits are not counted either (``pending_s`` stays 0: it only feeds
+promotion, and counting it was a Python step per waiting job every round).
 
 Service is GPU-seconds (``service="gpu-time"``, the default, Tiresias' 2D attained service) or wall
 seconds (``"time"``, Tiresias' ``dlas``). Thresholds are checked at round boundaries.
@@ -49,6 +50,7 @@ class QueuedJob(NamedTuple):
     service_base: float  # the job's attained service at its last promotion (policy units)
     executed_base: float  # wall seconds run at its last promotion
     pending_s: float = 0.0  # wall seconds waited since the last promotion, counted once it has run since
+    # (and only with promotion on)
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ class TiresiasPolicy:
                 wait = list(map(not_, run))
                 block = [None if c is None else [*compress(c, run), *compress(c, wait)] for c in block]
             bids, bvs, bsb, beb, bpd, bprev = block
-            if n_run < len(run):  # run is False for all of bpd[n_run:]
+            if promote and n_run < len(run):  # run is False for all of bpd[n_run:]
                 bpd[n_run:] = [p + elapsed if v.executed_time - eb > 0 else p
                                for p, v, eb in zip(bpd[n_run:], bvs[n_run:], beb[n_run:])]
             n = len(bids)
@@ -317,7 +319,8 @@ class TiresiasPolicy:
         known = _plain(state.jobs)
         elapsed = self._elapsed(inp, state, rounds)
         waits = [jid for jid in ranking.order
-                 if not views[jid].running and views[jid].executed_time - known[jid].executed_base > 0]
+                 if not views[jid].running and views[jid].executed_time - known[jid].executed_base > 0
+                 ] if self.promote_knob > 0 else []  # waits only count with promotion on
         pending = np.array([known[jid].pending_s for jid in waits], dtype=float)
         for e in elapsed:
             pending += e

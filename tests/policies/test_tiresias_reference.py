@@ -35,7 +35,7 @@ def reference_rank(p: TiresiasPolicy, i, state: TiresiasState):
         v = views.get(jid)
         if v is None:
             continue
-        if not v.running and v.executed_time - q.executed_base > 0:
+        if p.promote_knob > 0 and not v.running and v.executed_time - q.executed_base > 0:
             q = q._replace(pending_s=q.pending_s + elapsed)
         jobs[jid] = q
     seq = state.next_seq
@@ -111,7 +111,7 @@ def one_sort_rank(p: TiresiasPolicy, i, state: TiresiasState):
         if v is None:
             continue
         waiting = not v.running
-        pending = q[4] + elapsed if waiting and v.executed_time - q[3] > 0 else q[4]
+        pending = q[4] + elapsed if p.promote_knob > 0 and waiting and v.executed_time - q[3] > 0 else q[4]
         known.append((q[0], waiting, q[1], jid, q, pending))
     known.sort()
     seq = state.next_seq
