@@ -22,7 +22,8 @@ import numpy as np
 
 from ..model import RoundDecision
 from .metrics import RoundRecord
-from .rounds import _Live, _solo
+from .jobstate import JobColumns, _Live
+from .rounds import _solo
 from .speeds import SpeedModel
 
 
@@ -31,6 +32,8 @@ class Stretch:
     """The rounds after an executed one, while nothing changes: what each of them repeats."""
 
     ids: tuple[str, ...]  # placed jobs
+    cols: JobColumns  # their numbers, at ``slots``
+    slots: np.ndarray
     work: np.ndarray  # reference work per round (round x speed; 0 for a job that cannot run)
     moving: np.ndarray  # speed > 0 (only those can finish)
     packed: np.ndarray  # packed seconds per round (round or 0)
@@ -62,31 +65,33 @@ def stretch_of(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedMod
     if not (work > 0).any():
         return None
     packed = np.array([round_s if rate[j][1] else 0.0 for j in ids], dtype=float)
-    gpu_s = np.array([round_s * live[j].job.num_gpus for j in ids], dtype=float)
+    cols = live[ids[0]].cols
+    slots = np.array([live[j].k for j in ids], dtype=np.int64)
+    gpu_s = round_s * cols.num_gpus[slots]
     placement = decision.placement
     record = dict(
         active=active, running=len(ids), packed_pairs=len(decision.packed), migrations=0,
         preemptions=0, busy_gpus=placement.busy_gpus(), busy_gpu_s=placement.busy_gpus() * round_s, finished=0,
         scheduling_ms=0.0, placement_ms=0.0, packing_ms=0.0, migration_ms=0.0, infeasible_pairs=infeasible,
         reused=True)
-    return Stretch(ids, work, moving, packed, gpu_s, record)
+    return Stretch(ids, cols, slots, work, moving, packed, gpu_s, record)
 
 
-def upper_bound(st: Stretch, live: dict[str, _Live], now: float, round_s: float, next_arrival: float) -> int:
+def upper_bound(st: Stretch, now: float, round_s: float, next_arrival: float) -> int:
     """A cheap bound on the quiet rounds (``quiet_rounds`` counts them exactly), to cap the policy's
     replay: rounds until the next arrival or the first finish, plus a margin for rounding."""
-    rem = np.array([live[j].remaining for j in st.ids], dtype=float)
+    rem = st.cols.remaining[st.slots]
     finish = float(np.min(rem[st.moving] / st.work[st.moving])) if st.work[st.moving].all() else 0.0
     arrive = (next_arrival - now) / round_s
     bound = min(finish, arrive) + 2
     return int(bound) if math.isfinite(bound) else 0
 
 
-def quiet_rounds(st: Stretch, live: dict[str, _Live], now: float, round_s: float, next_arrival: float,
+def quiet_rounds(st: Stretch, now: float, round_s: float, next_arrival: float,
                  limit: int) -> int:
     """How many rounds from ``now`` on (at most ``limit``) start before the next arrival and see no
     placed job finish, replaying ``remaining -= work`` exactly as the rounds would."""
-    rem = np.array([live[j].remaining for j in st.ids], dtype=float)
+    rem = st.cols.remaining[st.slots]
     k, t = 0, now
     while k < limit and t < next_arrival and not (st.moving & (st.work >= rem)).any():
         rem -= st.work
@@ -95,18 +100,15 @@ def quiet_rounds(st: Stretch, live: dict[str, _Live], now: float, round_s: float
     return k
 
 
-def apply_rounds(st: Stretch, live: dict[str, _Live], k: int, now: float, round_s: float,
+def apply_rounds(st: Stretch, k: int, now: float, round_s: float,
                  rounds: list[RoundRecord]) -> float:
     """Apply ``k`` quiet rounds from ``now`` on: every placed job's counters advance with the same
     float operations ``rounds._account`` does, once per round; one record per round. Returns the
     clock after them."""
-    jobs = [live[j] for j in st.ids]
-    rem = np.array([s.remaining for s in jobs], dtype=float)
-    done = np.array([s.done_work for s in jobs], dtype=float)
-    executed = np.array([s.executed for s in jobs], dtype=float)
-    attained = np.array([s.attained for s in jobs], dtype=float)
-    packed_s = np.array([s.packed_s for s in jobs], dtype=float)
-    held = np.full(len(jobs), round_s)
+    cols, at = st.cols, st.slots
+    rem, done, executed, attained, packed_s = (cols.remaining[at], cols.done_work[at], cols.executed[at],
+                                               cols.attained[at], cols.packed_s[at])
+    held = np.full(len(at), round_s)
     record = st.record
     for _ in range(k):
         rem -= st.work
@@ -116,12 +118,9 @@ def apply_rounds(st: Stretch, live: dict[str, _Live], k: int, now: float, round_
         packed_s += st.packed
         rounds.append(RoundRecord(time=now, **record))  # type: ignore[arg-type]
         now += round_s
-    is_packed = (st.packed > 0).tolist()
-    for s, r, d, e, a, p, pk in zip(jobs, rem.tolist(), done.tolist(), executed.tolist(), attained.tolist(),
-                                    packed_s.tolist(), is_packed):
-        s.remaining, s.done_work, s.executed, s.attained, s.packed_s = r, d, e, a, p
-        s.rounds_run += k
-        if pk:
-            s.rounds_packed += k
+    cols.remaining[at], cols.done_work[at], cols.executed[at], cols.attained[at], cols.packed_s[at] = (
+        rem, done, executed, attained, packed_s)
+    cols.rounds_run[at] += k
+    cols.rounds_packed[at[st.packed > 0]] += k
     return now
 

@@ -8,11 +8,11 @@ per (GPU type, strategy), and the progress of a job that neither restarts nor fi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 from functools import reduce
 from itertools import compress, repeat
-from operator import add
+from operator import add, not_
 
 import numpy as np
 
@@ -20,31 +20,9 @@ from ..model import Job, JobView, Placement, RoundDecision, StageTimings
 from .metrics import JobRecord
 from .progress import Member, Outcome, run_alone, run_pair
 from .restart import RestartCost
+from .jobstate import JobColumns, _Live
 from .speeds import SpeedModel
 from .traces.record import TraceJob
-
-
-@dataclass
-class _Live:
-    """Mutable per-job bookkeeping of the simulator shell (never handed to the core)."""
-
-    trace: TraceJob
-    job: Job
-    remaining: float  # seconds of isolated work left on the reference GPU
-    done_work: float = 0.0
-    attained: float = 0.0  # GPU-seconds held
-    executed: float = 0.0  # wall seconds held
-    rounds_run: int = 0
-    start: float | None = None
-    preemptions: int = 0
-    migrations: int = 0
-    rounds_packed: int = 0
-    packed_s: float = 0.0
-    contention_at_arrival: float = 0.0  # the run's cumulative contention and round count at arrival:
-    rounds_at_arrival: int = 0  # a job's averages are differences, not per-round additions to every job
-    finish: float | None = None
-    solo_key: tuple[str, str | None] | None = None  # (GPU type, strategy) of ``solo_speed``
-    solo_speed: float = 0.0
 
 
 def job_of(t: TraceJob, parallelism: tuple[str, ...] = ()) -> Job:
@@ -139,6 +117,14 @@ def _view(s: _Live, running: bool) -> JobView:
                           s.remaining, t.priority))
 
 
+def running_views(cols: JobColumns, ids: Sequence[str], idx: np.ndarray) -> Iterator[tuple[str, JobView]]:
+    """(id, ``_view(s, True)``) of the jobs at slots ``idx``, built from the columns in C-level passes."""
+    return zip(ids, map(tuple.__new__, repeat(JobView), zip(
+        cols.job[idx].tolist(), cols.submit_time[idx].tolist(), cols.attained[idx].tolist(),
+        cols.executed[idx].tolist(), cols.rounds_run[idx].tolist(), repeat(True), cols.duration[idx].tolist(),
+        cols.remaining[idx].tolist(), cols.priority[idx].tolist())))
+
+
 def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str, Outcome], now: float,
              round_s: float, views: dict[str, JobView] | None = None) -> set[str]:
     """Each job's progress and counters after the round; returns the jobs that finished. ``views``:
@@ -170,6 +156,132 @@ def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str
         elif views is not None:
             views[jid] = _view(s, True)
     return finished
+
+
+class RoundResult(NamedTuple):
+    """What the shell needs of a round after ``run_round``."""
+
+    finished: set[str]
+    outcomes: dict[str, Outcome]  # of the finished jobs (their finish offsets and held seconds)
+    infeasible: int  # pairs that do not fit in truth
+    progressed: bool  # some placed job did work
+
+
+def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns, speeds: SpeedModel,
+              restart: RestartCost, round_s: float, now: float, views: dict[str, JobView],
+              steady: SteadyOutcomes | None = None) -> RoundResult:
+    """``_advance`` then ``_account`` (the reference, kept; tests compare field for field) over the
+    job columns ``cols`` that every ``live`` job's slot is in: the arithmetic of the jobs alone (all
+    but a few: ``run_alone``, restarting or not) and every job's counters are the same float
+    operations over the placed jobs' slots at once, and the views are built from the columns in
+    C-level passes. Only packed pairs go one by one (``run_pair``). Every job's new numbers equal
+    the reference's bit for bit."""
+    steady = steady if steady is not None else SteadyOutcomes(round_s)
+    node_of = decision.placement.job_nodes()
+    ids = list(node_of)
+    n = len(ids)
+    idx = np.fromiter(map(cols.slot_of.__getitem__, ids), np.int64, n)
+    strategies, node_type = decision.strategies, speeds.node_type
+    resumed = set(decision.migrated)
+    resumed.update(j for j in decision.started if live[j].rounds_run > 0)
+    single: dict[str, Outcome] = {}  # outcomes computed one by one
+
+    def overhead(s: _Live) -> float:
+        return min(round_s, speeds.overhead(s.job, restart))
+
+    infeasible = 0
+    for p in decision.packed:  # as in _advance
+        if p.placed not in node_of or p.partner not in node_of:
+            continue
+        g = node_type[node_of[p.placed]]
+        la, lb = live[p.placed], live[p.partner]
+        a, b = la.job, lb.job
+        sa, sb = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
+        infeasible += sa == 0.0 and sb == 0.0
+        oa = ob = None
+        if a.id not in resumed and b.id not in resumed:
+            oa, ob = steady.get(la.remaining, sa, True), steady.get(lb.remaining, sb, True)
+        if oa is None or ob is None:
+            ma = Member(la.remaining, overhead(la) if a.id in resumed else 0.0,
+                        _solo(la, speeds, g, strategies.get(a.id)), sa)
+            mb = Member(lb.remaining, overhead(lb) if b.id in resumed else 0.0,
+                        _solo(lb, speeds, g, strategies.get(b.id)), sb)
+            oa, ob = run_pair(ma, mb, round_s)
+        single[a.id], single[b.id] = oa, ob
+    # speeds alone: each job's memo (``_solo``) refreshed where its (GPU type, strategy) changed
+    keys = list(zip(map(node_type.__getitem__, node_of.values()),
+                    map(strategies.get, ids) if strategies else repeat(None, n)))
+    if cols.solo_key[idx].tolist() != keys:
+        for jid, key, known in zip(ids, keys, cols.solo_key[idx].tolist()):
+            if known != key:
+                _solo(live[jid], speeds, *key)
+    solo, rem = cols.solo_speed[idx], cols.remaining[idx]
+    # jobs alone: ``run_alone`` (``progress._segment``) over all of them, the restart overhead 0.0 for
+    # those that keep running (then the work is ``SteadyOutcomes.work``'s)
+    start = np.zeros(n)
+    if resumed:
+        at = np.flatnonzero(np.fromiter(map(resumed.__contains__, ids), bool, n))
+        for i in at[np.isnan(cols.restart_s[idx[at]])].tolist():  # first restart of these jobs
+            cols.restart_s[idx[i]] = speeds.overhead(live[ids[i]].job, restart)
+        start[at] = np.minimum(round_s, cols.restart_s[idx[at]])  # = overhead(s)
+    runs = (round_s > start) & (solo > 0)
+    possible = (round_s - start) * solo
+    ends = runs & (possible >= rem)
+    work = np.where(ends, rem, np.where(runs, possible, 0.0))
+    finish = np.full(n, np.inf)  # inf: runs on past the round
+    if ends.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            finish[ends] = np.minimum(round_s, start[ends] + rem[ends] / solo[ends])
+    finished: set[str] = set()
+    outcomes: dict[str, Outcome] = {}
+    packed_i: list[int] = []
+    packed_s: list[float] = []
+    if single:  # the pairs' members, as ``run_pair`` found
+        at = dict(zip(ids, range(n)))
+        for jid, o in single.items():
+            i = at[jid]
+            work[i] = o.work
+            finish[i] = np.inf if o.finish is None else o.finish
+            if o.finish is not None:
+                finished.add(jid)
+                outcomes[jid] = o
+            if o.packed_s > 0:
+                packed_i.append(i)
+                packed_s.append(o.packed_s)
+    for i in np.flatnonzero(ends).tolist():
+        jid = ids[i]
+        if jid not in single:
+            finished.add(jid)
+            outcomes[jid] = Outcome(float(work[i]), float(finish[i]), 0.0)
+    # _account's arithmetic, job by job in arrays
+    held = np.minimum(round_s, finish)
+    rem = np.where(finish < np.inf, 0.0, rem - work)
+    attained = cols.attained[idx] + held * cols.num_gpus[idx]
+    executed = cols.executed[idx] + held
+    ran_before = cols.rounds_run[idx]
+    rounds_run = ran_before + 1
+    cols.remaining[idx], cols.attained[idx], cols.executed[idx], cols.rounds_run[idx] = rem, attained, executed, rounds_run
+    cols.done_work[idx] += work
+    if packed_i:
+        at_slot = idx[packed_i]
+        cols.packed_s[at_slot] += packed_s
+        cols.rounds_packed[at_slot] += 1
+    for jid in decision.preempted:
+        if jid in live:
+            live[jid].preemptions += 1
+    for jid in decision.migrated:
+        live[jid].migrations += 1
+    for i in np.flatnonzero(ran_before == 0).tolist():  # first round run: ``start`` is unset
+        live[ids[i]].start = now
+    for jid in finished:
+        live[jid].finish = now + outcomes[jid].finish
+    # the views of the jobs that go on (a finished job leaves; the shell drops its view)
+    if finished:
+        goes_on = list(map(not_, map(finished.__contains__, ids)))
+        views.update(running_views(cols, list(compress(ids, goes_on)), idx[np.array(goes_on, dtype=bool)]))
+    else:
+        views.update(running_views(cols, ids, idx))
+    return RoundResult(finished, outcomes, infeasible, bool((work > 0).any()))
 
 
 def _record(s: _Live, now: float, cum_contention: float, cum_rounds: int) -> JobRecord:

@@ -28,14 +28,15 @@ from .gc_tuning import long_run_gc
 from .invariants import InvariantError, check_progress, check_result, check_round
 from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
+from .jobstate import JobColumns
 from .restart import RestartCost
-from .rounds import (SteadyOutcomes, _account, _advance, _busy_gpu_seconds, _Live, _record, _unchanged, _view,
+from .rounds import (SteadyOutcomes, _busy_gpu_seconds, _Live, _record, _unchanged, _view, run_round, running_views,
                      _without, job_of)
 from .speeds import SpeedModel
 from .strategies import check_mode, job_parallelism, restrict_packed
 from .traces.record import TraceJob
 
-__all__ = ["ProgressCallback", "simulate", "cluster_spec", "job_of", "_advance", "_Live"]
+__all__ = ["ProgressCallback", "simulate", "cluster_spec", "job_of", "_Live"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ def simulate(
     arrivals = sorted(trace, key=lambda t: t.submit_time)
     nxt = 0
     live: dict[str, _Live] = {}
+    cols = JobColumns(len(arrivals))  # the jobs' numbers; slot = arrival order
     done: list[JobRecord] = []
     rounds: list[RoundRecord] = []
     current = Placement.empty(cluster)
@@ -119,7 +121,8 @@ def simulate(
         while nxt < len(arrivals) and arrivals[nxt].submit_time <= now:
             t = arrivals[nxt]
             s = live[t.job_id] = _Live(t, job_of(t, parallelism.get(t.job_id, ())), remaining=t.duration,
-                                       contention_at_arrival=cum_contention, rounds_at_arrival=cum_rounds)
+                                       contention_at_arrival=cum_contention, rounds_at_arrival=cum_rounds,
+                                       cols=cols, k=nxt)
             views_of[t.job_id] = _view(s, False)
             nxt += 1
             arrived = True
@@ -150,9 +153,10 @@ def simulate(
         if check_invariants:
             check_round(decision, {j.id: j for j in ordered}, current)
 
-        outcomes, infeasible = _advance(decision, live, true_speeds, restart, round_s, steady)
+        # progress and accounting; also refreshes the views of jobs that ran on
+        finished, outcomes, infeasible, progressed = run_round(decision, live, cols, true_speeds, restart, round_s,
+                                                               now, views_of, steady)
         node_of = decision.placement.job_nodes()  # placed jobs, once per round (memoized by the placement)
-        finished = _account(decision, live, outcomes, now, round_s, views_of)  # also refreshes the views of jobs that ran
         busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s, finished)
         cum_contention += len(live) / cluster.total_gpus
         cum_rounds += 1
@@ -175,7 +179,6 @@ def simulate(
             migration_ms=decision.timings.migration * 1e3, infeasible_pairs=infeasible, reused=reused,
         ))
         current = _without(decision.placement, finished)
-        progressed = any(o.work > 0 for o in outcomes.values())
         stalled = 0 if progressed or nxt < len(arrivals) else stalled + 1
         if stalled >= STALL_ROUNDS:
             raise RuntimeError(f"simulation stalled at t={now:g} s: {len(live)} active jobs made no progress "
@@ -191,16 +194,15 @@ def simulate(
             st = stretch_of(decision, live, true_speeds, round_s, infeasible, len(live))
             if st is not None:
                 next_arrival = arrivals[nxt].submit_time if nxt < len(arrivals) else math.inf
-                bound = upper_bound(st, live, now, round_s, next_arrival)
+                bound = upper_bound(st, now, round_s, next_arrival)
                 k = quiet.stable_rounds(inp, pstate, ranking, bound) if bound > 0 else 0
-                k = quiet_rounds(st, live, now, round_s, next_arrival, k) if k > 0 else 0
+                k = quiet_rounds(st, now, round_s, next_arrival, k) if k > 0 else 0
                 if check_invariants:
                     promised = k
                 elif k > 0:
                     pstate = quiet.skip_rounds(inp, pstate, ranking, k)
-                    now = apply_rounds(st, live, k, now, round_s, rounds)
-                    for jid in st.ids:
-                        views_of[jid] = _view(live[jid], True)
+                    now = apply_rounds(st, k, now, round_s, rounds)
+                    views_of.update(running_views(cols, st.ids, st.slots))
                     share = len(live) / cluster.total_gpus
                     for _ in range(k):
                         cum_contention += share

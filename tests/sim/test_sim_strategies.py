@@ -121,7 +121,7 @@ def test_decision_profile_must_know_the_trace():
 def test_pairs_that_do_not_fit_in_truth_are_counted():
     from tesserae_slurm.model import PackedPair, Placement
     from tesserae_slurm.model.decision import RoundDecision
-    from tesserae_slurm.sim.runner import _advance, _Live, job_of
+    from tesserae_slurm.sim.rounds import _advance, _Live, job_of
     from tesserae_slurm.sim.speeds import SpeedModel
 
     assert raw_pair("16,8") == (0.0, 0.0)  # out of memory in the A100 table
