@@ -266,33 +266,41 @@ class TiresiasPolicy:
 
     def stable_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking, max_rounds: int) -> int:
         views = dict(zip(map(_VIEW_ID, inp.jobs), inp.jobs))
-        jobs = _plain(state.jobs)
-        if ranking.pairs or len(jobs) != len(views) or len(ranking.order) != len(views):
+        if ranking.pairs or len(state.jobs) != len(views) or len(ranking.order) != len(views):
             return 0
-        # the next round sorts by (queue, waiting, entry): the ranking must already be in that order
-        # (a job demoted or promoted this round sits at its queue's tail, even if it runs)
-        prev: tuple[int, bool, int] | None = None
-        for jid in ranking.order:
-            q, v = jobs.get(jid), views.get(jid)
-            if q is None or v is None:
-                return 0
-            key = (q.queue, not v.running, q.seq)
-            if prev is not None and not prev < key:
-                return 0
-            prev = key
-        bound = max_rounds
         last_queue = len(self.queue_limits)
-        for jid in ranking.order:  # demotions: a running job's service reaches its queue's limit
-            v, q = views[jid], jobs[jid]
-            if not v.running or q.queue >= last_queue:
-                continue
-            inc = inp.round_s * v.num_gpus if self.service == "gpu-time" else inp.round_s
-            service, limit = service_of(v, self.service), self.queue_limits[q.queue]
-            for i in range(bound):
-                service += inc  # as the shell adds it: one round at a time
-                if service - q.service_base >= limit:
-                    bound = i
-                    break
+        cols = state.jobs
+        if type(cols) is _Queues and cols.ids == ranking.order and len(cols.bounds) == last_queue + 2:
+            # the columns ``rank`` left, in ranking order: the checks below as array passes
+            vs = list(map(views.get, ranking.order))
+            if None in vs:
+                return 0
+            queue = np.repeat(np.arange(last_queue + 1), np.diff(cols.bounds))
+            waiting = ~np.fromiter(map(_RUNNING, vs), bool, len(vs))
+            seq = np.array(cols.seqs, dtype=np.int64)
+            q0, q1, w0, w1, s0, s1 = queue[:-1], queue[1:], waiting[:-1], waiting[1:], seq[:-1], seq[1:]
+            if not ((q0 < q1) | ((q0 == q1) & ((w0 < w1) | ((w0 == w1) & (s0 < s1))))).all():
+                return 0
+            bound = self._demotion_bound(inp, vs, queue, np.array(cols.sbs), ~waiting, max_rounds)
+            jobs = _plain(cols) if self.promote_knob > 0 else {}
+        else:
+            jobs = _plain(state.jobs)
+            # the next round sorts by (queue, waiting, entry): the ranking must already be in that order
+            # (a job demoted or promoted this round sits at its queue's tail, even if it runs)
+            prev: tuple[int, bool, int] | None = None
+            for jid in ranking.order:
+                q, v = jobs.get(jid), views.get(jid)
+                if q is None or v is None:
+                    return 0
+                key = (q.queue, not v.running, q.seq)
+                if prev is not None and not prev < key:
+                    return 0
+                prev = key
+            order_views = [views[j] for j in ranking.order]
+            qs = [jobs[j] for j in ranking.order]
+            bound = self._demotion_bound(inp, order_views, np.array([q.queue for q in qs], dtype=np.int64),
+                                         np.array([q.service_base for q in qs], dtype=float),
+                                         np.array([v.running for v in order_views], dtype=bool), max_rounds)
         # promotions: a waiting job below Q0 that ran since its last promotion is promoted once its
         # wait (growing by each round's length) reaches P x that run
         waiting = [(jobs[j], views[j].executed_time - jobs[j].executed_base) for j in ranking.order
@@ -343,6 +351,25 @@ class TiresiasPolicy:
                            list(map(_PEND, qs)), built=jobs)
             return TiresiasState(cols, base + n, last, state.promotions, state.demotions)
         return TiresiasState(MappingProxyType(jobs), base + n, last, state.promotions, state.demotions)
+
+    def _demotion_bound(self, inp: SchedulingInput, views: Sequence[JobView], queue: np.ndarray,
+                        service_base: np.ndarray, running: np.ndarray, bound: int) -> int:
+        """Rounds before a running job's service reaches its queue's limit (at most ``bound``): each
+        such job's service grows by one round's service at a time, as the shell adds it, all jobs
+        in one array step per round (the same float additions per job)."""
+        at = np.flatnonzero(running & (queue < len(self.queue_limits)))
+        if not len(at) or bound <= 0:
+            return bound
+        sel = [views[i] for i in at.tolist()]
+        service = np.array([service_of(v, self.service) for v in sel], dtype=float)
+        inc = (np.array([v.num_gpus for v in sel], dtype=float) * inp.round_s if self.service == "gpu-time"
+               else np.full(len(sel), inp.round_s))
+        base, limit = service_base[at], np.array(self.queue_limits)[queue[at]]
+        for i in range(bound):
+            service += inc
+            if (service - base >= limit).any():
+                return i
+        return bound
 
     @staticmethod
     def _elapsed(inp: SchedulingInput, state: TiresiasState, rounds: int) -> list[float]:

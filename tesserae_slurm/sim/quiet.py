@@ -23,7 +23,7 @@ import numpy as np
 from ..model import RoundDecision
 from .metrics import RoundRecord
 from .jobstate import JobColumns, _Live
-from .rounds import _solo
+from .rounds import solo_speeds
 from .speeds import SpeedModel
 
 
@@ -41,32 +41,30 @@ class Stretch:
     record: dict[str, object]  # the reused round's record, but its time
 
 
-def stretch_of(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, round_s: float,
-               infeasible: int, active: int) -> Stretch | None:
+def stretch_of(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns, speeds: SpeedModel,
+               round_s: float, infeasible: int, active: int) -> Stretch | None:
     """What each following quiet round does (the reused decision: the same groups at the same
     speeds, nobody restarting), or None if nothing would progress (the stall guard then counts
-    rounds one by one). Speeds come from the same memos ``rounds._advance`` just filled."""
+    rounds one by one). Speeds come from the same memos ``rounds.run_round`` just filled."""
     node_of = decision.placement.job_nodes()
-    strategies = decision.strategies
-    rate: dict[str, tuple[float, bool]] = {}
-    for p in decision.packed:  # as in _advance: a pair counts only when both members are placed
-        if p.placed in node_of and p.partner in node_of:
-            a, b = live[p.placed].job, live[p.partner].job
-            g = speeds.node_type[node_of[p.placed]]
-            sa, sb = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
-            rate[a.id], rate[b.id] = (sa, True), (sb, True)
-    for jid, node in node_of.items():
-        if jid not in rate:
-            rate[jid] = (_solo(live[jid], speeds, speeds.node_type[node], strategies.get(jid)), False)
-    ids = tuple(rate)
-    speed = np.array([rate[j][0] for j in ids], dtype=float)
+    ids = tuple(node_of)
+    slots = np.fromiter(map(cols.slot_of.__getitem__, ids), np.int64, len(ids))
+    speed = solo_speeds(decision, ids, slots, live, cols, speeds)  # a copy (fancy indexing)
+    packed = np.zeros(len(ids))
+    if decision.packed:
+        at = dict(zip(ids, range(len(ids))))
+        strategies = decision.strategies
+        for p in decision.packed:  # as in _advance: a pair counts only when both members are placed
+            if p.placed in node_of and p.partner in node_of:
+                a, b = live[p.placed].job, live[p.partner].job
+                g = speeds.node_type[node_of[p.placed]]
+                i, j = at[a.id], at[b.id]
+                speed[i], speed[j] = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
+                packed[i] = packed[j] = round_s
     moving = speed > 0
     work = np.where(moving, (round_s - 0.0) * speed, 0.0)  # progress._segment's arithmetic
     if not (work > 0).any():
         return None
-    packed = np.array([round_s if rate[j][1] else 0.0 for j in ids], dtype=float)
-    cols = live[ids[0]].cols
-    slots = np.array([live[j].k for j in ids], dtype=np.int64)
     gpu_s = round_s * cols.num_gpus[slots]
     placement = decision.placement
     record = dict(

@@ -167,6 +167,21 @@ class RoundResult(NamedTuple):
     progressed: bool  # some placed job did work
 
 
+def solo_speeds(decision: RoundDecision, ids: Sequence[str], idx: np.ndarray, live: dict[str, _Live],
+                cols: JobColumns, speeds: SpeedModel) -> np.ndarray:
+    """``_solo`` of the placed jobs ``ids`` (at slots ``idx``, in ``job_nodes`` order): each job's
+    memo refreshed where its (GPU type, strategy) changed, checked in C-level passes."""
+    node_type, strategies = speeds.node_type, decision.strategies
+    keys = list(zip(map(node_type.__getitem__, decision.placement.job_nodes().values()),
+                    map(strategies.get, ids) if strategies else repeat(None, len(ids))))
+    known = cols.solo_key[idx].tolist()
+    if known != keys:
+        for jid, key, was in zip(ids, keys, known):
+            if was != key:
+                _solo(live[jid], speeds, *key)
+    return cols.solo_speed[idx]
+
+
 def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns, speeds: SpeedModel,
               restart: RestartCost, round_s: float, now: float, views: dict[str, JobView],
               steady: SteadyOutcomes | None = None) -> RoundResult:
@@ -208,14 +223,7 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
                         _solo(lb, speeds, g, strategies.get(b.id)), sb)
             oa, ob = run_pair(ma, mb, round_s)
         single[a.id], single[b.id] = oa, ob
-    # speeds alone: each job's memo (``_solo``) refreshed where its (GPU type, strategy) changed
-    keys = list(zip(map(node_type.__getitem__, node_of.values()),
-                    map(strategies.get, ids) if strategies else repeat(None, n)))
-    if cols.solo_key[idx].tolist() != keys:
-        for jid, key, known in zip(ids, keys, cols.solo_key[idx].tolist()):
-            if known != key:
-                _solo(live[jid], speeds, *key)
-    solo, rem = cols.solo_speed[idx], cols.remaining[idx]
+    solo, rem = solo_speeds(decision, ids, idx, live, cols, speeds), cols.remaining[idx]
     # jobs alone: ``run_alone`` (``progress._segment``) over all of them, the restart overhead 0.0 for
     # those that keep running (then the work is ``SteadyOutcomes.work``'s)
     start = np.zeros(n)

@@ -191,7 +191,7 @@ def simulate(
         keeps_running = not finished and node_of.keys() == running
         now += round_s
         if quiet is not None and keeps_running and not promised:
-            st = stretch_of(decision, live, true_speeds, round_s, infeasible, len(live))
+            st = stretch_of(decision, live, cols, true_speeds, round_s, infeasible, len(live))
             if st is not None:
                 next_arrival = arrivals[nxt].submit_time if nxt < len(arrivals) else math.inf
                 bound = upper_bound(st, now, round_s, next_arrival)

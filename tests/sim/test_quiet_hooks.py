@@ -9,6 +9,7 @@ rank calls leave.
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
 
 from hypothesis import given, settings
@@ -90,6 +91,9 @@ def check(policy, views, state, now, round_s):
     stable = next((i for i, (r, s) in enumerate(later) if r != ranking or moved(state0, s)), CAP)
     for cap in (CAP, stable, max(0, stable - 1), 3):
         assert policy.stable_rounds(inp, state0, ranking, cap) == min(cap, stable)
+        if isinstance(policy, TiresiasPolicy):  # a state that is not the columns ``rank`` leaves
+            plain = dataclasses.replace(state0, jobs=MappingProxyType(dict(state0.jobs)))
+            assert policy.stable_rounds(inp, plain, ranking, cap) == min(cap, stable)
     for k in {1, stable // 2, stable}:
         if 0 < k <= stable:
             assert policy.skip_rounds(inp, state0, ranking, k) == later[k - 1][1]
