@@ -120,7 +120,7 @@ def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
 def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = None) -> RoundDecision:
     now = clock or _no_clock
     cluster, cfg = req.cluster, req.config
-    ids = list(map(_ID, req.jobs))
+    ids = [j.id for j in req.jobs]  # a comprehension reads slots faster than attrgetter
     by_id = dict(zip(ids, req.jobs))
     if len(by_id) != len(ids):
         raise InputError("a job id appears twice in the job list")

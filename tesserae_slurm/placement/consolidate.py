@@ -350,9 +350,9 @@ def _place_jobs_compiled(cluster: Cluster, jobs: Sequence[Job]) -> Consolidation
     of the layout's (tests compare with the Python walk and the reference)."""
     names, sizes = cluster.shape
     layout = gpu_layout(names, sizes)
-    need = np.fromiter(map(_NUM_GPUS, jobs), np.int64, len(jobs))
+    need = np.array([j.num_gpus for j in jobs], dtype=np.int64)
     status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(layout.sizes, need)
-    ids = list(map(_ID, jobs))
+    ids = [j.id for j in jobs]
     placed_k = np.flatnonzero(status == consolidate_jit.PLACED)
     placed = tuple(map(ids.__getitem__, placed_k.tolist()))
     # GPU rows -> the placed job holding them (numbered in policy order)

@@ -252,7 +252,7 @@ class ThroughputProfile:
     def best_isolated_many(self, jobs: Sequence[Job], gpu_types: Sequence[str]) -> list[tuple[float, str | None]]:
         """``best_isolated`` of each job on the matching GPU type, in one C-level pass of memo hits
         (the engine asks for every placed job every round); Python only for what is not memoized."""
-        keys = list(zip(map(CLASS_FIELDS, jobs), gpu_types))
+        keys = list(zip([j.class_key for j in jobs], gpu_types))  # CLASS_FIELDS, read faster in a comprehension
         found = list(map(self._memo.get, keys))
         if None in found:
             for i, hit in enumerate(found):
