@@ -8,7 +8,7 @@ per (GPU type, strategy), and the progress of a job that neither restarts nor fi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 from functools import reduce
 from itertools import compress, repeat
@@ -58,20 +58,12 @@ def _solo(s: _Live, speeds: SpeedModel, gpu_type: str, strategy: str | None) -> 
     return s.solo_speed
 
 
-def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, restart: RestartCost,
-             round_s: float, steady: SteadyOutcomes | None = None) -> tuple[dict[str, Outcome], int]:
-    """Each placed job's exact progress this round, group by group (a job alone or a packed pair), and
-    how many pairs make no progress because they do not fit in truth (a wrong decision profile)."""
-    steady = steady if steady is not None else SteadyOutcomes(round_s)
-    node_of = decision.placement.job_nodes()
-    strategies, node_type = decision.strategies, speeds.node_type
-    resumed = set(decision.migrated)
-    resumed.update(j for j in decision.started if live[j].rounds_run > 0)
-    outcomes: dict[str, Outcome] = {}
-
-    def overhead(s: _Live) -> float:
-        return min(round_s, speeds.overhead(s.job, restart))
-
+def _run_pairs(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, round_s: float,
+               steady: SteadyOutcomes, resumed: set[str], overhead: Callable[[_Live], float],
+               outcomes: dict[str, Outcome]) -> int:
+    """Each packed pair's outcomes (a pair counts only when both members are placed) into
+    ``outcomes``; returns how many pairs do not fit in truth (both speeds 0)."""
+    node_of, strategies, node_type = decision.placement.job_nodes(), decision.strategies, speeds.node_type
     infeasible = 0
     for p in decision.packed:
         if p.placed not in node_of or p.partner not in node_of:
@@ -91,6 +83,24 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
                         _solo(lb, speeds, g, strategies.get(b.id)), sb)
             oa, ob = run_pair(ma, mb, round_s)
         outcomes[a.id], outcomes[b.id] = oa, ob
+    return infeasible
+
+
+def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, restart: RestartCost,
+             round_s: float, steady: SteadyOutcomes | None = None) -> tuple[dict[str, Outcome], int]:
+    """Each placed job's exact progress this round, group by group (a job alone or a packed pair), and
+    how many pairs make no progress because they do not fit in truth (a wrong decision profile)."""
+    steady = steady if steady is not None else SteadyOutcomes(round_s)
+    node_of = decision.placement.job_nodes()
+    strategies, node_type = decision.strategies, speeds.node_type
+    resumed = set(decision.migrated)
+    resumed.update(j for j in decision.started if live[j].rounds_run > 0)
+    outcomes: dict[str, Outcome] = {}
+
+    def overhead(s: _Live) -> float:
+        return min(round_s, speeds.overhead(s.job, restart))
+
+    infeasible = _run_pairs(decision, live, speeds, round_s, steady, resumed, overhead, outcomes)
     get = steady.get
     for jid, node in node_of.items():
         if jid in outcomes:
@@ -196,7 +206,6 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     ids = list(node_of)
     n = len(ids)
     idx = np.fromiter(map(cols.slot_of.__getitem__, ids), np.int64, n)
-    strategies, node_type = decision.strategies, speeds.node_type
     resumed = set(decision.migrated)
     resumed.update(j for j in decision.started if live[j].rounds_run > 0)
     single: dict[str, Outcome] = {}  # outcomes computed one by one
@@ -204,25 +213,7 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     def overhead(s: _Live) -> float:
         return min(round_s, speeds.overhead(s.job, restart))
 
-    infeasible = 0
-    for p in decision.packed:  # as in _advance
-        if p.placed not in node_of or p.partner not in node_of:
-            continue
-        g = node_type[node_of[p.placed]]
-        la, lb = live[p.placed], live[p.partner]
-        a, b = la.job, lb.job
-        sa, sb = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
-        infeasible += sa == 0.0 and sb == 0.0
-        oa = ob = None
-        if a.id not in resumed and b.id not in resumed:
-            oa, ob = steady.get(la.remaining, sa, True), steady.get(lb.remaining, sb, True)
-        if oa is None or ob is None:
-            ma = Member(la.remaining, overhead(la) if a.id in resumed else 0.0,
-                        _solo(la, speeds, g, strategies.get(a.id)), sa)
-            mb = Member(lb.remaining, overhead(lb) if b.id in resumed else 0.0,
-                        _solo(lb, speeds, g, strategies.get(b.id)), sb)
-            oa, ob = run_pair(ma, mb, round_s)
-        single[a.id], single[b.id] = oa, ob
+    infeasible = _run_pairs(decision, live, speeds, round_s, steady, resumed, overhead, single)
     solo, rem = solo_speeds(decision, ids, idx, live, cols, speeds), cols.remaining[idx]
     # jobs alone: ``run_alone`` (``progress._segment``) over all of them, the restart overhead 0.0 for
     # those that keep running (then the work is ``SteadyOutcomes.work``'s)
