@@ -42,7 +42,7 @@ from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
 from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
-from ..profiles import JobClass, PairMatrix, PairOption, ThroughputProfile
+from ..profiles import JobClass, PairMatrix, ThroughputProfile
 from ..profiles.classes import pair_matrix_at, universe_rows
 from . import pack_jit
 from .arrays import unique_ints
@@ -105,8 +105,8 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
         rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
         for r, c in match(host_cls[rows], host_type[rows], guest_cls[cols], table.values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
-            t = host_type[h]
-            opt = table.options[t][int(table.option[t][host_cls[h], guest_cls[g]])]
+            mat = table.matrices[host_type[h]]
+            opt = mat.options[int(mat.option[host_cls[h], guest_cls[g]])]
             pairs.append(PackedPair(hosts[h].id, guests[g].id, opt.a_speed, opt.b_speed,
                                     opt.a_strategy, opt.b_strategy))
     if not pairs:  # most rounds of big traces
@@ -166,11 +166,9 @@ class _ClassIds:
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
         classes = [self.classes[i] for i in order]
-        cuts = [_ClassSet(pair_matrix_at(self.profile, classes, g, self.universe_rows(g, tuple(order))), {})
-                for g in gpus]
+        matrices = tuple(pair_matrix_at(self.profile, classes, g, self.universe_rows(g, tuple(order))) for g in gpus)
         found = self.tables[(gpus, objective)] = _Ranked(
-            rank, np.stack([_edge_values(c, objective) for c in cuts]), tuple(c.matrix.option for c in cuts),
-            tuple(c.matrix.options for c in cuts))
+            rank, np.stack([_edge_values(m, objective) for m in matrices]), matrices)
         return found
 
     @staticmethod
@@ -211,28 +209,16 @@ class _Ranked(NamedTuple):
 
     rank: np.ndarray  # class number -> canonical rank
     values: np.ndarray  # [GPU type, rank, rank]: ``_edge_values`` of the objective
-    option: tuple[np.ndarray, ...]  # per GPU type, [rank, rank] -> index into ``options`` (-1: none)
-    options: tuple[tuple[PairOption, ...], ...]
+    matrices: tuple[PairMatrix, ...]  # per GPU type, over the classes in rank order (best options)
 
 
-class _ClassSet(NamedTuple):
-    """One class set's pair matrix on one GPU type, and its edge values per objective (filled lazily)."""
-
-    matrix: PairMatrix
-    values: dict[str, np.ndarray]
-
-
-def _edge_values(cut: _ClassSet, objective: Objective) -> np.ndarray:
+def _edge_values(mat: PairMatrix, objective: Objective) -> np.ndarray:
     """Edge value of every (placed class, pending class) on one GPU type, 0 where there is no edge:
     the gain (``throughput``) or the weight (``paper-sum``) where packing gains more than
-    ``RESOLUTION``. Memoized with the pair matrix it comes from (consecutive rounds repeat it)."""
-    found = cut.values.get(objective)
-    if found is None:
-        mat = cut.matrix
-        gain = mat.total - mat.isolated[:, None]  # NaN: never measured
-        edge = gain > RESOLUTION  # False for NaN
-        found = cut.values[objective] = np.where(edge, gain if objective == "throughput" else mat.total, 0.0)
-    return found
+    ``RESOLUTION``."""
+    gain = mat.total - mat.isolated[:, None]  # NaN: never measured
+    edge = gain > RESOLUTION  # False for NaN
+    return np.where(edge, gain if objective == "throughput" else mat.total, 0.0)
 
 
 def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray, values: np.ndarray,
