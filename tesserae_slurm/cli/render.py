@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from ..model import Placement
+if TYPE_CHECKING:
+    from ..model import Placement
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
