@@ -30,6 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--gpus", type=int, default=256)
     d.add_argument("--jobs", type=int, default=2048)
     d.add_argument("--repeats", type=int, default=7)
+    d.add_argument("--warmup", type=int, default=1,
+                   help="untimed runs first, left out of the statistics (numba's JIT compile; default 1)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--packing", choices=["on", "off", "single"], default="on")
     d.add_argument("--migration", choices=["tesserae", "flat", "gavel"], default="tesserae")
@@ -76,12 +78,15 @@ def run_decision(args: argparse.Namespace) -> int:
     from ..bench.decision import as_json, bench_decision
     from ..engine import EngineConfig
 
+    if args.repeats < 1 or args.warmup < 0:
+        raise InputError("--repeats must be >= 1 and --warmup >= 0")
     b = bench_decision(args.gpus, args.jobs, repeats=args.repeats, seed=args.seed,
-                       config=EngineConfig(packing=args.packing, migration=args.migration))
+                       config=EngineConfig(packing=args.packing, migration=args.migration), warmup=args.warmup)
     if args.json:
         dump_json(as_json(b))
         return 0
-    print(f"decision at {b.gpus} GPUs / {b.jobs} jobs, {b.repeats} repeats: median {b.median_ms:.2f} ms "
+    print(f"decision at {b.gpus} GPUs / {b.jobs} jobs, {b.repeats} repeats after {b.warmup} warm-up run(s) "
+          f"(not counted): median {b.median_ms:.2f} ms "
           f"(p90 {b.p90_ms:.2f} ms); median migrations {b.migrations_median:g}, packed pairs {b.packed_median:g}")
     print(table(["STAGE", "MEDIAN_MS"], [[k, f"{v:.2f}"] for k, v in b.stages.items()]))
     return 0
