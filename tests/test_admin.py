@@ -330,6 +330,7 @@ def test_help_and_admin_commands_import_no_heavy_modules(db):
              "print(' '.join(m for m in heavy if m in sys.modules))")
     for argv, allowed in ((["--help"], set()), (["jobs", "--db", str(db)], {"sqlalchemy"}),
                           (["rounds", "--db", str(db)], {"sqlalchemy"}),
+                          (["round", "show", "last", "--db", str(db)], {"sqlalchemy"}),
                           (["explain", "11", "--db", str(db)], {"sqlalchemy"})):
         out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True)
         assert set(out.stdout.split()) == allowed, (argv, out.stdout)

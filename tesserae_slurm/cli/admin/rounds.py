@@ -103,12 +103,11 @@ def run_round_show(args: argparse.Namespace) -> int:
           f"migrated {row.migrated}, kept {row.kept}, packed pairs {row.packed_pairs}, pending {row.pending}")
     print("timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in t.items()))
     dec = d["decision"]
-    if dec.get("placement"):
-        from ...model.codec import placement_from_json
-
+    nodes = (dec.get("placement") or {}).get("nodes")
+    if nodes:
         moved = set(dec.get("migrated", [])) | set(dec.get("started", []))
         print("\nplacement (* = started or moved this round):")
-        print(render_placement(placement_from_json(dec["placement"], "placement"), moved))
+        print(render_placement(nodes, moved))
     if dec.get("packed"):
         print("\npacked pairs:")
         print(table(["PLACED", "PARTNER", "SPEEDS", "STRATEGIES"],
