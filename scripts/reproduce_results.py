@@ -203,7 +203,13 @@ def run_study(study: Study, cache: Path, workers: int, fresh: bool, simulate: bo
     if todo and simulate:
         log.info("%s: %d simulations (%d cached)", study.key, len(todo), len(study.results))
         t0 = time.perf_counter()
-        for (key, _, path), res in zip(todo, run_many([s for _, s, _ in todo], workers=workers), strict=True):
+
+        def progress(done: int, total: int, spec: RunSpec, seconds: float) -> None:
+            print(f"reproduce: {study.key}: {done}/{total} runs done ({spec.policy} on {spec.trace_name}, "
+                  f"seed {spec.seed}), {seconds:.0f} s", file=sys.stderr, flush=True)
+
+        runs = run_many([s for _, s, _ in todo], workers=workers, on_done=progress)
+        for (key, _, path), res in zip(todo, runs, strict=True):
             summary = summarize(res)
             path.write_text(json.dumps(summary, indent=1))
             study.results[key] = summary

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tesserae_slurm.cli.main import main
+from tesserae_slurm.cli.main import COMMANDS, build_parser, main
 from tesserae_slurm.daemon.calls import CallRecord
 from tesserae_slurm.daemon.journal import Intent, Journal
 from tesserae_slurm.daemon.observe import managed_job
@@ -64,6 +72,30 @@ def db(tmp_path):
     return path
 
 
+def parse_record(line: str) -> list[str]:
+    """Split one `-p` record the way docs/daemon.md says to (backslash escapes, '|' between fields)."""
+    fields, cur, i = [], [], 0
+    simple = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "|": "|"}
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            if line[i + 1] in "xu":
+                width = 2 if line[i + 1] == "x" else 4
+                cur.append(chr(int(line[i + 2:i + 2 + width], 16)))
+                i += 2 + width
+            else:
+                cur.append(simple[line[i + 1]])
+                i += 2
+        elif c == "|":
+            fields.append("".join(cur))
+            cur = []
+            i += 1
+        else:
+            cur.append(c)
+            i += 1
+    return [*fields, "".join(cur)]
+
+
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out = capsys.readouterr()
@@ -82,9 +114,10 @@ def test_jobs_like_squeue(db, capsys):
     assert out.splitlines() == ["  11 RUNNING 12 10,14|2", "  12 RUNNING 11 |2", "  13 PENDING  |4",
                                 "  14 COMPLETED  |1"]
     code, out, _ = run(capsys, "jobs", "--db", str(db), "-p", "-t", "RUNNING")
-    assert out.splitlines()[1].split("|")[:4] == ["11", "job/11", "alice", "RUNNING"]  # '|' in a name is escaped
+    assert out.splitlines()[1].split("|")[:2] == ["11", "job\\"]  # '|' in a name is escaped ...
+    assert parse_record(out.splitlines()[1])[:4] == ["11", "job|11", "alice", "RUNNING"]  # ... reversibly
     code, out, _ = run(capsys, "jobs", "--db", str(db), "--json", "-j", "13")
-    (job,) = json.loads(out)
+    (job,) = json.loads(out)["jobs"]
     assert job["state"] == "PENDING" and job["num_gpus"] == 4 and job["model"] == "(no profile)"
 
 
@@ -123,6 +156,9 @@ def test_explain_pending_packed_and_moved(db, capsys):
     (["jobs", "-o", "%Q"], "unknown format code %Q"),
     (["jobs", "-j", "a"], "job ids are numbers"),
     (["rounds", "-n", "0"], "--last must be positive"),
+    (["jobs", "-t", "BOGUS"], "-t: unknown job state 'BOGUS'"),
+    (["jobs", "-t", "PD,XX"], "unknown job state 'XX'"),
+    (["round", "show", "first"], "expected a round number or last"),
 ])
 def test_bad_requests_are_one_line_errors(db, capsys, argv, message):
     code, _, err = run(capsys, *argv, "--db", str(db))
@@ -137,3 +173,164 @@ def test_admin_commands_never_write(db, capsys, tmp_path):
     code, _, err = run(capsys, "jobs", "--db", str(tmp_path / "nope.db"))
     assert code == 2 and "does not exist (has the daemon run yet?)" in err
     assert not (tmp_path / "nope.db").exists()
+
+
+def _edit(db, **rows: dict) -> None:
+    """Change job rows the way the daemon's store would (the admin commands only read)."""
+    from tesserae_slurm.daemon.store import JobRow
+
+    store = Store.open(db)
+    with store.session() as s:
+        for jid, values in rows.items():
+            row = s.get(JobRow, jid)
+            for k, v in values.items():
+                setattr(row, k, v)
+    store.close()
+
+
+def _ids(out: str) -> list[str]:
+    return [line.split()[0] for line in out.splitlines()[1:]]
+
+
+@pytest.mark.parametrize("states,ids", [
+    ("PD", ["13"]), ("pending", ["13"]), ("R", ["11", "12"]), ("CD", ["14"]), ("COMPLETED", ["14"]),
+    ("pd,r", ["11", "12", "13"]), ("PD,CD", ["13", "14"]), ("all", ["11", "12", "13", "14"]),
+    ("PR", []), ("CA,F,TO", []),
+])
+def test_states_take_squeue_codes_and_names(db, capsys, states, ids):
+    code, out, err = run(capsys, "jobs", "--db", str(db), "-t", states)
+    assert code == 0 and err == "" and _ids(out) == ids
+
+
+def test_daemon_state_codes_do_not_clash_with_slurm_and_preempting_has_a_reason(db, capsys):
+    from tesserae_slurm.cli.admin.jobs import DAEMON_STATES, SLURM_STATES
+
+    assert not set(DAEMON_STATES) & set(SLURM_STATES) and not set(DAEMON_STATES.values()) & set(SLURM_STATES.values())
+    _edit(db, **{"11": {"state": "PREEMPTING", "reason": ""}, "12": {"state": "STARTING"},
+                 "13": {"state": "PREEMPTING", "reason": ""}})
+    code, out, _ = run(capsys, "jobs", "--db", str(db), "-o", "%i %t %R", "--noheader")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "11 PG (Preempting: moving to node2:0-1 (round 2); checkpointing, then requeued)"
+    assert lines[1] == "12 SG node1"
+    assert lines[2] == "13 PG (Preempting: signalled to checkpoint; requeued once it stops)"  # no stop recorded
+    assert _ids(run(capsys, "jobs", "--db", str(db), "-t", "PG")[1]) == ["11", "13"]
+    assert _ids(run(capsys, "jobs", "--db", str(db), "-t", "starting")[1]) == ["12"]
+    _, out, _ = run(capsys, "explain", "11", "--db", str(db))
+    assert "reason: Preempting: moving to node2:0-1 (round 2)" in out
+
+
+def _aware(stamp: str) -> datetime:
+    t = datetime.fromisoformat(stamp)
+    assert t.tzinfo is not None, stamp
+    return t
+
+
+def test_json_is_an_object_with_meta_seconds_and_zoned_times(db, capsys):
+    import tesserae_slurm
+
+    code, out, _ = run(capsys, "jobs", "--db", str(db), "--json", "--all")
+    body = json.loads(out)
+    assert code == 0 and set(body) == {"meta", "jobs"}
+    assert body["meta"]["version"] == tesserae_slurm.__version__ and body["meta"]["tool"] == "tesserae-slurm"
+    assert abs(_aware(body["meta"]["generated_at"]).timestamp() - time.time()) < 60
+    job = next(j for j in body["jobs"] if j["job_id"] == "11")
+    assert job["executed_s"] == 3725.0 and job["attained_gpu_s"] == 7450.0  # seconds, as numbers
+    assert _aware(job["submit_time"]).timestamp() == 1011 and job["first_start"] is None
+    body = json.loads(run(capsys, "rounds", "--db", str(db), "--json")[1])
+    assert set(body) == {"meta", "rounds"} and [r["round"] for r in body["rounds"]] == [1, 2]
+    assert _aware(body["rounds"][0]["started_at"]).timestamp() == 2000
+    body = json.loads(run(capsys, "round", "show", "1", "--db", str(db), "--json")[1])
+    assert "meta" in body and _aware(body["finished_at"]).timestamp() == 2001
+    body = json.loads(run(capsys, "explain", "11", "--db", str(db), "--json")[1])
+    assert "meta" in body and _aware(body["submitted"]).timestamp() == 1011 and body["executed_s"] == 3725.0
+    assert _aware(body["events"][0]["time"]).timestamp() == 2400
+
+
+def test_round_show_last(db, capsys):
+    code, out, _ = run(capsys, "round", "show", "last", "--db", str(db))
+    assert code == 0 and out.startswith("round 2 ")
+    assert json.loads(run(capsys, "round", "show", "last", "--db", str(db), "--json")[1])["round"] == 2
+
+
+HOSTILE = ["a|b", "line1\nline2", "nel\x85ls\u2028fs\x1c", "back\\slash", "tab\there\r", "\\|\\n",
+           "nul\x00bell\x07", "é ü 漢字 🚀", ""]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_parsable_records_survive_any_name(db, capsys, name):
+    _edit(db, **{"12": {"name": name}})
+    code, out, _ = run(capsys, "jobs", "--db", str(db), "-p", "--all")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 5  # header + one line per job, whatever the name
+    records = [parse_record(line) for line in lines]
+    assert all(len(r) == len(records[0]) for r in records)
+    assert records[2][:2] == ["12", name] and records[1][1] == "job|11"
+    _, out, _ = run(capsys, "jobs", "--db", str(db), "--all")  # the table keeps one line per job too
+    assert len(out.splitlines()) == 5
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(st.characters(blacklist_categories=("Cs",)), max_size=12))
+def test_parsable_names_round_trip(db, capsys, name):
+    _edit(db, **{"12": {"name": name}})
+    _, out, _ = run(capsys, "jobs", "--db", str(db), "-p", "-j", "12", "--noheader")
+    (line,) = out.splitlines() or [""]
+    assert parse_record(line)[1] == name
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str = "tesserae"):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_names_only_options_that_exist_and_matches_the_listing(command):
+    parser = build_parser(command)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    listed = next(a.help for a in sub._choices_actions if a.dest == command)
+    assert listed == COMMANDS[command].help  # the top-level listing (no import) says what the module says
+    for path, p in _parsers(sub.choices[command], f"tesserae {command}"):
+        known = set(p._option_string_actions) | set(parser._option_string_actions)
+        for sibling in (a for a in p._actions if isinstance(a, argparse._SubParsersAction)):
+            for sp in sibling.choices.values():
+                known |= set(sp._option_string_actions)
+        named = set(re.findall(r"(?<![\w`-])--[a-z][a-z0-9-]*", p.format_help()))
+        assert named <= known, f"{path} --help names options it does not have: {named - known}"
+
+
+@pytest.mark.parametrize("command,extra,module", [
+    ("jobs", "daemon", "sqlalchemy"), ("explain", "daemon", "sqlalchemy"), ("round", "daemon", "yaml"),
+    ("daemon", "daemon", "yaml"), ("profile", "torch", "torch"),
+])
+def test_a_missing_extra_is_named_not_hidden(monkeypatch, capsys, command, extra, module):
+    monkeypatch.setitem(sys.modules, module, None)  # as if the package were not installed
+    code, out, err = run(capsys, command, "--help")
+    assert code == 2 and out == ""
+    assert err.strip() == (f"tesserae {command}: error: this command needs the '{extra}' extra: "
+                           f"pip install 'tesserae-slurm[{extra}]'")
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    listing = " ".join(capsys.readouterr().out.split())  # help wraps long lines
+    assert f"{command} {COMMANDS[command].help} [needs: pip install 'tesserae-slurm[{extra}]']" in listing
+
+
+def test_help_and_admin_commands_import_no_heavy_modules(db):
+    """Start-up time is the admin commands' cost: `--help` loads no command module, `jobs` no numpy."""
+    probe = ("import sys, contextlib, io\n"
+             "from tesserae_slurm.cli.main import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             "    try: main(sys.argv[1:])\n"
+             "    except SystemExit: pass\n"
+             "heavy = ('numpy', 'scipy', 'numba', 'sqlalchemy', 'matplotlib', 'torch', 'yaml')\n"
+             "print(' '.join(m for m in heavy if m in sys.modules))")
+    for argv, allowed in ((["--help"], set()), (["jobs", "--db", str(db)], {"sqlalchemy"}),
+                          (["rounds", "--db", str(db)], {"sqlalchemy"}),
+                          (["round", "show", "last", "--db", str(db)], {"sqlalchemy"}),
+                          (["explain", "11", "--db", str(db)], {"sqlalchemy"})):
+        out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True)
+        assert set(out.stdout.split()) == allowed, (argv, out.stdout)

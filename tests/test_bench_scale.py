@@ -68,3 +68,75 @@ def test_a_baseline_skipped_by_size_claims_no_time(tmp_path, capsys):
     # JSON from before the distinction marked skipped baselines as capped: still no claim
     assert ratio_text(BaselineTime("gavel", None, True, "not run above 32 jobs"), point, 60.0) == ""
     assert ratio_text(BaselineTime("gavel", None, True, "hit the 60 s cap"), point, 60.0) == "> 30,000x"
+
+
+def _points():
+    from tesserae_slurm.bench.scale import BaselineTime, ScalePoint
+
+    pts = []
+    for gpus in (64, 256, 1024, 10000):
+        for jobs in (256, 1024, 8192, 50000):
+            base = {} if jobs > 1024 else {
+                "gavel": BaselineTime("gavel", jobs * 10.0, False),
+                "pop": BaselineTime("pop", None, True) if jobs == 1024 else BaselineTime("pop", jobs * 1.0, False)}
+            pts.append(ScalePoint(gpus, jobs, 7, jobs / 50, jobs / 40, {"scheduling": jobs / 200, "placement": 0.3,
+                                  "packing": 1.0, "migration": 0.5}, 1.0, 10, 2, 1, base))
+    return pts
+
+
+def test_performance_plot_log_axes_outside_legends_distinct_colours_and_a_labelled_cap(tmp_path):
+    import itertools
+
+    import matplotlib
+    from matplotlib.colors import to_rgba
+    from PIL import Image
+
+    from tesserae_slurm.bench.report import figure, plot
+
+    matplotlib.use("Agg")
+    fig = figure(_points(), 300.0)
+    ax, bx = fig.axes
+    assert [a.get_xscale() for a in (ax, bx)] == ["log", "log"] and [a.get_yscale() for a in (ax, bx)] == ["log"] * 2
+    assert "64, 256, 1024, 10000 GPUs" in fig.get_label() and "Gavel and POP" in fig.get_label()
+    # one colour per cluster size on the left, none reused by the stages on the right
+    size_colours = {to_rgba(line.get_color()) for line in ax.get_lines() if line.get_linestyle() == "-"}
+    assert len(size_colours) == 4
+    stage_colours = {to_rgba(line.get_color()) for line in bx.get_lines()}
+    assert not size_colours & stage_colours
+    # markers tell the methods apart; the capped POP point is not drawn at a made-up height
+    assert {line.get_marker() for line in ax.get_lines()} - {"None"} == {"o", "x", "s"}
+    cap = [line for line in ax.get_lines() if set(line.get_ydata()) == {300_000.0}]
+    assert cap and any("cap 300 s" in t.get_text() for t in ax.texts)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = fig.legends + [bx.get_legend()]
+    assert len(legends) == 3
+    for leg, axis in itertools.product(legends, (ax, bx)):  # no legend sits on the data
+        assert not leg.get_window_extent(renderer).overlaps(axis.get_window_extent(renderer))
+    path = tmp_path / "p.png"
+    assert plot(_points(), path, 300.0)
+    assert Image.open(path).text["Title"].startswith("Decision time per round vs active jobs")
+
+
+def test_bench_decision_leaves_the_warm_up_out(monkeypatch):
+    """The first call compiles (numba): here it is made 0.3 s slower, and the statistics must not see it."""
+    import time
+
+    from tesserae_slurm.bench import decision
+
+    real, calls = decision.decide, []
+
+    def first_call_slow(request, profile, **kw):
+        if request.current is not None:
+            calls.append(1)
+            if len(calls) == 1:
+                time.sleep(0.3)
+        return real(request, profile, **kw)
+
+    monkeypatch.setattr(decision, "decide", first_call_slow)
+    b = decision.bench_decision(16, 32, repeats=2)
+    assert len(calls) == 3 and b.warmup == 1 and b.repeats == 2
+    assert b.p90_ms < 300
+    calls.clear()
+    b = decision.bench_decision(16, 32, repeats=2, warmup=0)
+    assert b.p90_ms >= 300  # without the warm-up the compile lands in the statistics

@@ -24,22 +24,26 @@ class DecisionBench:
     stages: dict[str, float]  # stage -> median ms
     migrations_median: float
     packed_median: float
+    warmup: int = 1  # untimed runs first (numba compiles the migration core on its first call)
 
 
 def bench_decision(gpus: int, jobs: int, repeats: int = 7, seed: int = 0, gpus_per_node: int = 4,
-                   config: EngineConfig | None = None) -> DecisionBench:
-    """Each repeat: a fresh seeded state whose `current` is the engine's own previous decision."""
+                   config: EngineConfig | None = None, warmup: int = 1) -> DecisionBench:
+    """Each repeat: a fresh seeded state whose `current` is the engine's own previous decision. The first
+    ``warmup`` runs (on the first repeat's state) are not counted: they pay the JIT compile."""
     profile = profile_from_spec("a100")
     cluster = Cluster.from_spec(f"{max(1, gpus // gpus_per_node)}x{gpus_per_node}:a100")
     config = config or EngineConfig()
     totals, stages, migs, packed = [], {"placement": [], "packing": [], "migration": []}, [], []
-    for r in range(repeats):
+    for i, r in enumerate([0] * warmup + list(range(repeats))):
         rng = np.random.default_rng(seed + r)
         prev = synthetic_jobs(jobs, rng)
         current = decide(RoundRequest(cluster, prev, None, config=config), profile).placement
         order = perturb_order(prev, rng)
         t0 = time.perf_counter()
         d = decide(RoundRequest(cluster, order, current, config=config), profile, clock=time.perf_counter)
+        if i < warmup:
+            continue
         totals.append((time.perf_counter() - t0) * 1e3)
         for k in stages:
             stages[k].append(getattr(d.timings, k) * 1e3)
@@ -47,7 +51,7 @@ def bench_decision(gpus: int, jobs: int, repeats: int = 7, seed: int = 0, gpus_p
         packed.append(len(d.packed))
     totals.sort()
     return DecisionBench(
-        gpus=cluster.total_gpus, jobs=jobs, repeats=repeats,
+        gpus=cluster.total_gpus, jobs=jobs, repeats=repeats, warmup=warmup,
         median_ms=statistics.median(totals), p90_ms=totals[min(len(totals) - 1, int(0.9 * len(totals)))],
         stages={k: statistics.median(v) for k, v in stages.items()},
         migrations_median=statistics.median(migs), packed_median=statistics.median(packed),

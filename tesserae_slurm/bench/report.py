@@ -154,6 +154,87 @@ def scaling_analysis(points: Sequence[ScalePoint]) -> list[str]:
     return lines
 
 
+METHODS = (  # (key, label, marker, line style): one marker per method, one colour per cluster size
+    ("tesserae", "Tesserae (Tiresias + engine)", "o", "-"), ("gavel", "Gavel LP (HiGHS)", "x", "--"),
+    ("gavel-cvxpy", "Gavel LP (cvxpy + ECOS)", "^", "-."), ("pop", "POP (k=4)", "s", ":"),
+)
+
+
+def plot_title(points: Sequence[ScalePoint]) -> str:
+    gpus = sorted({p.gpus for p in points})
+    repeats = max(p.repeats for p in points)
+    return (f"Decision time per round vs active jobs: Tesserae vs the Gavel and POP LP baselines "
+            f"(synthetic Tesserae-mix states, A100 nodes of 4 GPUs; {', '.join(map(str, gpus))} GPUs; "
+            f"medians of {repeats} states)")
+
+
+def figure(points: Sequence[ScalePoint], cap_s: float):  # -> matplotlib Figure
+    """Left: whole decision vs jobs, every method and cluster size (log-log). Right: Tesserae's stages
+    vs jobs at one cluster size (log-log, so the small sizes are not flattened by the largest)."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 5.6))
+    sizes = sorted({p.gpus for p in points})
+    size_colours = [plt.get_cmap("tab10")(i) for i in (0, 1, 2, 3, 7, 9)]  # the stages use 4, 5, 6, 8
+    colours = {g: size_colours[i % len(size_colours)] for i, g in enumerate(sizes)}
+    shown_methods = []
+    for gpus in sizes:
+        rows = sorted((p for p in points if p.gpus == gpus), key=lambda p: p.jobs)
+        for key, _, marker, style in METHODS:
+            if key == "tesserae":
+                pts = [(p.jobs, p.median_ms) for p in rows]
+            else:
+                pts = [(p.jobs, p.baselines[key].ms) for p in rows
+                       if key in p.baselines and p.baselines[key].ms is not None]
+            if pts:
+                ax.plot(*zip(*pts), color=colours[gpus], marker=marker, linestyle=style, markersize=5)
+                if key not in shown_methods:
+                    shown_methods.append(key)
+    ax.axhline(cap_s * 1e3, color="grey", linewidth=1.0, linestyle=(0, (6, 3)))
+    ax.annotate(f"baseline time cap {cap_s:g} s (capped runs are left out)", xy=(0.01, cap_s * 1e3),
+                xycoords=("axes fraction", "data"), xytext=(0, -11), textcoords="offset points",
+                fontsize=7.5, color="dimgrey")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("active jobs (log)")
+    ax.set_ylabel("decision time per round, ms (log)")
+    ax.grid(alpha=0.3, which="both", linewidth=0.5)
+    ax.set_title("whole decision, every method and cluster size", fontsize=9)
+    method_handles = [Line2D([], [], color="black", marker=m, linestyle=ls, label=label)
+                      for key, label, m, ls in METHODS if key in shown_methods]
+    size_handles = [Line2D([], [], color=colours[g], linewidth=4, label=f"{g} GPUs") for g in sizes]
+    fig.legend(handles=method_handles, title="method (marker, line)", loc="lower left", ncol=2, fontsize=8,
+               title_fontsize=8, bbox_to_anchor=(0.06, 0.0), frameon=False)
+    fig.legend(handles=size_handles, title="cluster (colour)", loc="lower left", ncol=len(sizes), fontsize=8,
+               title_fontsize=8, bbox_to_anchor=(0.40, 0.0), frameon=False)
+
+    mid = 256 if 256 in sizes else max(sizes)
+    rows = sorted((p for p in points if p.gpus == mid), key=lambda p: p.jobs)
+    jobs = [p.jobs for p in rows]
+    tab = plt.get_cmap("tab10")  # colours 4-8: none of them is a cluster size's colour on the left
+    for stage, marker, colour in zip(STAGES, ("o", "s", "^", "D"), (tab(4), tab(5), tab(6), tab(8)), strict=True):
+        vals = [(j, p.stages[stage]) for j, p in zip(jobs, rows) if p.stages[stage] > 0]
+        if vals:
+            bx.plot(*zip(*vals), marker=marker, markersize=5, color=colour, label=stage)
+    bx.plot(jobs, [p.median_ms for p in rows], color="black", linewidth=2, marker="o", markersize=5,
+            label="whole decision")
+    bx.set_xscale("log")
+    bx.set_yscale("log")
+    bx.set_xlabel(f"active jobs (log), {mid} GPUs")
+    bx.set_ylabel("median ms (log)")
+    bx.grid(alpha=0.3, which="both", linewidth=0.5)
+    bx.set_title(f"Tesserae by stage at {mid} GPUs", fontsize=9)
+    bx.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    title = plot_title(points)
+    fig.suptitle("\n".join(textwrap.wrap(title, 130)), fontsize=9.5)
+    fig.set_label(title)
+    fig.tight_layout(rect=(0, 0.11, 1, 1))
+    return fig
+
+
 def plot(points: Sequence[ScalePoint], path: Path, cap_s: float) -> bool:
     try:
         import matplotlib
@@ -162,34 +243,8 @@ def plot(points: Sequence[ScalePoint], path: Path, cap_s: float) -> bool:
     except ImportError:
         log.warning("matplotlib is not installed: no plot (pip install 'tesserae-slurm[plot]')")
         return False
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for gpus in sorted({p.gpus for p in points}):
-        rows = sorted((p for p in points if p.gpus == gpus), key=lambda p: p.jobs)
-        ax.plot([p.jobs for p in rows], [p.median_ms for p in rows], marker="o", label=f"Tesserae, {gpus} GPUs")
-        for name, style in (("gavel", "--"), ("gavel-cvxpy", "-."), ("pop", ":")):
-            pts = [(p.jobs, p.baselines[name].ms) for p in rows if name in p.baselines]
-            done = [(x, y) for x, y in pts if y is not None]
-            if done:
-                ax.plot(*zip(*done), linestyle=style, marker="x", label=f"{name}, {gpus} GPUs")
-    ax.axhline(cap_s * 1e3, color="grey", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("active jobs")
-    ax.set_ylabel("decision time per round (ms)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    mid = 256 if any(p.gpus == 256 for p in points) else max(p.gpus for p in points)
-    rows = sorted((p for p in points if p.gpus == mid), key=lambda p: p.jobs)
-    bottom = np.zeros(len(rows))
-    for s in STAGES:
-        vals = np.array([p.stages[s] for p in rows])
-        bx.bar([str(p.jobs) for p in rows], vals, bottom=bottom, label=s)
-        bottom += vals
-    bx.set_xlabel(f"active jobs ({mid} GPUs)")
-    bx.set_ylabel("median ms by stage")
-    bx.legend(fontsize=7)
-    fig.tight_layout()
+    fig = figure(points, cap_s)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, metadata={"Title": fig.get_label()})
     plt.close(fig)
     return True

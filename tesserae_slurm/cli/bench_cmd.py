@@ -8,8 +8,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..bench.decision import as_json, bench_decision
-from ..engine import EngineConfig
 from ..model import InputError
 from .jsonio import dump_json
 from .render import table
@@ -32,6 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--gpus", type=int, default=256)
     d.add_argument("--jobs", type=int, default=2048)
     d.add_argument("--repeats", type=int, default=7)
+    d.add_argument("--warmup", type=int, default=1,
+                   help="untimed runs first, left out of the statistics (numba's JIT compile; default 1)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--packing", choices=["on", "off", "single"], default="on")
     d.add_argument("--migration", choices=["tesserae", "flat", "gavel"], default="tesserae")
@@ -59,16 +59,72 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--from-json", metavar="JSON", help="re-render --report/--plot from an earlier --json (no runs)")
     s.set_defaults(func=run_scale)
 
+    c = bsub.add_parser("cli", help="median wall time of the admin commands against a 1,000-job state DB",
+                        description="Build a state database through the daemon's store (1,000 jobs, 300 rounds) "
+                                    "and time `tesserae --help`, `jobs`, `rounds`, `round show last` and "
+                                    "`explain JOB`, each as a fresh process. Needs the daemon extra.")
+    c.add_argument("--repeats", type=int, default=5, help="runs per command; the median is reported (default 5)")
+    c.add_argument("--jobs", type=int, default=1000, help="jobs in the database (default 1000)")
+    c.add_argument("--rounds", type=int, default=300, help="rounds in the database (default 300)")
+    c.add_argument("--checkout", metavar="DIR", default=None,
+                   help="time another source tree's code (put on PYTHONPATH), e.g. a `git worktree` of an "
+                        "older commit, for before/after comparisons")
+    c.add_argument("--db", metavar="PATH", default=None, help="where to write the database (default: a temp dir)")
+    c.add_argument("--json", action="store_true", help="JSON output")
+    c.set_defaults(func=run_cli)
+
 
 def run_decision(args: argparse.Namespace) -> int:
+    from ..bench.decision import as_json, bench_decision
+    from ..engine import EngineConfig
+
+    if args.repeats < 1 or args.warmup < 0:
+        raise InputError("--repeats must be >= 1 and --warmup >= 0")
     b = bench_decision(args.gpus, args.jobs, repeats=args.repeats, seed=args.seed,
-                       config=EngineConfig(packing=args.packing, migration=args.migration))
+                       config=EngineConfig(packing=args.packing, migration=args.migration), warmup=args.warmup)
     if args.json:
         dump_json(as_json(b))
         return 0
-    print(f"decision at {b.gpus} GPUs / {b.jobs} jobs, {b.repeats} repeats: median {b.median_ms:.2f} ms "
+    print(f"decision at {b.gpus} GPUs / {b.jobs} jobs, {b.repeats} repeats after {b.warmup} warm-up run(s) "
+          f"(not counted): median {b.median_ms:.2f} ms "
           f"(p90 {b.p90_ms:.2f} ms); median migrations {b.migrations_median:g}, packed pairs {b.packed_median:g}")
     print(table(["STAGE", "MEDIAN_MS"], [[k, f"{v:.2f}"] for k, v in b.stages.items()]))
+    return 0
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    import importlib.util
+    import tempfile
+
+    from ..bench import cli_latency
+
+    if args.repeats < 1 or args.jobs < 1 or args.rounds < 1:
+        raise InputError("--repeats, --jobs and --rounds must be >= 1")
+    if importlib.util.find_spec("sqlalchemy") is None:
+        raise InputError("bench cli writes a state database: install the daemon extra "
+                         "(pip install 'tesserae-slurm[daemon]')")
+    if args.checkout and not (Path(args.checkout) / "tesserae_slurm" / "cli" / "main.py").is_file():
+        raise InputError(f"--checkout {args.checkout}: not a tesserae-slurm source tree")
+
+    def progress(text: str) -> None:
+        print(f"bench cli: {text} ...", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="tesserae-bench-cli-") as tmp:
+        db = Path(args.db) if args.db else Path(tmp) / "state.db"
+        try:
+            timings = cli_latency.run(db, args.repeats, args.checkout, args.jobs, args.rounds, progress)
+        except RuntimeError as exc:
+            raise InputError(str(exc)) from None
+    if args.json:
+        dump_json({"jobs": args.jobs, "rounds": args.rounds, "repeats": args.repeats, "checkout": args.checkout,
+                   "commands": [{"command": t.label, "argv": list(t.argv), "median_s": t.median_s,
+                                 "runs_s": list(t.runs)} for t in timings]})
+        return 0
+    print(f"admin commands against {args.jobs} jobs / {args.rounds} rounds, {args.repeats} runs each"
+          + (f" (code from {args.checkout})" if args.checkout else ""))
+    print(table(["COMMAND", "MEDIAN_S", "MIN_S", "MAX_S"],
+                [[f"tesserae {t.label}", f"{t.median_s:.3f}", f"{min(t.runs):.3f}", f"{max(t.runs):.3f}"]
+                 for t in timings]))
     return 0
 
 

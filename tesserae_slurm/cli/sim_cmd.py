@@ -156,7 +156,11 @@ def run_compare(args: argparse.Namespace) -> int:
     specs = specs_from_args(args, policies)
     print(f"comparing {len(policies)} configurations on {specs[0].trace_name} ({len(specs[0].trace)} jobs), "
           f"cluster {args.cluster}, round {args.round_s:g} s ...", file=sys.stderr, flush=True)
-    results = run_many(specs, workers=args.workers)
+
+    def progress(done: int, total: int, spec: RunSpec, seconds: float) -> None:
+        print(f"compare: {done}/{total} runs done ({spec.policy}), {seconds:.1f} s", file=sys.stderr, flush=True)
+
+    results = run_many(specs, workers=args.workers, on_done=progress)
     out = Path(args.out)
     write_report(results, out, title=f"{specs[0].trace_name} on {args.cluster}")
     print(summary_table([r.summary() for r in results]))

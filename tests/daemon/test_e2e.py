@@ -264,7 +264,7 @@ def test_admin_cli_shows_the_rounds(scenario: Scenario, capsys: pytest.CaptureFi
 
     show = cli("round", "show", str(scenario.migration_round))
     assert "migrate" in show and "placement" in show, show
-    jobs = json.loads(cli("jobs", "--all", "--json"))
+    jobs = json.loads(cli("jobs", "--all", "--json"))["jobs"]
     assert {j["job_id"] for j in jobs} >= set(scenario.jobs.values())
     moved = next(a.job_id for a in env.store().actions(round_id=scenario.migration_round) if a.kind == "migrate")
     assert "why moved" in cli("explain", moved)

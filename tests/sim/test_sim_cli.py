@@ -64,6 +64,9 @@ def test_compare_writes_a_report(tmp_path, capsys):
     code, stdout, err = cli(capsys, "compare", "--trace", "sample", "--cluster", "1x4",
                             "--policies", "fifo,tesserae-t", "--out", str(tmp_path), "--workers", "2")
     assert code == 0 and "comparing 2 configurations" in err
+    progress = [line for line in err.splitlines() if line.startswith("compare: ")]  # one line per finished run
+    assert [line.split(" runs done")[0] for line in progress] == ["compare: 1/2", "compare: 2/2"]
+    assert {line.split("(")[1].split(")")[0] for line in progress} == {"fifo", "tesserae-t"}
     assert [line.split()[0] for line in stdout.splitlines()[1:3]] == ["fifo", "tesserae-t"]
     report = (tmp_path / "report.md").read_text()
     assert "| fifo |" in report and "| tesserae-t |" in report

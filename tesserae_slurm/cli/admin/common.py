@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from ...daemon.store import Store
+if TYPE_CHECKING:
+    from ...daemon.store import Store
 
 
 def add_db_options(p: argparse.ArgumentParser) -> None:
@@ -16,6 +19,8 @@ def add_db_options(p: argparse.ArgumentParser) -> None:
 
 
 def open_store(args: argparse.Namespace) -> Store:
+    from ...daemon.store import Store
+
     path = args.db or os.environ.get("TESSERAE_DB")
     if not path:
         from ...daemon.config import resolve_config
@@ -24,9 +29,24 @@ def open_store(args: argparse.Namespace) -> Store:
 
 
 def when(t: float | None) -> str:
+    """Local time for tables, squeue style (no zone)."""
     if t is None:
         return ""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+def iso(t: float | None) -> str | None:
+    """ISO 8601 with the zone offset, for --json."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
+
+
+def json_meta() -> dict[str, Any]:
+    """The ``meta`` object of every --json answer: which tool and version wrote it, and when."""
+    from ... import __version__
+
+    return {"tool": "tesserae-slurm", "version": __version__, "generated_at": iso(time.time())}
 
 
 def duration(seconds: float | None) -> str:

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from ...daemon.store import JobRow, Store
 from ...model import InputError
 from ..render import table
-from .common import add_db_options, duration, open_store, when
+from .common import add_db_options, duration, iso, open_store, when
+from .jobs import add_stop_reasons, reason
+from .output import dump_json
+
+if TYPE_CHECKING:
+    from ...daemon.store import JobRow, Store
 
 ROUNDS_SCANNED = 200
 
@@ -27,27 +31,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _rounds_with(store: Store, job: str) -> list[tuple[int, str, dict[str, Any]]]:
-    out = []
-    for r in store.rounds(limit=ROUNDS_SCANNED):
-        d = json.loads(r.decision_json or "{}")
-        if job in d.get("order", []):
-            out.append((r.round_id, r.policy, d))
-    return out  # newest first
+def _mentions(decision_json: str | None, job: str) -> bool:
+    return f'"{job}"' in (decision_json or "")  # a cheap test before parsing a decision
+
+
+def _newest_round_with(store: Store, job: str) -> tuple[int, str, dict[str, Any]] | None:
+    """The newest round whose policy order holds ``job``: usually the newest round (one row), else a scan
+    of the last ROUNDS_SCANNED rounds, parsing only the decisions that mention the job."""
+    for limit in (1, ROUNDS_SCANNED):
+        for r in store.rounds(limit=limit):
+            if _mentions(r.decision_json, job):
+                d = json.loads(r.decision_json)
+                if job in d.get("order", []):
+                    return r.round_id, r.policy, d
+    return None
+
+
+def _round_with(store: Store, round_id: int | None, job: str) -> dict[str, Any] | None:
+    r = store.round(round_id) if round_id is not None else None
+    if r is None or not _mentions(r.decision_json, job):
+        return None
+    d = json.loads(r.decision_json)
+    return d if job in d.get("order", []) else None
 
 
 def explain(store: Store, row: JobRow) -> dict[str, Any]:
     job = row.job_id
-    rounds = _rounds_with(store, job)
+    newest = _newest_round_with(store, job)
     out: dict[str, Any] = {
-        "job": job, "name": row.name, "user": row.user, "state": row.state, "reason": row.reason,
+        "job": job, "name": row.name, "user": row.user, "state": row.state, "reason": reason(row),
         "gpus": row.num_gpus, "model": row.model, "batch_size": row.batch_size, "placement": row.gpus,
         "packed_with": row.packed_with, "strategy": row.strategy, "executed_s": row.executed_time,
         "attained_gpu_s": row.attained_service, "preemptions": row.preemptions, "migrations": row.migrations,
-        "submitted": when(row.submit_time),
+        "submitted": iso(row.submit_time),
     }
-    if rounds:
-        rid, policy, d = rounds[0]
+    if newest:
+        rid, policy, d = newest
         order = d.get("order", [])
         out["last_round"] = {"round": rid, "policy": policy, "rank": order.index(job) + 1, "of": len(order)}
         src = d.get("sources", {}).get(job)
@@ -71,16 +90,21 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
         if a.kind in ("migrate", "preempt", "requeue", "hold") or a.kind.endswith("start"):
             entry = {"round": a.round_id, "kind": a.kind, "status": a.status, "from": detail.get("from", ""),
                      "to": detail.get("to", detail.get("gpus", "")), "error": a.error}
-            ctx = next((d for rid, _, d in rounds if rid == a.round_id), None)
-            if ctx is not None and a.kind in ("migrate", "preempt"):
+            ctx = _round_with(store, a.round_id, job) if a.kind in ("migrate", "preempt") else None
+            if ctx is not None:
                 order = ctx.get("order", [])
                 entry["rank"] = order.index(job) + 1 if job in order else None
                 entry["started_that_round"] = ctx.get("started", [])
             moves.append(entry)
     out["history"] = moves
-    out["events"] = [{"time": when(e.time), "kind": e.kind, "message": e.message}
+    out["events"] = [{"time": iso(e.time), "kind": e.kind, "message": e.message}
                      for e in reversed(store.events(job_id=job, limit=20))]
     return out
+
+
+def _local(stamp: str | None) -> str:
+    """An ISO 8601 time from explain() as the tables show times (local, no zone)."""
+    return when(datetime.fromisoformat(stamp).timestamp()) if stamp else ""
 
 
 def _text(e: dict[str, Any]) -> str:
@@ -89,7 +113,7 @@ def _text(e: dict[str, Any]) -> str:
              + (f", packed with {e['packed_with']}" if e["packed_with"] else "")
              + (f", strategy {e['strategy']}" if e["strategy"] else ""),
              f"  {e['gpus']} GPU(s), model {e['model'] or '-'} batch {e['batch_size'] or '-'}; submitted "
-             f"{e['submitted']}; ran {duration(e['executed_s'])} ({e['attained_gpu_s'] / 3600:.3f} GPU-h); "
+             f"{_local(e['submitted'])}; ran {duration(e['executed_s'])} ({e['attained_gpu_s'] / 3600:.3f} GPU-h); "
              f"{e['preemptions']} preemption(s), {e['migrations']} migration(s)"]
     if e["reason"]:
         lines.append(f"  reason: {e['reason']}")
@@ -121,7 +145,7 @@ def _text(e: dict[str, Any]) -> str:
                             for m in e["history"]]))
     if e["events"]:
         lines.append("\nevents:")
-        lines.extend(f"  {ev['time']} {ev['kind']}: {ev['message']}" for ev in e["events"])
+        lines.extend(f"  {_local(ev['time'])} {ev['kind']}: {ev['message']}" for ev in e["events"])
     return "\n".join(lines)
 
 
@@ -145,10 +169,10 @@ def run(args: argparse.Namespace) -> int:
     if row is None:
         raise InputError(f"job {args.job_id} is not in the state database (not submitted with tsbatch, or not seen "
                          "by the daemon yet)")
+    add_stop_reasons(store, [row])
     e = explain(store, row)
     if args.json:
-        json.dump(e, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        dump_json(e)
     else:
         print(_text(e))
     return 0

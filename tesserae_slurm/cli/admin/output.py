@@ -1,7 +1,12 @@
-"""Output styles shared by the admin commands: squeue-like tables, -o format strings, -p, --json.
+r"""Output styles shared by the admin commands: squeue-like tables, -o format strings, -p, --json.
 
 A command describes its columns once (``Column``: header, format letter, how to get the value) and
 every style is derived from that, so `-o "%.8i %T %R"`, `--parsable` and `--json` always agree.
+
+A record is one line whatever a job is named: in ``-p`` output a backslash, the ``|`` delimiter, newline,
+carriage return and tab inside a field are written ``\\``, ``\|``, ``\n``, ``\r``, ``\t``, other
+control characters ``\xNN`` and U+2028/U+2029 ``\u2028``/``\u2029``; tables and ``-o`` output escape
+the control characters the same way.
 """
 
 from __future__ import annotations
@@ -24,19 +29,32 @@ class Column:
     letter: str  # the %-code in -o format strings
     key: str  # the field name in --json output
     get: Callable[[Any], Any]
+    json: Callable[[Any], Any] | None = None  # the --json value when it differs (seconds, ISO 8601 times)
+
+    def json_value(self, row: Any) -> Any:
+        return (self.json or self.get)(row)
 
 
 def add_output_options(p: argparse.ArgumentParser, with_format: bool = True) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="JSON output")
-    g.add_argument("-p", "--parsable", action="store_true", help="'|'-separated fields, one record per line")
+    g.add_argument("-p", "--parsable", action="store_true",
+                   help="'|'-separated fields, one record per line; inside a field \\ | newline CR tab are "
+                        "written \\\\ \\| \\n \\r \\t, other control characters \\xNN, U+2028/9 \\u2028/9")
     if with_format:
         g.add_argument("-o", "--format", metavar="FMT",
-                       help='squeue-style format, e.g. "%%.8i %%.10T %%b %%N %%R" (codes: see --help-format)')
+                       help='squeue-style format, e.g. "%%.8i %%.10T %%b %%N %%R" (%%.N: right-aligned in N '
+                            'columns; codes: listed below)')
     p.add_argument("--noheader", action="store_true", help="no header line")
 
 
 _SPEC = re.compile(r"%(\.)?(\d*)([A-Za-z%])")
+# Control characters (C0, DEL, C1) and the Unicode line/paragraph separators: anything a reader might
+# take for the end of a line (Python's str.splitlines breaks at \x1c-\x1e, \x85, \u2028 too).
+_CONTROL = ({c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
+            | {0x2028: "\\u2028", 0x2029: "\\u2029", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"})
+_PARSABLE = str.maketrans(_CONTROL | {ord("\\"): "\\\\", ord("|"): "\\|"})
+_PRINTABLE = str.maketrans(_CONTROL)
 
 
 def _cell(value: Any) -> str:
@@ -44,7 +62,20 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:.2f}"
-    return str(value)
+    return str(value).translate(_PRINTABLE)
+
+
+def parsable_field(value: Any) -> str:
+    """One -p field: reversible, and never splits the record (see the module docstring)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value).translate(_PARSABLE)
+
+
+def format_codes(columns: Sequence[Column]) -> str:
+    return "format codes: " + " ".join(f"%{c.letter}={c.header}" for c in columns)
 
 
 def format_rows(fmt: str, columns: Sequence[Column], rows: Sequence[Any], header: bool) -> str:
@@ -83,19 +114,27 @@ def format_rows(fmt: str, columns: Sequence[Column], rows: Sequence[Any], header
     return "\n".join(lines)
 
 
+def dump_json(body: dict[str, Any]) -> None:
+    """--json: one object, ``meta`` (tool, version, generated_at) first."""
+    from .common import json_meta
+
+    json.dump({"meta": json_meta(), **body}, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
 def emit(args: argparse.Namespace, columns: Sequence[Column], rows: Sequence[Any],
-         default: Sequence[str] | None = None) -> None:
-    """Print ``rows`` in the style the options ask for; ``default`` picks the table's columns."""
+         default: Sequence[str] | None = None, key: str = "items") -> None:
+    """Print ``rows`` in the style the options ask for; ``default`` picks the table's columns; ``key``
+    names the list in the --json object."""
     shown = [c for c in columns if default is None or c.header in default]
     if getattr(args, "json", False):
-        json.dump([{c.key: c.get(r) for c in columns} for r in rows], sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        dump_json({key: [{c.key: c.json_value(r) for c in columns} for r in rows]})
         return
     if getattr(args, "format", None):
         text = format_rows(args.format, columns, rows, not args.noheader)
     elif getattr(args, "parsable", False):
         lines = ["|".join(c.header for c in shown)] if not args.noheader else []
-        lines += ["|".join(_cell(c.get(r)).replace("|", "/") for c in shown) for r in rows]
+        lines += ["|".join(parsable_field(c.get(r)) for c in shown) for r in rows]
         text = "\n".join(lines)
     else:
         text = table([c.header for c in shown], [[_cell(c.get(r)) for c in shown] for r in rows])

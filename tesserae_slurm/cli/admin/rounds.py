@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...daemon.store import RoundRow, Store
 from ...model import InputError
-from ...model.codec import placement_from_json
 from ..render import render_placement, table
-from .common import add_db_options, open_store, when
-from .output import Column, add_output_options, emit
+from .common import add_db_options, iso, open_store, when
+from .output import Column, add_output_options, dump_json, emit, format_codes
+
+if TYPE_CHECKING:
+    from ...daemon.store import RoundRow, Store
 
 COLUMNS = (
     Column("ROUND", "i", "round", lambda r: r.round_id),
-    Column("STARTED", "S", "started_at", lambda r: when(r.started_at)),
+    Column("STARTED", "S", "started_at", lambda r: when(r.started_at), lambda r: iso(r.started_at)),
     Column("STATUS", "T", "status", lambda r: r.status + (" (dry)" if r.dry_run and r.status != "dry-run" else "")),
     Column("POLICY", "P", "policy", lambda r: r.policy),
     Column("JOBS", "j", "jobs_active", lambda r: r.jobs_active),
@@ -35,8 +35,7 @@ COLUMNS = (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rounds", help="list the daemon's recent rounds",
-                       epilog="format codes: " + " ".join(f"%{c.letter}={c.header}" for c in COLUMNS))
+    p = sub.add_parser("rounds", help="list the daemon's recent rounds", epilog=format_codes(COLUMNS))
     add_db_options(p)
     p.add_argument("-n", "--last", type=int, default=20, help="how many recent rounds (default 20)")
     add_output_options(p)
@@ -44,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     r = sub.add_parser("round", help="details of one round: placement map, actions, Slurm calls, timings")
     r.add_argument("action", choices=("show",))
-    r.add_argument("round_id", type=int, metavar="N")
+    r.add_argument("round_id", metavar="N", help="a round number, or last (the newest round)")
     add_db_options(r)
     r.add_argument("--json", action="store_true", help="JSON output")
     r.set_defaults(func=run_round_show)
@@ -54,16 +53,16 @@ def run_rounds(args: argparse.Namespace) -> int:
     if args.last <= 0:
         raise InputError("--last must be positive")
     rows = list(reversed(open_store(args).rounds(limit=args.last)))
-    emit(args, COLUMNS, rows)
+    emit(args, COLUMNS, rows, key="rounds")
     return 0
 
 
 def round_details(store: Store, row: RoundRow) -> dict[str, Any]:
     decision = json.loads(row.decision_json or "{}")
     return {
-        **{c.key: c.get(row) for c in COLUMNS},
+        **{c.key: c.json_value(row) for c in COLUMNS},
         "dry_run": row.dry_run,
-        "finished_at": when(row.finished_at),
+        "finished_at": iso(row.finished_at),
         "timings_ms": {"observe": row.observe_ms, "scheduling": row.scheduling_ms, "placement": row.placement_ms,
                        "packing": row.packing_ms, "migration": row.migration_ms, "apply": row.apply_ms},
         "placements": [{"job": p.job_id, "gpus": p.gpus, "partner": p.partner, "strategy": p.strategy,
@@ -77,15 +76,24 @@ def round_details(store: Store, row: RoundRow) -> dict[str, Any]:
 
 
 def run_round_show(args: argparse.Namespace) -> int:
+    which = str(args.round_id).strip().lower()
+    if which != "last" and not which.isdigit():
+        raise InputError(f"round: expected a round number or last, got {args.round_id!r}")
     store = open_store(args)
-    row = store.round(args.round_id)
-    if row is None:
-        raise InputError(f"no round {args.round_id} in the state database")
+    if which == "last":
+        newest = store.rounds(limit=1)
+        if not newest:
+            raise InputError("no rounds in the state database yet")
+        row = newest[0]
+    else:
+        row = store.round(int(which))
+        if row is None:
+            raise InputError(f"no round {which} in the state database")
     d = round_details(store, row)
     if args.json:
-        json.dump(d, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        dump_json(d)
         return 0
+    d["started_at"] = when(row.started_at)
     t = d["timings_ms"]
     print(f"round {row.round_id}  {d['started_at']}  {d['status']}  policy {row.policy}"
           f"{'  (dry run: nothing sent to Slurm)' if row.dry_run else ''}")
@@ -95,10 +103,11 @@ def run_round_show(args: argparse.Namespace) -> int:
           f"migrated {row.migrated}, kept {row.kept}, packed pairs {row.packed_pairs}, pending {row.pending}")
     print("timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in t.items()))
     dec = d["decision"]
-    if dec.get("placement"):
+    nodes = (dec.get("placement") or {}).get("nodes")
+    if nodes:
         moved = set(dec.get("migrated", [])) | set(dec.get("started", []))
         print("\nplacement (* = started or moved this round):")
-        print(render_placement(placement_from_json(dec["placement"], "placement"), moved))
+        print(render_placement(nodes, moved))
     if dec.get("packed"):
         print("\npacked pairs:")
         print(table(["PLACED", "PARTNER", "SPEEDS", "STRATEGIES"],
