@@ -189,3 +189,41 @@ def test_http_defaults_to_localhost_and_may_be_off():
     assert config_from_mapping({"http": {"listen": ""}}, check_policy=False).http.listen == ""
     with pytest.raises(InputError, match="must differ"):
         config_from_mapping({"http": {"listen": "127.0.0.1:9478"}}, check_policy=False)
+
+
+def test_a_user_who_cannot_read_the_database_gets_the_api(server, db):  # noqa: F811
+    """The real case: another user (nobody, when the tests run as root; else the database made mode 000),
+    no --api: `tesserae jobs` and `explain` find the API through the config's http.listen."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tesserae-web-") as shared:
+        os.chmod(shared, 0o755)  # the config is readable by everyone, the database is not
+        cfg, off = Path(shared) / "t.yaml", Path(shared) / "off.yaml"
+        cfg.write_text(yaml.safe_dump({"state": {"database": str(db)}, "http": {"listen": server}}))
+        off.write_text(yaml.safe_dump({"state": {"database": str(db)}, "http": {"listen": ""}}))
+        exe = [sys.executable, "-m", "tesserae_slurm.cli.main"]
+        as_user: list[str] = []
+        if os.geteuid() == 0:
+            as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            os.chmod(db.parent, 0o700)
+        else:
+            os.chmod(db, 0)
+        env = {k: v for k, v in os.environ.items() if k not in ("TESSERAE_DB", "TESSERAE_CONFIG")}
+        env["HOME"] = shared
+
+        def tesserae(*argv: str, user: bool = True) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*(as_user if user else []), *exe, *argv], capture_output=True, text=True,
+                                  timeout=60, env=env, cwd=shared, check=False)
+
+        for argv in (["jobs", "-l"], ["explain", "13"]):
+            proc = tesserae(*argv, "--config", str(cfg))
+            assert proc.returncode == 0, proc.stderr
+            assert "Resources: needs 4 GPUs; 1 free" in proc.stdout
+            if as_user:
+                assert proc.stdout == tesserae(*argv, "--db", str(db), user=False).stdout
+        denied = tesserae("jobs", "--config", str(off))
+        assert denied.returncode == 2 and len(denied.stderr.splitlines()) == 1, denied.stderr
+        assert "cannot read the state database" in denied.stderr

@@ -58,19 +58,6 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_ROUND_FAILED
         return 0
 
-
-def _serve_web(cfg: DaemonConfig, log: logging.Logger) -> ThreadingHTTPServer | None:
-    """The read-only page and API (http.listen); a port in use is logged, never a reason to stop scheduling."""
-    if not cfg.http.listen:
-        return None
-    from ..daemon.web import serve as serve_web
-
-    try:
-        return serve_web(cfg.state.database, cfg.http.listen)
-    except OSError as exc:
-        log.error("web page and API not started on %s: %s", cfg.http.listen, exc.strerror or exc)
-        return None
-
     def on_stop(signum: int, _frame: FrameType | None) -> None:
         log.info("signal %s: stopping after the current action", signal.Signals(signum).name)
         daemon.request_stop()

@@ -109,7 +109,8 @@ function drawTimeline(rs) {
     });
     const last = rounds.length ? get(rounds[rounds.length - 1]) : null;
     parts.push(el("span", { class: "label" }, label), svg,
-      el("span", { class: "value" }, last === null || last === undefined ? "-" : fmt(last)));
+      el("span", { class: "value" }, last === null || last === undefined ? "-"
+        : `${fmt(last)} (max ${fmt(Math.max(...vals))})`));
   }
   box.replaceChildren(...parts);
 }
