@@ -147,7 +147,7 @@ def test_page_ships_every_asset_and_loads_nothing_from_outside(server):
     assert "url(" not in (WEBUI / "style.css").read_text()
 
 
-def test_jobs_and_explain_through_the_api_match_the_database(server, db, capsys, tmp_path):  # noqa: F811
+def test_jobs_and_explain_through_the_api_match_the_database(server, db, capsys):  # noqa: F811
     for argv in (["jobs"], ["jobs", "-a", "--json"], ["jobs", "-t", "PD,R", "-l"], ["jobs", "-u", "alice", "-p"],
                  ["jobs", "-j", "13", "-o", "%i %R"], ["explain", "11"], ["explain", "13", "--json"]):
         code_db, out_db, _ = cli(capsys, *argv, "--db", str(db))
@@ -160,18 +160,8 @@ def test_jobs_and_explain_through_the_api_match_the_database(server, db, capsys,
     code, _, err = cli(capsys, "explain", "99", "--api", server)
     assert code == 2 and err.strip().endswith("is not in the state database (not submitted with tsbatch, or not "
                                               "seen by the daemon yet)") and len(err.splitlines()) == 1
-    # the database unreadable (here: absent) and the config naming http.listen: the API, by itself
-    cfg = tmp_path / "t.yaml"
-    cfg.write_text(yaml.safe_dump({"state": {"database": str(tmp_path / "nope.db")}, "http": {"listen": server}}))
-    code, out, err = cli(capsys, "jobs", "--config", str(cfg))
-    assert code == 0 and out == cli(capsys, "jobs", "--db", str(db))[1]
-    cfg.write_text(yaml.safe_dump({"state": {"database": str(tmp_path / "nope.db")},
-                                   "http": {"listen": "127.0.0.1:1"}}))
-    code, _, err = cli(capsys, "explain", "11", "--config", str(cfg))
-    assert code == 2 and "cannot reach the daemon's API at http://127.0.0.1:1" in err and "not readable" in err
-    cfg.write_text(yaml.safe_dump({"state": {"database": str(tmp_path / "nope.db")}, "http": {"listen": ""}}))
-    code, _, err = cli(capsys, "jobs", "--config", str(cfg))
-    assert code == 2 and "cannot read the state database" in err and "--api URL" in err
+    code, _, err = cli(capsys, "explain", "11", "--api", "127.0.0.1:1")
+    assert code == 2 and "cannot reach the daemon's API at http://127.0.0.1:1" in err
     code, _, err = cli(capsys, "jobs", "--api", "ftp://x")
     assert code == 2 and "expected http://HOST:PORT" in err
 
@@ -201,9 +191,10 @@ def test_a_user_who_cannot_read_the_database_gets_the_api(server, db):  # noqa: 
 
     with tempfile.TemporaryDirectory(prefix="tesserae-web-") as shared:
         os.chmod(shared, 0o755)  # the config is readable by everyone, the database is not
-        cfg, off = Path(shared) / "t.yaml", Path(shared) / "off.yaml"
+        cfg, off, gone = Path(shared) / "t.yaml", Path(shared) / "off.yaml", Path(shared) / "gone.yaml"
         cfg.write_text(yaml.safe_dump({"state": {"database": str(db)}, "http": {"listen": server}}))
         off.write_text(yaml.safe_dump({"state": {"database": str(db)}, "http": {"listen": ""}}))
+        gone.write_text(yaml.safe_dump({"state": {"database": str(db)}, "http": {"listen": "127.0.0.1:1"}}))
         exe = [sys.executable, "-m", "tesserae_slurm.cli.main"]
         as_user: list[str] = []
         if os.geteuid() == 0:
@@ -226,4 +217,7 @@ def test_a_user_who_cannot_read_the_database_gets_the_api(server, db):  # noqa: 
                 assert proc.stdout == tesserae(*argv, "--db", str(db), user=False).stdout
         denied = tesserae("jobs", "--config", str(off))
         assert denied.returncode == 2 and len(denied.stderr.splitlines()) == 1, denied.stderr
-        assert "cannot read the state database" in denied.stderr
+        assert "cannot read the state database" in denied.stderr and "--api URL" in denied.stderr
+        down = tesserae("explain", "11", "--config", str(gone))
+        assert down.returncode == 2 and len(down.stderr.splitlines()) == 1, down.stderr
+        assert "cannot reach the daemon's API at http://127.0.0.1:1" in down.stderr and "not readable" in down.stderr

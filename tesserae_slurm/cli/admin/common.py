@@ -44,7 +44,14 @@ def open_source(args: argparse.Namespace) -> Store | ApiClient:
     if getattr(args, "api", None):
         return ApiClient(args.api)
     path = _db_path(args)
-    if os.access(path, os.R_OK):
+    try:
+        os.stat(path)
+        readable = os.access(path, os.R_OK)
+    except FileNotFoundError:
+        return open_store(args)  # says the database does not exist (has the daemon run yet?)
+    except OSError:  # a state directory this user may not enter
+        readable = False
+    if readable:
         from sqlalchemy.exc import OperationalError
 
         try:
