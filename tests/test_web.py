@@ -221,3 +221,14 @@ def test_a_user_who_cannot_read_the_database_gets_the_api(server, db):  # noqa: 
         down = tesserae("explain", "11", "--config", str(gone))
         assert down.returncode == 2 and len(down.stderr.splitlines()) == 1, down.stderr
         assert "cannot reach the daemon's API at http://127.0.0.1:1" in down.stderr and "not readable" in down.stderr
+
+
+def test_many_readers_at_once(server):
+    """ThreadingHTTPServer on one read-only engine: parallel pollers all get whole answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = ["/api/jobs", "/api/cluster", "/api/rounds", "/api/jobs/11", "/"] * 8
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda p: request(server, p), paths))
+    assert [status for status, _, _ in results] == [200] * len(paths)
+    assert len({json.dumps(no_meta(body)) for _, _, body in results[0::5]}) == 1  # /api/jobs: the same each time

@@ -99,8 +99,9 @@ class ApiClient:
             resp = conn.getresponse()
             raw = resp.read()
         except (OSError, http.client.HTTPException) as exc:
-            raise InputError(f"cannot reach the daemon's API at {self.url}"
-                             + (f" ({self.why})" if self.why else "") + f": {getattr(exc, 'strerror', None) or exc}") from None
+            why = f" ({self.why})" if self.why else ""
+            raise InputError(f"cannot reach the daemon's API at {self.url}{why}: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
         finally:
             conn.close()
         try:
