@@ -105,6 +105,8 @@ def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
 
         wait_for(settled, 40, "9 small jobs placed with a packed pair, the 8-GPU job pending", every=0.5)
         cluster, jobs = api(url, "/api/cluster"), api(url, "/api/jobs")
+        cli = [subprocess.run([str(BIN / "tesserae"), *argv, "--api", url], env=env.os_env(), capture_output=True,
+                              text=True, timeout=60, check=False) for argv in (["jobs"], ["explain", big])]
         dom = browse(url + "?every=1", "--dump-dom")
         shots = tmp_path / "shots"
         shots.mkdir()
@@ -122,7 +124,8 @@ def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
     assert cell is not None and sorted(cell.group(1).split("+")) == sorted(pair), dom[:3000]
     # the queue: the pending job with its reason and rank, a running job where it runs
     row = re.search(rf'<tr class="pending" data-job="{big}">(.*?)</tr>', dom)
-    reason = next(r for r in jobs["jobs"] if r["job_id"] == big)["reason"]
+    bigrec = next(r for r in jobs["jobs"] if r["job_id"] == big)
+    reason = bigrec["reason"]
     assert row is not None and "big8" in row.group(1) and f"({reason})" in row.group(1).replace("&amp;", "&")
     running = next(r for r in jobs["jobs"] if r["state"] == "RUNNING")
     assert re.search(rf'<tr class="running" data-job="{running["job_id"]}">.*?RUNNING.*?{re.escape(running["gpus"])}',
@@ -131,6 +134,10 @@ def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
     assert all(f'data-series="{s}"' in dom for s in ("utilization", "packed_pairs", "migrated", "decision_ms"))
     assert 'data-loaded="1"' in dom and "cannot read the API" not in dom
     assert SECRET not in dom and SECRET not in json.dumps([cluster, jobs])
+    # `tesserae jobs` and `explain` through the same API, as a user who cannot read the database would
+    assert [p.returncode for p in cli] == [0, 0], [p.stderr for p in cli]
+    assert re.search(rf"^{big}\s+big8\s.*PENDING.*\({re.escape(reason)}\)$", cli[0].stdout, re.M), cli[0].stdout
+    assert f"reason: {reason}" in cli[1].stdout and f"rank {bigrec['rank']} of 10" in cli[1].stdout, cli[1].stdout
     png = (shots / "web.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
     keep = os.environ.get("TESSERAE_SCREENSHOTS")
