@@ -13,6 +13,12 @@ import logging
 import signal
 import sys
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from http.server import ThreadingHTTPServer
+
+    from ..daemon.config import DaemonConfig
 
 EXIT_ROUND_FAILED = 1
 
@@ -64,9 +70,24 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGHUP, on_hup)
     server = serve(daemon.metrics, cfg.metrics.listen) if cfg.metrics.listen else None
+    web = _serve_web(cfg, log)
     try:
         daemon.run_forever(args.rounds, reload=lambda: resolve_config(args.config)[0])
     finally:
-        if server is not None:
-            server.shutdown()
+        for s in (server, web):
+            if s is not None:
+                s.shutdown()
     return 0
+
+
+def _serve_web(cfg: DaemonConfig, log: logging.Logger) -> ThreadingHTTPServer | None:
+    """The read-only page and API (http.listen); a port in use is logged, never a reason to stop scheduling."""
+    if not cfg.http.listen:
+        return None
+    from ..daemon.web import serve as serve_web
+
+    try:
+        return serve_web(cfg.state.database, cfg.http.listen)
+    except OSError as exc:
+        log.error("web page and API not started on %s: %s", cfg.http.listen, exc.strerror or exc)
+        return None

@@ -53,6 +53,13 @@ class MetricsSection:
 
 
 @dataclass(frozen=True)
+class HttpSection:
+    """The read-only web page and JSON API (daemon/web.py): any user who can reach it may read it."""
+
+    listen: str = "127.0.0.1:9479"  # HOST:PORT; "" disables; port 0 picks a free one (logged)
+
+
+@dataclass(frozen=True)
 class FeedbackSection:
     """Online feedback (docs/profiling.md): jobs report measured steps/s, folded into the table."""
 
@@ -75,6 +82,7 @@ class DaemonConfig:
     mps: MpsSection = MpsSection()
     state: StateSection = StateSection()
     metrics: MetricsSection = MetricsSection()
+    http: HttpSection = HttpSection()
     feedback: FeedbackSection = FeedbackSection()
     log_level: str = "INFO"
 
@@ -82,7 +90,7 @@ class DaemonConfig:
 _SECTIONS = {f.name: f.type for f in fields(DaemonConfig)}
 _SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "preemption": PreemptionSection,
                     "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
-                    "feedback": FeedbackSection}
+                    "http": HttpSection, "feedback": FeedbackSection}
 
 
 def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any:
@@ -196,10 +204,13 @@ def _validate_values(cfg: DaemonConfig, where: str) -> None:
         raise InputError(f"{where}: mps.thread_percentage must be in 1..100")
     if cfg.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise InputError(f"{where}: log_level must be DEBUG, INFO, WARNING or ERROR")
-    if cfg.metrics.listen:
-        host, _, port = cfg.metrics.listen.rpartition(":")
-        if not host or not port.isdigit():
-            raise InputError(f"{where}: metrics.listen must be HOST:PORT or empty, got {cfg.metrics.listen!r}")
+    for name, listen in (("metrics.listen", cfg.metrics.listen), ("http.listen", cfg.http.listen)):
+        if listen:
+            host, _, port = listen.rpartition(":")
+            if not host or not port.isdigit() or int(port) > 65535:
+                raise InputError(f"{where}: {name} must be HOST:PORT (port 0-65535) or empty, got {listen!r}")
+    if cfg.metrics.listen and cfg.metrics.listen == cfg.http.listen and not cfg.http.listen.endswith(":0"):
+        raise InputError(f"{where}: http.listen and metrics.listen must differ, both are {cfg.http.listen!r}")
     _validate_feedback(cfg.feedback, where)
 
 

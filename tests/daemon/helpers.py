@@ -50,6 +50,7 @@ class Env:
             "mps": {"thread_percentage": 50},
             "state": {"database": str(self.db)},
             "metrics": {"listen": ""},
+            "http": {"listen": ""},  # test_web_live.py turns it on (port 0); other tests leave port 9479 free
             "log_level": "INFO",
         }
         self.config.write_text(yaml.safe_dump(_merge(base, over)))

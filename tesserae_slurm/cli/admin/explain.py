@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
 from ..render import table
-from .common import add_db_options, duration, iso, open_store, when
-from .jobs import add_stop_reasons, reason
+from .common import ApiClient, add_api_option, add_db_options, duration, iso, open_source, when
+from .jobs import reason
 from .output import dump_json
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explain", help="why a job is pending, packed or was moved (from the daemon's records)")
     p.add_argument("job_id", metavar="JOB")
     add_db_options(p)
+    add_api_option(p)
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(func=run)
 
@@ -164,13 +165,17 @@ def _source_line(src: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     if not str(args.job_id).isdigit():
         raise InputError(f"job id must be a number, got {args.job_id!r}")
-    store = open_store(args)
-    row = store.job(str(args.job_id))
-    if row is None:
-        raise InputError(f"job {args.job_id} is not in the state database (not submitted with tsbatch, or not seen "
-                         "by the daemon yet)")
-    add_stop_reasons(store, [row])
-    e = explain(store, row)
+    source = open_source(args)
+    if isinstance(source, ApiClient):  # the daemon's API answers with explain() below, run on its side
+        e = source.get(f"/api/jobs/{args.job_id}")
+        e.pop("meta", None)
+    else:
+        from ...daemon.api import job
+
+        try:
+            e = job(source, str(args.job_id))
+        except LookupError as exc:
+            raise InputError(str(exc.args[0])) from None
     if args.json:
         dump_json(e)
     else:

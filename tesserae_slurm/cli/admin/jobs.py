@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ...model import InputError
-from .common import add_db_options, duration, iso, open_store, when
+from .common import ApiClient, add_api_option, add_db_options, duration, iso, open_source, when
 from .output import Column, add_output_options, emit, format_codes
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        epilog=format_codes(COLUMNS) + ". State codes: " + " ".join(
                            f"{c}={n}" for c, n in STATE_CODES.items()) + " (the last three are the daemon's own).")
     add_db_options(p)
+    add_api_option(p)
     p.add_argument("-a", "--all", action="store_true", help="include finished jobs")
     p.add_argument("-t", "--states", default=None,
                    help="comma-separated state codes or names as squeue takes them, e.g. PD,R or "
@@ -142,9 +143,16 @@ def add_stop_reasons(store: Store, rows: list[JobRow]) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.states:
         parse_states(args.states)  # a bad -t fails before the database is opened
-    store = open_store(args)
-    rows = select_rows(store.jobs(), args)
-    add_stop_reasons(store, rows)
+    source = open_source(args)
+    if isinstance(source, ApiClient):  # the daemon's API: it filters with select_rows and adds the stop reasons
+        from ...daemon.api import job_from_record
+
+        body = source.get("/api/jobs", states=args.states, all="1" if args.all else None, jobs=args.jobs,
+                          user=args.user)
+        rows = [job_from_record(j) for j in body["jobs"]]
+    else:
+        rows = select_rows(source.jobs(), args)
+        add_stop_reasons(source, rows)
     emit(args, COLUMNS, rows, None if args.long else DEFAULT, key="jobs")
     return 0
 
