@@ -15,7 +15,7 @@ from typing import Any
 
 from ..slurm import SlurmBackend, SlurmError
 
-WRITES = ("submit", "place", "release", "hold", "admin_hold", "signal", "requeue_hold", "cancel", "update_comment")
+WRITES = ("submit", "place", "release", "hold", "admin_hold", "evict", "signal", "requeue_hold", "cancel", "update_comment")
 READS = ("list_jobs", "list_nodes", "ping", "slurm_version")
 
 
@@ -95,6 +95,9 @@ class RecordingBackend:
 
     def admin_hold(self, job_ids: Iterable[int]) -> None:
         self._call("admin_hold", list(job_ids))
+
+    def evict(self, job_id: int) -> None:
+        self._call("evict", job_id)
 
     def signal(self, job_id: int, sig: Any = "USR1", batch_only: bool = True) -> None:
         self._call("signal", job_id, sig, batch_only)

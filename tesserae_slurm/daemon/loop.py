@@ -209,7 +209,7 @@ class Daemon:
         stopped: list[str] = []
         for j in ids:
             try:
-                self.backend.requeue_hold(int(j))
+                self.backend.evict(int(j))
                 stopped.append(j)
                 status, error = "done", ""
             except SlurmError as exc:

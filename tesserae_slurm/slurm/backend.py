@@ -49,6 +49,8 @@ class SlurmBackend(Protocol):
 
     def admin_hold(self, job_ids: Iterable[int]) -> None: ...
 
+    def evict(self, job_id: int) -> None: ...
+
     def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None: ...
 
     def requeue_hold(self, job_id: int) -> None: ...
@@ -144,6 +146,10 @@ class SlurmCliBackend:
         ids = list(job_ids)
         if ids:
             self.runner.run(commands.scontrol_admin_hold(ids))
+
+    def evict(self, job_id: int) -> None:
+        """Requeue-hold a job that runs without the daemon's placement (refused once it has finished)."""
+        self.runner.run(commands.scontrol_requeuehold_incomplete(job_id))
 
     def requeue_hold(self, job_id: int) -> None:
         self.runner.run(commands.scontrol_requeuehold(job_id))

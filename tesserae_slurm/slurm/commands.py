@@ -135,6 +135,10 @@ def scontrol_admin_hold(job_ids: Iterable[int | str]) -> list[str]:
 
 
 def scontrol_requeuehold(job_id: int | str) -> list[str]:
+    return ["scontrol", "requeuehold", job_id_arg(job_id)]
+
+
+def scontrol_requeuehold_incomplete(job_id: int | str) -> list[str]:
     """`Incomplete`: a job that has finished meanwhile is refused, never brought back."""
     return ["scontrol", "requeuehold", "Incomplete", job_id_arg(job_id)]
 

@@ -89,6 +89,9 @@ class PyslurmBackend(SlurmCliBackend):
         for jid in job_ids:  # pyslurm's hold() without mode="user" is an administrator's hold
             self._call(f"hold job {jid}", lambda j=jid: self._py.Job(int(job_id_arg(j))).hold())
 
+    def evict(self, job_id: int) -> None:
+        self.requeue_hold(job_id)
+
     def requeue_hold(self, job_id: int) -> None:
         self._call(f"requeue job {job_id}", lambda: self._py.Job(int(job_id_arg(job_id))).requeue(hold=True))
 

@@ -128,16 +128,26 @@ def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: Us
                               stdout=subprocess.DEVNULL, stderr=open(env.tmp / "daemon.log", "w"))
     try:
         wait_for(lambda: env.db.exists() and bool(env.store().rounds()), 60, "the daemon's first round")
-        # submit and release at once, before the daemon's next look: Slurm starts it itself
-        job = user.submit_managed(1)
-        first = user.run("scontrol", "release", job)
-        wait_for(lambda: _job(env, job)["state_reason"] == "JobHeldAdmin", 15, "the daemon to hold the job")
-        if first.returncode == 0:
-            wait_for(lambda: bool(user.starts(job)), 10, "the released job's output")
-            ran_s = time.time() - user.starts(job)[0]
-            assert ran_s < 10, f"a hand-started job was stopped only after {ran_s:.1f} s"
-            events = " ".join(e.message for e in env.store().events(limit=100))
-            assert "running without the daemon's current assignment" in events
+        # submit and release while the daemon is not looking (paused): Slurm starts the job itself
+        daemon.send_signal(signal.SIGSTOP)
+        try:
+            job = user.submit_managed(1)
+            first = user.run("scontrol", "release", job)
+            assert first.returncode == 0, first.stderr  # a user hold: its owner may lift it
+            wait_for(lambda: _job(env, job)["job_state"] == "RUNNING" and bool(user.starts(job)), 30,
+                     "the hand-released job to run")
+            assert _job(env, job)["admin_comment"] == ""  # no assignment from the daemon
+        finally:
+            daemon.send_signal(signal.SIGCONT)
+        resumed = time.time()
+        wait_for(lambda: _job(env, job)["state_reason"] == "JobHeldAdmin", 15, "the daemon to stop and hold it",
+                 every=0.1)
+        stopped_s = time.time() - resumed
+        assert stopped_s < 5, f"a hand-started job was stopped only {stopped_s:.1f} s after the daemon looked again"
+        events = " ".join(e.message for e in env.store().events(limit=100))
+        assert "running without the daemon's current assignment" in events
+        (env.tmp / "bypass-timing.txt").write_text(f"hand-started job held again {stopped_s:.2f} s after resume\n")
+        print(f"hand-started job held again {stopped_s:.2f} s after the daemon resumed")
         # held by the daemon as an administrator: its owner cannot release it any more
         again = user.run("scontrol", "release", job)
         assert again.returncode != 0 and "denied" in again.stderr.lower(), again
@@ -161,6 +171,19 @@ def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: Us
         assert len(user.starts(job)) <= runs_before + 1  # only the operator's start ran
         store = env.store()
         assert job in json.loads(store.get_kv("daemon_admin_holds") or b"[]")
+
+        # and with the daemon running as usual: submit and release at once, five times over
+        for _ in range(5):
+            other = user.submit_managed(1)
+            released = user.run("scontrol", "release", other).returncode == 0
+            wait_for(lambda: _job(env, other)["state_reason"] == "JobHeldAdmin", 15, "the daemon to hold it",
+                     every=0.1)
+            held_at = time.time()
+            time.sleep(1)  # the job's output, if it ran
+            runs = user.starts(other)
+            ran = f"ran {held_at - runs[0]:.2f} s" if runs else "never ran"
+            print(f"submit+release: release {'accepted' if released else 'refused'}, {ran}")
+            assert not runs or held_at - runs[0] < 1 + 3, ran  # guard_seconds + one check
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
@@ -173,6 +196,11 @@ def test_an_administrators_hold_is_respected_but_the_daemons_own_is_not_mistaken
     d = env.daemon()
     mine, admins = submit_tick(env, 1, 3000, name="mine"), submit_tick(env, 1, 3000, name="admins")
     subprocess.run(["scontrol", "hold", admins], env=env.os_env(), check=True, capture_output=True)  # by hand
+    d.guard()  # the check between rounds makes the daemon's own hold an administrator's hold as well
+    assert _job(env, mine)["state_reason"] == _job(env, admins)["state_reason"] == "JobHeldAdmin"
+    d.reconcile(d.observe(), None)
+    rows = {r.job_id: r for r in env.store().jobs()}
+    assert "administrator" in rows[admins].reason and "administrator" not in rows[mine].reason
     result = d.run_round()
     assert result.status == "applied", result.error
     placed = {p.job_id for p in env.store().placements(result.round_id)}
