@@ -371,6 +371,9 @@ class Daemon:
             if a.kind == "start" and a.job_id in result.started:
                 self.metrics.action("start")
         self._record_outcome(plan, result)
+        # a requeue-hold is a user hold its owner could lift: make the preempted ones the daemon's at once
+        self._admin_hold(rid, [a.job_id for a in plan.stops if a.kind == "preempt" and a.job_id in result.stopped],
+                         "secure", ApplyResult())
         failures = {**result.failed, **result.skipped}
         self.journal.update_round(rid, apply_ms=(time.perf_counter() - t_apply) * 1e3)
         error = "; ".join(f"job {j}: {e}" for j, e in sorted(failures.items()))

@@ -247,3 +247,18 @@ def test_a_foreign_job_blocks_only_its_own_gpus_and_is_named(env: Env, user: Use
             time.sleep(0.3)
         subprocess.run(["scontrol", "delete", "PartitionName=other"], env=env.os_env(), capture_output=True,
                        check=False)
+
+
+def test_a_job_the_daemon_preempts_is_left_admin_held(env: Env) -> None:
+    from .helpers import progressed
+    d = env.daemon()
+    first = submit_tick(env, 8, 3000, name="first", step_time=0.05)
+    assert d.run_round().status == "applied"
+    wait_for(lambda: progressed(env, first, 20), 60, "the first job to run")
+    second = submit_tick(env, 8, 3000, name="second", step_time=0.05)
+    result = d.run_round()  # Tiresias (queue limit 1 GPU-s) puts the fresh job first: the first is preempted
+    assert result.plan is not None and [(a.kind, a.job_id) for a in result.plan.stops] == [("preempt", first)]
+    # a requeue-hold alone is a user hold its owner could lift; the daemon's round leaves an admin hold
+    j = _job(env, first)
+    assert j["job_state"] == "PENDING" and j["state_reason"] == "JobHeldAdmin", j["state_reason"]
+    assert first in json.loads(env.store().get_kv("daemon_admin_holds") or b"[]")
