@@ -31,7 +31,7 @@ from .gpuset import GpuMap, format_gpus, parse_gpus
 from .guard import load_holds, save_holds, still_held, to_secure
 from .journal import Intent, Journal
 from .metrics import Metrics
-from .observe import Snapshot, build_snapshot
+from .observe import Snapshot, build_snapshot, in_slurm_indices
 from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
 from .profile import scheduling_profile
@@ -334,7 +334,7 @@ class Daemon:
         plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)
         if inp.held_by_others:  # say which foreign jobs take GPUs, where a job waits (explain, round show)
             note = "GPUs held by jobs tesserae does not manage: " + "; ".join(inp.held_by_others)
-            decision = replace(decision, pending=tuple(
+            decision = replace(decision, placement=in_slurm_indices(decision.placement, snap), pending=tuple(
                 p._replace(detail=f"{p.detail}; {note}" if p.detail else note) for p in decision.pending))
         self.pstate = pstate
         self.journal.save_policy_state(self.policy_key, pstate)

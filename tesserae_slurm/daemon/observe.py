@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from ..harness.assignment import PREFIX as ASSIGN_PREFIX
 from ..harness.assignment import Assignment
-from ..model import Cluster, InputError
+from ..model import Cluster, InputError, Placement
 from ..slurm import SlurmJob, SlurmNode
 from ..tsbatch.meta import JobMeta, is_tagged
 from .config import DaemonConfig
@@ -44,6 +44,7 @@ class Snapshot:
     # node -> the Slurm GPU indices the engine's indices 0..n-1 stand for, where foreign jobs hold some
     gpu_index: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     held_by_others: tuple[str, ...] = ()  # "node2: 4 GPUs held by job 57 (user bob, not managed)"
+    taken: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # node -> GPU index -> foreign job
 
     def job(self, job_id: str) -> ManagedJob | None:
         return self.jobs.get(job_id)
@@ -119,4 +120,23 @@ def build_snapshot(now: float, jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNo
     if gpu_index:
         cluster = Cluster(tuple(replace(node, num_gpus=len(gpu_index[node.name])) if node.name in gpu_index else node
                                 for node in cluster.nodes))
-    return Snapshot(now, managed, tuple(nodes), cluster, excluded, tuple(foreign), gpu_index, tuple(held))
+    ids = {node: {g: j.job_id for g, j in by_gpu.items()} for node, by_gpu in taken.items()}
+    return Snapshot(now, managed, tuple(nodes), cluster, excluded, tuple(foreign), gpu_index, tuple(held), ids)
+
+
+def in_slurm_indices(p: Placement, snap: Snapshot) -> Placement:
+    """The engine's placement in Slurm's GPU indices, for the record (``round show``): on nodes where
+    foreign jobs hold GPUs, those show as ``foreign:<job>`` and the managed jobs sit on the others."""
+    if not snap.gpu_index:
+        return p
+    total = {n.name: n.gpus for n in snap.nodes}
+    nodes = dict(p.nodes)
+    for node, index in snap.gpu_index.items():
+        if node not in nodes:
+            continue
+        slots = [frozenset({f"foreign:{snap.taken[node][g]}"}) if g in snap.taken.get(node, {}) else frozenset()
+                 for g in range(total[node])]
+        for k, slot in enumerate(nodes[node]):
+            slots[index[k]] = slot
+        nodes[node] = tuple(slots)
+    return Placement(nodes)

@@ -238,7 +238,7 @@ def test_a_foreign_job_blocks_only_its_own_gpus_and_is_named(env: Env, user: Use
         explain = env.tesserae("explain", waiting[0])
         assert holder in explain.stdout and "node2: 2 GPUs held by" in explain.stdout, explain.stdout
         show = env.tesserae("round", "show", str(result.round_id))
-        assert holder in show.stdout, show.stdout
+        assert holder in show.stdout and f"foreign:{foreign}" in show.stdout, show.stdout  # in the map, too
         assert f"job {cpu_only.stdout.strip()}" not in show.stdout  # holds no GPU: blocks nothing
     finally:
         subprocess.run(["scancel", "-p", "other"], env=env.os_env(), capture_output=True, check=False)

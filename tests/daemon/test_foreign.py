@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tesserae_slurm.daemon.config import DaemonConfig
 from tesserae_slurm.daemon.loop import current_placement
-from tesserae_slurm.daemon.observe import build_snapshot
+from tesserae_slurm.daemon.observe import build_snapshot, in_slurm_indices
 from tesserae_slurm.daemon.plan import plan_round
 from tesserae_slurm.model import Placement, RoundDecision
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S, SlurmNode
@@ -54,3 +54,11 @@ def test_engine_indices_map_to_the_free_slurm_gpus_both_ways():
     plan = plan_round(decision, {"a": {"node2": (3,)}, "b": {"node2": (0,)}}, gpu_index=index)
     assert dict(plan.targets["c"].gpus) == {"node2": (2,)} and plan.kept == ("a",)
     assert [(x.kind, x.job_id) for x in plan.actions] == [("preempt", "b"), ("start", "c")]
+
+
+def test_the_recorded_placement_is_in_slurm_indices_with_the_foreign_gpus_marked():
+    snap = build_snapshot(0.0, [foreign(57, "node2", (0, 2))], NODES, DaemonConfig())
+    engine = Placement.from_lists({"node1": [["a"], [], [], []], "node2": [["c"], ["d"]]})
+    shown = in_slurm_indices(engine, snap)
+    assert [sorted(s) for s in shown.nodes["node2"]] == [["foreign:57"], ["c"], ["foreign:57"], ["d"]]
+    assert shown.nodes["node1"] == engine.nodes["node1"]
