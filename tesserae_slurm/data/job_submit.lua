@@ -17,9 +17,6 @@ tres_per_job, tres_per_socket, tres_per_task, priority.
 local MANAGED_PARTITION = "tesserae"
 -- The tag tsbatch writes at the start of Comment (tesserae_slurm/tsbatch/meta.py, PREFIX).
 local TAG = "tesserae:v1:"
--- Users allowed to change a managed job's node list: root and the daemon's own user (a Slurm operator).
--- Add the daemon's uid here when it does not run as root (e.g. `id -u tesserae`).
-local PLACING_UIDS = { [0] = true }
 
 local NO_VAL16 = 65534
 
@@ -69,9 +66,10 @@ local function refuse(text)
     return slurm.ERROR
 end
 
--- What no job in the managed partition may ask for; nil when it asks for none of it.
-local function forbidden(desc, uid)
-    if desc.req_nodes ~= nil and desc.req_nodes ~= "" and not PLACING_UIDS[uid] then
+-- What no job in the managed partition may ask for; nil when it asks for none of it. A node list set
+-- later (scontrol update) is not checked: the daemon sets NodeList itself at every placement.
+local function forbidden(desc, at_submit)
+    if at_submit and desc.req_nodes ~= nil and desc.req_nodes ~= "" then
         return "choosing nodes (-w/--nodelist) is not allowed; tesserae places jobs itself"
     end
     if desc.shared ~= nil and desc.shared ~= NO_VAL16 and desc.shared ~= 1 then
@@ -90,7 +88,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     if not tagged(job_desc.comment) then
         return refuse("submit jobs with tsbatch (this job has no tesserae tag in its Comment)")
     end
-    local why = forbidden(job_desc, submit_uid)
+    local why = forbidden(job_desc, true)
     if why ~= nil then
         return refuse(why)
     end
@@ -111,7 +109,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
     if into and not managed and not tagged(job_desc.comment or job_rec.comment) then
         return refuse("only jobs submitted with tsbatch may move into this partition")
     end
-    local why = forbidden(job_desc, modify_uid)
+    local why = forbidden(job_desc, false)
     if why ~= nil then
         return refuse(why)
     end
