@@ -15,7 +15,8 @@ from typing import Any
 
 from ..slurm import SlurmBackend, SlurmError
 
-WRITES = ("submit", "place", "release", "hold", "admin_hold", "evict", "signal", "requeue_hold", "cancel", "update_comment")
+WRITES = ("submit", "place", "release", "hold", "admin_hold", "evict", "signal",
+          "requeue_hold", "cancel", "update_comment")
 READS = ("list_jobs", "list_nodes", "ping", "slurm_version")
 
 

@@ -189,7 +189,8 @@ class Daemon:
             return
         now = self.clock()
         save_holds(self.journal.store, load_holds(self.journal.store) | set(ids))
-        actions = self.journal.record_intents(rid, [Intent(kind, j, {}, {}) for j in ids], now) if rid is not None else []
+        intents = [Intent(kind, j, {}, {}) for j in ids]
+        actions = self.journal.record_intents(rid, intents, now) if rid is not None else []
         try:
             self.backend.admin_hold([int(j) for j in ids])
             status, error = "done", ""
