@@ -116,6 +116,9 @@ def test_job_submit_lua_admits_only_tsbatch_jobs_to_the_managed_partition(env: E
 
     job = user.submit_managed(1)  # tsbatch's own arguments go through
     assert _job(env, job)["state_reason"] == "JobHeldUser"
+    unheld = user.run(*[a for a in tagged if a != "--hold"])  # a tagged job is held even without --hold
+    assert unheld.returncode == 0, unheld.stderr
+    assert _job(env, unheld.stdout.strip())["state_reason"] == "JobHeldUser"
     # nor can the tag be dropped afterwards (a foreign job in the partition), or GPUs asked for
     assert user.run("scontrol", "update", f"JobId={job}", "Comment=mine").returncode != 0
     assert user.run("scontrol", "update", f"JobId={job}", "TresPerNode=gres:gpu:1").returncode != 0
