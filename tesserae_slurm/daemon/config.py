@@ -18,6 +18,7 @@ class SlurmSection:
     retries: int = 2
     bin_dir: str = ""  # directory of squeue/scontrol/...; "" = PATH
     start_timeout_s: float = 120.0  # a released job Slurm has not started by then is held back again
+    guard_seconds: float = 5.0  # between rounds: stop hand-started jobs, admin-hold new ones; 0 = rounds only
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,8 @@ def _validate_values(cfg: DaemonConfig, where: str) -> None:
         signal_name(cfg.preemption.signal)
     except InputError as exc:
         raise InputError(f"{where}: preemption.signal: {exc}") from None
+    if cfg.slurm.guard_seconds < 0:
+        raise InputError(f"{where}: slurm.guard_seconds must be >= 0")
     if cfg.slurm.start_timeout_s <= 0:
         raise InputError(f"{where}: slurm.start_timeout_s must be > 0")
     if cfg.preemption.grace_seconds < 0:

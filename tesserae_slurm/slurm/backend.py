@@ -47,6 +47,10 @@ class SlurmBackend(Protocol):
 
     def hold(self, job_ids: Iterable[int]) -> None: ...
 
+    def admin_hold(self, job_ids: Iterable[int]) -> None: ...
+
+    def evict(self, job_id: int) -> None: ...
+
     def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None: ...
 
     def requeue_hold(self, job_id: int) -> None: ...
@@ -136,6 +140,16 @@ class SlurmCliBackend:
 
     def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
         self.runner.run(commands.scancel_signal(job_id, sig, batch_only))
+
+    def admin_hold(self, job_ids: Iterable[int]) -> None:
+        """Turn held (or pending) jobs into administrator-held ones, which only an operator releases."""
+        ids = list(job_ids)
+        if ids:
+            self.runner.run(commands.scontrol_admin_hold(ids))
+
+    def evict(self, job_id: int) -> None:
+        """Requeue-hold a job that runs without the daemon's placement (refused once it has finished)."""
+        self.runner.run(commands.scontrol_requeuehold_incomplete(job_id))
 
     def requeue_hold(self, job_id: int) -> None:
         self.runner.run(commands.scontrol_requeuehold(job_id))

@@ -126,8 +126,21 @@ def scontrol_hold(job_ids: Iterable[int | str]) -> list[str]:
     return ["scontrol", "uhold", ",".join(ids)]
 
 
+def scontrol_admin_hold(job_ids: Iterable[int | str]) -> list[str]:
+    """Hold pending jobs as root or an operator (JobHeldAdmin): their owners cannot release them."""
+    ids = [job_id_arg(j) for j in job_ids]
+    if not ids:
+        raise InputError("scontrol hold: no job ids")
+    return ["scontrol", "hold", ",".join(ids)]
+
+
 def scontrol_requeuehold(job_id: int | str) -> list[str]:
     return ["scontrol", "requeuehold", job_id_arg(job_id)]
+
+
+def scontrol_requeuehold_incomplete(job_id: int | str) -> list[str]:
+    """`Incomplete`: a job that has finished meanwhile is refused, never brought back."""
+    return ["scontrol", "requeuehold", "Incomplete", job_id_arg(job_id)]
 
 
 def scancel(job_id: int | str) -> list[str]:

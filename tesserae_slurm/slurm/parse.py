@@ -294,6 +294,7 @@ def job_from_json(j: Mapping[str, Any]) -> SlurmJob:
         requeue=bool(j.get("requeue")),
         exit_code=exit_code,
         exit_signal=exit_signal,
+        state_reason="" if _s(j.get("state_reason")) == "None" else _s(j.get("state_reason")),
     )
 
 

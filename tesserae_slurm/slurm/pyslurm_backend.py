@@ -85,6 +85,13 @@ class PyslurmBackend(SlurmCliBackend):
         steps = "batch" if batch_only else "all"
         self._call(f"signal job {job_id}", lambda: self._py.Job(int(job_id_arg(job_id))).send_signal(name, steps=steps))
 
+    def admin_hold(self, job_ids: Iterable[int]) -> None:
+        for jid in job_ids:  # pyslurm's hold() without mode="user" is an administrator's hold
+            self._call(f"hold job {jid}", lambda j=jid: self._py.Job(int(job_id_arg(j))).hold())
+
+    def evict(self, job_id: int) -> None:
+        self.requeue_hold(job_id)
+
     def requeue_hold(self, job_id: int) -> None:
         self._call(f"requeue job {job_id}", lambda: self._py.Job(int(job_id_arg(job_id))).requeue(hold=True))
 
@@ -146,6 +153,7 @@ def _job_from_pyslurm(job: Any) -> SlurmJob:
         requeue=bool(job.is_requeueable),
         exit_code=job.exit_code if state.is_finished else None,
         exit_signal=job.exit_code_signal if state.is_finished else None,
+        state_reason="" if job.state_reason in (None, "None") else str(job.state_reason),
     )
 
 

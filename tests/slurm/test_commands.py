@@ -33,13 +33,15 @@ NASTY = "x$(touch /tmp/pwned);`id` 'q' \"d\" & | > end"
         ),
         (commands.scontrol_release([5, 6, 7]), ["scontrol", "release", "5,6,7"]),
         (commands.scontrol_requeuehold(9), ["scontrol", "requeuehold", "9"]),
+        (commands.scontrol_requeuehold_incomplete(9), ["scontrol", "requeuehold", "Incomplete", "9"]),
+        (commands.scontrol_admin_hold([5, 6]), ["scontrol", "hold", "5,6"]),
         (commands.scancel(9), ["scancel", "9"]),
         (commands.scancel_signal(9, "USR1"), ["scancel", "--signal=USR1", "--batch", "9"]),
         (commands.scancel_signal(9, signal.SIGTERM, batch_only=False), ["scancel", "--signal=TERM", "--full", "9"]),
     ],
     ids=[
         "squeue", "sinfo", "ping", "sbatch-argv", "sbatch-stdin", "place", "place-extra",
-        "release-many", "requeuehold", "cancel", "signal-batch", "signal-full",
+        "release-many", "requeuehold", "requeuehold-incomplete", "admin-hold", "cancel", "signal-batch", "signal-full",
     ],
 )
 def test_argv(argv, expected):
