@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Literal
 
 import numpy as np
@@ -24,7 +24,6 @@ from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
 
 Clock = Callable[[], float]
-_ID = attrgetter("id")
 _SPEED = itemgetter(0)
 _STRATEGY = itemgetter(1)  # of best_isolated's (speed, strategy)
 _JOB_ID = itemgetter(0)  # of a PendingJob
@@ -120,7 +119,7 @@ def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
 def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = None) -> RoundDecision:
     now = clock or _no_clock
     cluster, cfg = req.cluster, req.config
-    ids = [j.id for j in req.jobs]  # a comprehension reads slots faster than attrgetter
+    ids = [j.id for j in req.jobs]
     by_id = dict(zip(ids, req.jobs))
     if len(by_id) != len(ids):
         raise InputError("a job id appears twice in the job list")
