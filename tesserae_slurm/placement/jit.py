@@ -1,0 +1,20 @@
+"""The one way the placement stages compile their cores (numba, a required dependency)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from numba import njit
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def jit(fn: F) -> F:
+    """Compiled, with numba's on-disk cache where it can write one (next to the module, the user's
+    cache directory, or ``NUMBA_CACHE_DIR``). Without any (a read-only install under systemd's
+    ProtectSystem/ProtectHome), numba refuses ``cache=True`` at import: compile once per process."""
+    try:
+        return njit(cache=True, nogil=True)(fn)  # type: ignore[no-any-return]
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return njit(nogil=True)(fn)  # type: ignore[no-any-return]
