@@ -1,8 +1,8 @@
 """Straightforward implementations of the three placement stages, kept as references.
 
 They follow the paper's text literally (Python loops, one dense assignment problem per stage) and are
-slow on large clusters. Tests compare the fast paths in ``consolidate.py``, ``pack.py`` and
-``migrate.py`` with these on random states; nothing in the engine calls them.
+slow on large clusters. Tests compare ``consolidate.py``, ``pack.py`` and ``migrate.py`` with these
+on random states.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ..model import Cluster, Job, PackedPair, PendingJob, PendingReason, Placement
-from ..profiles import ThroughputProfile
-from .consolidate import ConsolidationResult, Unit
+from tesserae_slurm.model import Cluster, Job, PackedPair, PendingJob, PendingReason, Placement
+from tesserae_slurm.profiles import ThroughputProfile
+from tesserae_slurm.placement.consolidate import ConsolidationResult, Unit
 
 
 # ---- Listing 1, lines 1-12 -------------------------------------------------------------------------
