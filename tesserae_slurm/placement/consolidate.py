@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, repeat
-from operator import add
+from operator import add, itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -73,31 +73,49 @@ def _why(max_capacity: int, n: int, total_free: int) -> tuple[PendingReason, str
 
 def place_consolidated(cluster: Cluster, order: Sequence[Job]) -> ConsolidationResult:
     """Listing 1 without packing, one unit per job (the engine's case without policy pairs or hints)."""
-    return place_units(cluster, [Unit((j,)) for j in order])
+    count = len(order)
+    need = np.fromiter([j.num_gpus for j in order], np.int64, count)
+    return _walk(cluster, [j.id for j in order], need, np.ones(count, dtype=np.int64), np.full(count, -1), None)
+
+
+_HINTS = itemgetter(1, 2)  # a Unit's (home, types)
 
 
 def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     """Walk ``units`` in order (``consolidate_jit.walk``) and build the plan as a table."""
+    count = len(units)
+    need = np.fromiter([u.jobs[0].num_gpus for u in units], np.int64, count)
+    width = np.fromiter([len(u.jobs) for u in units], np.int64, count)
+    ids = [j.id for u in units for j in u.jobs]
+    if set(map(_HINTS, units)) <= {(-1, None), (-1, cluster.gpu_types)}:
+        return _walk(cluster, ids, need, width, np.full(count, -1), None)
+    home = np.fromiter([u.home for u in units], np.int64, count)
+    return _walk(cluster, ids, need, width, home, [u.types for u in units])
+
+
+def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray, home: np.ndarray,
+          unit_types: Sequence[tuple[str, ...] | None] | None) -> ConsolidationResult:
+    """The walk of units needing ``need`` GPUs, ``width`` jobs each (their ids in ``ids``, in unit
+    order), homes ``home`` and GPU-type orders ``unit_types`` (None: the cluster's, for every unit)."""
     names, sizes = cluster.shape
     types = cluster.gpu_types
     type_index = {t: k for k, t in enumerate(types)}
     node_type = np.fromiter((type_index[n.gpu_type] for n in cluster.nodes), np.int64, len(cluster.nodes))
     layout = gpu_layout(names, sizes)
-    count = len(units)
-    need = np.fromiter((u.jobs[0].num_gpus for u in units), np.int64, count)
-    home = np.fromiter((u.home for u in units), np.int64, count)
-    every = tuple(range(len(types)))
-    orders = [every if u.types is None or u.types == types else tuple(type_index.get(t, -1) for t in u.types)
-              for u in units]
-    type_start = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum([len(o) for o in orders], out=type_start[1:])
-    type_list = np.fromiter(chain.from_iterable(orders), np.int64, int(type_start[-1]))
+    count = len(need)
+    if unit_types is None:
+        type_start = np.arange(count + 1, dtype=np.int64) * len(types)
+        type_list = np.tile(np.arange(len(types), dtype=np.int64), count)
+    else:
+        every = tuple(range(len(types)))
+        orders = [every if t is None or t == types else tuple(type_index.get(x, -1) for x in t) for t in unit_types]
+        type_start = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum([len(o) for o in orders], out=type_start[1:])
+        type_list = np.fromiter(chain.from_iterable(orders), np.int64, int(type_start[-1]))
     status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(
         layout.sizes, node_type, need, home, type_start, type_list)
 
     # jobs numbered in unit order; a unit's jobs share its GPUs (its second job in column 1)
-    width = np.fromiter((len(u.jobs) for u in units), np.int64, count)
-    ids = [j.id for u in units for j in u.jobs]
     start = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(width, out=start[1:])
     placed_k = np.flatnonzero(status == consolidate_jit.PLACED)
@@ -116,12 +134,12 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     pending: list[PendingJob] = []
     wait_k = np.flatnonzero(status == consolidate_jit.WAITS)
     if len(wait_k):  # one reason per (GPU count, free GPUs)
-        keys = list(zip(need[wait_k].tolist(), free_at[wait_k].tolist()))
+        w = width[wait_k]
+        waiting = np.repeat(start[wait_k], w) + runs(w)
+        keys = list(zip(np.repeat(need[wait_k], w).tolist(), np.repeat(free_at[wait_k], w).tolist()))
         cap = _max_capacity(cluster)
         why = {k: _why(cap, *k) for k in set(keys)}
-        waiting = [(ids[s + i],) for s, w in zip(start[wait_k].tolist(), width[wait_k].tolist()) for i in range(w)]
-        reasons = [why[key] for key, w in zip(keys, width[wait_k].tolist()) for _ in range(w)]
-        pending += map(_NEW_PENDING, map(add, waiting, reasons))
+        pending += map(_NEW_PENDING, map(add, zip(map(ids.__getitem__, waiting.tolist())), map(why.__getitem__, keys)))
     stop = np.flatnonzero(status == consolidate_jit.NOT_REACHED)
     if len(stop):
         pending += map(_NEW_PENDING, zip(ids[int(start[stop[0]]):], repeat(PendingReason.PRIORITY),
