@@ -5,7 +5,9 @@ loops over integer arrays it is one call. Rules (paper Listing 1, lines 1-12): p
 in the unit's order; on each type, a unit's sticky home when it still fits there, else best fit for a
 unit that fits in one node (the node of that type with the fewest free GPUs that still fit it,
 lowest index first), else whole idle nodes (largest size first, lowest index first) and the rest
-best fit on one more node. A GPU count that failed on a type fails again (GPUs are only taken).
+best fit on one more node; where nodes of different sizes make that more nodes than needed, the
+fewest nodes instead (most free GPUs first). A GPU count that failed on a type fails again (GPUs
+are only taken).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cov
     p_count = np.empty(total + 1, np.int64)
     excluded = np.zeros(nn, np.bool_)
     tmp_node = np.empty(nn, np.int64)
+    tmp_count = np.empty(nn, np.int64)
     fails_from = max_size + 1  # per type: the smallest single-node count that found no node
     max_need = 0
     for k in range(nu):
@@ -81,6 +84,7 @@ def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cov
             h = home[k]
             if h >= 0 and node_type[h] == t and n <= free[h]:
                 tmp_node[0] = h
+                tmp_count[0] = n
                 m = 1
                 break
             if n <= max_size[t]:  # one node suffices: best fit; never spread such a unit
@@ -88,6 +92,7 @@ def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cov
                     b = _best_fit(free, node_type, count_at[t], excluded, n, max_size[t], t)
                     if b >= 0:
                         tmp_node[0] = b
+                        tmp_count[0] = n
                         m = 1
                         break
                     fails_from[t] = n
@@ -102,6 +107,7 @@ def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cov
                     if node_type[i] == t and sizes[i] == s and free[i] == s:
                         excluded[i] = True
                         tmp_node[m] = i
+                        tmp_count[m] = s
                         m += 1
                         rest -= s
             if rest:
@@ -113,16 +119,18 @@ def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cov
                     fails_multi[t, n] = True
                     continue
                 tmp_node[m] = b
+                tmp_count[m] = rest
                 m += 1
             for q2 in range(m):
                 excluded[tmp_node[q2]] = False
+            m = _fewest_nodes(free, node_type, t, n, m, top, tmp_node, tmp_count)
             break
         if m == 0:
             first[k + 1] = np_
             continue
         for q in range(m):
             i = tmp_node[q]
-            c = n if m == 1 else (sizes[i] if q < m - 1 or rest == 0 else rest)
+            c = tmp_count[q]
             p_node[np_] = i
             p_start[np_] = sizes[i] - free[i]
             p_count[np_] = c
@@ -150,3 +158,32 @@ def _best_fit(free, node_type, count_at, excluded, n, max_size, t):  # pragma: n
             if free[i] == f and node_type[i] == t and not excluded[i]:
                 return i
     return -1
+
+
+@_jit
+def _fewest_nodes(free, node_type, t, n, m, top, tmp_node, tmp_count):  # pragma: no cover - compiled
+    """Pieces of ``n`` GPUs on the fewest nodes of type ``t``, when the ``m`` pieces chosen are more:
+    nodes by most free GPUs, lowest index first, each given all its free GPUs but the last. Returns
+    the number of pieces (``tmp_node``/``tmp_count`` rewritten when fewer)."""
+    nn = free.shape[0]
+    key = np.empty(nn, np.int64)
+    cnt = 0
+    for i in range(nn):
+        if node_type[i] == t and free[i] > 0:
+            key[cnt] = (top - free[i]) * nn + i
+            cnt += 1
+    order = np.sort(key[:cnt])
+    acc = 0
+    k = 0
+    while acc < n:
+        acc += free[order[k] % nn]
+        k += 1
+    if k >= m:
+        return m
+    left = n
+    for q in range(k):
+        i = order[q] % nn
+        tmp_node[q] = i
+        tmp_count[q] = min(free[i], left)
+        left -= tmp_count[q]
+    return k

@@ -80,6 +80,18 @@ def _choose_in(cluster: Cluster, free: list[list[int]], nodes: list[int], n: int
             return None
         best = min(rest, key=lambda i: (len(free[i]), i))
         pieces.append((best, remaining))
+    # nodes of different sizes: whole idle nodes may take more nodes than needed; then the fewest,
+    # most free GPUs first
+    most = sorted((i for i in nodes if free[i]), key=lambda i: (-len(free[i]), i))
+    k, acc = 0, 0
+    while acc < n:
+        acc += len(free[most[k]])
+        k += 1
+    if k < len(pieces):
+        left, pieces = n, []
+        for i in most[:k]:
+            pieces.append((i, min(len(free[i]), left)))
+            left -= pieces[-1][1]
     return pieces
 
 
