@@ -16,7 +16,14 @@ from typing import Literal
 import numpy as np
 
 from .model import (
-    Cluster, InputError, Job, PackedPair, PendingJob, Placement, RoundDecision, StageTimings,
+    Cluster,
+    InputError,
+    Job,
+    PackedPair,
+    PendingJob,
+    Placement,
+    RoundDecision,
+    StageTimings,
 )
 from .placement.consolidate import Unit, place_consolidated, place_units
 from .placement.migrate import MigrationAlgorithm, migrate
@@ -93,27 +100,21 @@ def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], home: dict[str
 
 
 def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
+    """The consolidation plan (a table) with each packed partner in column 1 of its host's GPUs."""
     partner_of = {p.placed: p.partner for p in pairs}
     if not partner_of:
         return plan
     rows = plan.rows()
-    if rows is not None and not (rows.table[:, 1] >= 0).any():  # a table of lone jobs: partners go in column 1
-        number = dict(zip(rows.ids, range(len(rows.ids))))
-        partner = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # placed job number -> its partner's; -1 stays
-        partner[list(map(number.__getitem__, partner_of))] = np.arange(len(rows.ids), len(rows.ids) + len(partner_of))
-        table = rows.table.copy()
-        table[:, 1] = partner[table[:, 0]]
-        return Placement.from_rows(rows._replace(ids=rows.ids + tuple(partner_of.values()), table=table))
-    refs = dict(plan.job_gpus())
-    touched = set()  # only the nodes of packed jobs get new slots
-    for placed, partner in partner_of.items():
-        refs[partner] = refs[placed]
-        touched.update(node for node, _ in refs[placed])
-    return Placement.built({
-        node: tuple(slot | {partner_of[j] for j in slot if j in partner_of} for slot in gpus) if node in touched
-        else gpus
-        for node, gpus in plan.nodes.items()
-    }, refs)
+    if rows is None:  # consolidation builds tables; anything else is a caller's mistake
+        raise ValueError("packing partners go into a plan built as a table")
+    number = dict(zip(rows.ids, range(len(rows.ids))))
+    partner = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # placed job number -> its partner's; -1 stays
+    partner[[number[j] for j in partner_of]] = np.arange(len(rows.ids), len(rows.ids) + len(partner_of))
+    table = rows.table.copy()
+    lone = (table[:, 0] >= 0) != (table[:, 1] >= 0)  # hosts of policy pairs hold their partner already
+    table[lone, 0] = table[lone].max(axis=1)  # the lone job in column 0, its partner (or none) in 1
+    table[lone, 1] = partner[table[lone, 0]]
+    return Placement.from_rows(rows._replace(ids=rows.ids + tuple(partner_of.values()), table=table))
 
 
 def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = None) -> RoundDecision:

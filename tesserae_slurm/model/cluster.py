@@ -79,7 +79,7 @@ class Cluster:
         return self._memo
 
     @staticmethod
-    def from_spec(spec: str, prefix: str = "node") -> "Cluster":
+    def from_spec(spec: str, prefix: str = "node") -> Cluster:
         """Parse ``20x4``, ``20x4:a100`` or ``4x4:v100,4x4:k80`` (NODESxGPUS[:TYPE], comma-joined)."""
         nodes: list[Node] = []
         for part in spec.split(","):

@@ -76,18 +76,14 @@ class Placement:
     def __reduce__(self) -> tuple[Any, ...]:  # the nodes alone: memos hold read-only views
         return Placement, (dict(self.nodes),)
 
-    def __setstate__(self, state: Any) -> None:  # pickles of the former dataclass: {"nodes", "_memo"}
-        d = state[1] if isinstance(state, tuple) else state
-        self._nodes, self._rows, self._memo = d["nodes"], None, {}
-
     # --- construction -------------------------------------------------------------------------
     @staticmethod
-    def empty(cluster: Cluster) -> "Placement":
+    def empty(cluster: Cluster) -> Placement:
         return Placement({n.name: tuple(frozenset() for _ in range(n.num_gpus)) for n in cluster.nodes})
 
     @staticmethod
     def built(nodes: Mapping[str, tuple[GpuSlot, ...]],
-              job_gpus: Mapping[str, tuple[GpuRef, ...]] | None = None) -> "Placement":
+              job_gpus: Mapping[str, tuple[GpuRef, ...]] | None = None) -> Placement:
         """A plan the engine built itself, slot by slot, so it holds at most two jobs per GPU by
         construction: skips the per-GPU check (every GPU of the cluster, twice a round at scale).
 
@@ -101,7 +97,7 @@ class Placement:
         return p
 
     @staticmethod
-    def from_rows(rows: PlanRows) -> "Placement":
+    def from_rows(rows: PlanRows) -> Placement:
         """A plan the engine built as a table (see ``PlanRows``); its sets are built when read."""
         p = object.__new__(Placement)
         p._nodes, p._rows, p._memo = None, rows, {}
@@ -125,7 +121,7 @@ class Placement:
         return PlanRows(names, sizes, tuple(gpus_of), table)
 
     @staticmethod
-    def from_lists(raw: Mapping[str, Iterable[Iterable[str]]]) -> "Placement":
+    def from_lists(raw: Mapping[str, Iterable[Iterable[str]]]) -> Placement:
         nodes: dict[str, tuple[GpuSlot, ...]] = {}
         for node, gpus in raw.items():
             slots = []

@@ -68,7 +68,8 @@ def _index(isolated: Sequence[IsolatedRecord], pairs: Sequence[PairRecord], name
         counts.setdefault(k.model, set()).add(k.num_gpus)
         rl = runs.setdefault((r.gpu_type, k), [])
         if any(s == r.strategy for s, _ in rl):
-            raise InputError(f"profile {name}: duplicate isolated entry for {k} strategy {r.strategy!r} on {r.gpu_type}")
+            raise InputError(
+                f"profile {name}: duplicate isolated entry for {k} strategy {r.strategy!r} on {r.gpu_type}")
         rl.append((r.strategy, r.speed))
         if r.throughput is not None:
             throughput.setdefault((r.gpu_type, k), r.throughput)
