@@ -28,16 +28,15 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from itertools import chain, compress, permutations, repeat
+from itertools import compress, permutations, repeat
 from typing import Literal
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement, PlanRows
-from ..model.plan import table_of_refs
 from . import migrate_jit
-from .arrays import GpuLayout, gpu_layout, runs, unique_ints
+from .arrays import GpuLayout, runs, unique_ints
 
 MigrationAlgorithm = Literal["tesserae", "flat", "gavel"]
 ALGORITHMS: tuple[str, ...] = ("tesserae", "flat", "gavel")
@@ -77,24 +76,19 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     if algorithm not in ALGORITHMS:
         raise InputError(f"migration algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     types = node_types or {}
-    if algorithm == "tesserae":
-        on_tables = _tesserae_tables(old, new, types)
-        if on_tables is not None:
-            return on_tables
-    old_key = list(zip(map(len, old.nodes.values()), map(types.get, old.nodes)))
-    new_key = list(zip(map(len, new.nodes.values()), map(types.get, new.nodes)))
+    ro, rn = _table(old), _table(new)
+    old_key = list(zip(ro.sizes, map(types.get, ro.names)))
+    new_key = list(zip(rn.sizes, map(types.get, rn.names)))
     if old_key != new_key and Counter(old_key) != Counter(new_key):
         raise InputError(f"shape mismatch: the two plans must have the same node sizes (and GPU types); "
                          f"old {_shape_text(old_key)}, new {_shape_text(new_key)}")
-
-    old_gpus, new_gpus = old.job_gpus(), new.job_gpus()
-    common = sorted(set(old_gpus) & set(new_gpus))
-    old_refs, new_refs = list(map(old_gpus.__getitem__, common)), list(map(new_gpus.__getitem__, common))
-    n_old = np.fromiter(map(len, old_refs), np.int64, len(common))
-    n_new = np.fromiter(map(len, new_refs), np.int64, len(common))
+    common = sorted(set(ro.ids).intersection(rn.ids))
+    number = dict(zip(common, range(len(common))))
+    o_jobs, n_old = _common_table(ro, number)
+    n_jobs, n_new = _common_table(rn, number)
     w_old, w_new = 1.0 / (2 * n_old), 1.0 / (2 * n_new)
-    o = _slots(old, old_refs, n_old, w_old)
-    n = _slots(new, new_refs, n_new, w_new)
+    o = _Slots(ro.names, o_jobs, _row_weight(o_jobs, w_old), ro.layout)
+    n = _Slots(rn.names, n_jobs, _row_weight(n_jobs, w_new), rn.layout)
 
     node_map: dict[str, str] = {}
     if algorithm == "gavel":
@@ -104,43 +98,26 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
         node_map, src = _tesserae(o, n, w_old, w_new, old_key, new_key)
     else:
         src = _flat(o, n, w_old, w_new, old_key, new_key)
-
     # src[r]: the new plan's GPU row that lands on physical GPU row r
-    new_flat = list(chain.from_iterable(map(new.nodes.__getitem__, n.names)))
-    landed = list(map(new_flat.__getitem__, src.tolist()))
-    final = Placement.built({name: tuple(landed[off:off + size])
-                             for name, off, size in zip(o.names, o.offset.tolist(), o.sizes.tolist())},
-                            _landed_gpus(o, n, src, new_gpus))
+    final = _by_first_gpu(PlanRows(ro.names, ro.sizes, rn.ids, rn.table[src]))
     cost, moved = migrate_jit.final_stats(o.jobs, n.jobs[src], w_old, w_new)
     return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
 
 
-def _tesserae_tables(old: Placement, new: Placement, types: Mapping[str, str]) -> MigrationResult | None:
-    """``tesserae`` for two plans held as tables over the same nodes (the simulator's rounds from
-    the second on): the tables are the array form already, and the final plan is the new table
-    with its rows moved, so no GPU reference is looked up or built. None for other plans."""
-    rn = new.rows()
-    ro = old.as_rows(rn.names, rn.sizes) if rn is not None else None
-    if ro is None or rn is None:
-        return None
-    common = sorted(set(ro.ids).intersection(rn.ids))
-    number = dict(zip(common, range(len(common))))
-    o_jobs, n_old = _common_table(ro, number)
-    n_jobs, n_new = _common_table(rn, number)
-    w_old, w_new = 1.0 / (2 * n_old), 1.0 / (2 * n_new)
-    layout = ro.layout
-    o = _Slots(ro.names, o_jobs, _row_weight(o_jobs, w_old), layout)
-    n = _Slots(rn.names, n_jobs, _row_weight(n_jobs, w_new), layout)
-    key = list(zip(ro.sizes, map(types.get, ro.names)))
-    node_map, src = _tesserae(o, n, w_old, w_new, key, key)
-    final = _by_first_gpu(rn._replace(table=rn.table[src]))
-    cost, moved = migrate_jit.final_stats(o.jobs, n.jobs[src], w_old, w_new)
-    return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
+def _table(p: Placement) -> PlanRows:
+    """The plan as a table over its own nodes, in its node order."""
+    rows = p.rows()
+    if rows is not None:
+        return rows
+    names = tuple(p.nodes)
+    table = p.as_rows(names, tuple(map(len, p.nodes.values())))
+    assert table is not None  # its own nodes
+    return table
 
 
 def _by_first_gpu(rows: PlanRows) -> Placement:
     """The plan of the table with its jobs renumbered by first GPU row (then by number: a packed
-    pair's placed job before its partner), the key order ``_landed_gpus`` gives the final plan."""
+    pair's placed job before its partner): ``job_gpus()`` in physical order."""
     table, old_of, found = migrate_jit.renumber_by_first(rows.table, len(rows.ids))
     if found != len(rows.ids):  # a listed job without a GPU: not a plan the engine builds
         raise ValueError(f"table lists {len(rows.ids)} jobs but {found} hold a GPU")
@@ -149,7 +126,7 @@ def _by_first_gpu(rows: PlanRows) -> Placement:
 
 def _common_table(rows: PlanRows, number: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """A table's (GPUs, 2) common-job numbers (``number``; -1: none or not common), a GPU's lower
-    number in column 0 (as ``_slots`` orders them), and each common job's GPU count."""
+    number in column 0, and each common job's GPU count."""
     common_of = np.fromiter(map(number.get, rows.ids, repeat(-1)), np.int64, len(rows.ids))
     return migrate_jit.common_table(rows.table, common_of, len(number))
 
@@ -158,34 +135,6 @@ def _row_weight(jobs: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Per GPU row, the summed weight of the common jobs on it (``_Slots.weight``)."""
     w = np.append(weight, 0.0)  # -1 -> the appended 0
     return w[jobs[:, 0]] + w[jobs[:, 1]]
-
-
-def _landed_gpus(o: _Slots, n: _Slots, src: np.ndarray,
-                 new_gpus: Mapping[str, tuple[tuple[str, int], ...]]) -> dict[str, tuple[tuple[str, int], ...]]:
-    """``job_gpus()`` of the final plan, from the new plan's and the row map: per job, not per GPU.
-
-    The same value and key order as ``Placement.job_gpus`` would compute (keys by first GPU in
-    node order, each job's GPUs sorted); tests compare the two."""
-    dst = np.empty_like(src)
-    dst[src] = np.arange(len(src))  # new row -> physical row
-    ids = list(new_gpus)
-    counts = np.fromiter(map(len, new_gpus.values()), np.int64, len(ids))
-    rows = np.fromiter(map(n.layout.row_of.__getitem__, chain.from_iterable(new_gpus.values())), np.int64,
-                       int(counts.sum()))
-    phys = dst[rows]
-    owner = np.repeat(np.arange(len(ids)), counts)
-    phys = phys[np.lexsort((phys, owner))]  # by job, then physical row (node order, then GPU index)
-    refs = list(map(o.layout.refs.__getitem__, phys.tolist()))
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    by_first = np.argsort(phys[starts], kind="stable") if len(ids) else starts
-    starts, ends = starts[by_first], ends[by_first]
-    mine = list(map(tuple, map(refs.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
-    # a job on one node has its GPUs in index order already; one on several is sorted by name
-    node_of = np.repeat(np.arange(len(o.names)), o.sizes)
-    for i in np.flatnonzero(node_of[phys[starts]] != node_of[phys[ends - 1]]).tolist():
-        mine[i] = tuple(sorted(mine[i]))
-    return dict(zip(map(ids.__getitem__, by_first.tolist()), mine))
 
 
 def _place_rows(src: np.ndarray, o: _Slots, n: _Slots, x: np.ndarray, y: np.ndarray, perm: np.ndarray) -> None:
@@ -223,16 +172,6 @@ def mapping_cost(old: Placement, final: Placement) -> float:
 
 
 # ---- array form ------------------------------------------------------------------------------------
-def _slots(p: Placement, refs: Sequence[tuple[tuple[str, int], ...]], counts: np.ndarray,
-           weight: np.ndarray) -> _Slots:
-    """Built from each common job's GPUs (``refs``, ``counts`` of them), not GPU by GPU: most GPUs
-    of a big cluster hold none."""
-    names = tuple(p.nodes)
-    layout = gpu_layout(names, tuple(map(len, p.nodes.values())))
-    jobs = table_of_refs(layout, refs, counts)
-    return _Slots(names, jobs, _row_weight(jobs, weight), layout)
-
-
 def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -> np.ndarray:
     """Savings of putting GPU b onto GPU a: total (old + new) weight of the jobs both hold.
 
