@@ -155,15 +155,16 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
     t2 = now()
 
-    if req.current is None:
-        final, migrated, cost = logical, (), 0.0
-    else:
+    migrated: tuple[str, ...] = ()
+    cost = 0.0
+    final = logical
+    if req.current is not None:
         res = migrate(req.current, logical, algorithm=cfg.migration, node_types=node_type)
         final, migrated, cost = res.placement, res.migrated, res.cost
     t3 = now()
 
     strategies, speeds = _speeds(final, pairs, by_id, profile, node_type, only)
-    before = req.current.jobs() if req.current is not None else set()
+    before: set[str] = req.current.jobs() if req.current is not None else set()
     after = final.jobs()  # all of them in ids: one pass in policy order sorts those sets
     migrated_set = set(migrated)
     started, kept = after - before, (after & before) - migrated_set
@@ -175,10 +176,10 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         preempted_sorted = ()
     return RoundDecision(
         placement=final,
-        started=tuple(filter(started.__contains__, ids)) if started else (),
+        started=tuple([j for j in ids if j in started]) if started else (),
         preempted=preempted_sorted,
-        migrated=tuple(filter(migrated_set.__contains__, ids)) if migrated_set else (),
-        kept=tuple(filter(kept.__contains__, ids)),
+        migrated=tuple([j for j in ids if j in migrated_set]) if migrated_set else (),
+        kept=tuple([j for j in ids if j in kept]),
         packed=tuple(pairs),
         pending=tuple(pending),
         strategies=strategies,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from numba import njit
 
@@ -15,6 +15,6 @@ def jit(fn: F) -> F:
     cache directory, or ``NUMBA_CACHE_DIR``). Without any (a read-only install under systemd's
     ProtectSystem/ProtectHome), numba refuses ``cache=True`` at import: compile once per process."""
     try:
-        return njit(cache=True, nogil=True)(fn)  # type: ignore[no-any-return]
+        return cast(F, njit(cache=True, nogil=True)(fn))
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        return njit(nogil=True)(fn)  # type: ignore[no-any-return]
+        return cast(F, njit(nogil=True)(fn))

@@ -128,13 +128,15 @@ def _common_table(rows: PlanRows, number: Mapping[str, int]) -> tuple[np.ndarray
     """A table's (GPUs, 2) common-job numbers (``number``; -1: none or not common), a GPU's lower
     number in column 0, and each common job's GPU count."""
     common_of = np.fromiter(map(number.get, rows.ids, repeat(-1)), np.int64, len(rows.ids))
-    return migrate_jit.common_table(rows.table, common_of, len(number))
+    table, counts = migrate_jit.common_table(rows.table, common_of, len(number))
+    return table, counts
 
 
 def _row_weight(jobs: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Per GPU row, the summed weight of the common jobs on it (``_Slots.weight``)."""
     w = np.append(weight, 0.0)  # -1 -> the appended 0
-    return w[jobs[:, 0]] + w[jobs[:, 1]]
+    out: np.ndarray = w[jobs[:, 0]] + w[jobs[:, 1]]
+    return out
 
 
 def _place_rows(src: np.ndarray, o: _Slots, n: _Slots, x: np.ndarray, y: np.ndarray, perm: np.ndarray) -> None:
@@ -179,7 +181,8 @@ def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -
     """
     eq = (a_jobs[..., :, None] == b_jobs[..., None, :]) & (a_jobs[..., :, None] >= 0)
     w = np.append(w_sum, 0.0)[a_jobs]  # -1 -> the appended 0
-    return (eq * w[..., :, None]).sum(axis=(-1, -2))
+    out: np.ndarray = (eq * w[..., :, None]).sum(axis=(-1, -2))
+    return out
 
 
 def _groups(keys: Sequence[tuple[int, str | None]]) -> dict[tuple[int, str | None], list[int]]:
@@ -258,7 +261,8 @@ def _component_of_edges(edges_a: np.ndarray, edges_b: np.ndarray, na: int, nb: i
         np.minimum.at(nxt, edges_a, label_b[edges_b])
         nxt = nxt[nxt]  # a label's label is in the same component and no larger (labels only fall)
         if (nxt == label_a).all():  # then a plain sweep changes nothing either: labels are the minima
-            return label_a[edges_a]
+            out: np.ndarray = label_a[edges_a]
+            return out
         label_a = nxt
 
 
