@@ -165,7 +165,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
 
     strategies, speeds = _speeds(final, pairs, by_id, profile, node_type, only)
     before: set[str] = req.current.jobs() if req.current is not None else set()
-    after = final.jobs()  # all of them in ids: one pass in policy order sorts those sets
+    after = final.jobs()
     migrated_set = set(migrated)
     started, kept = after - before, (after & before) - migrated_set
     preempted = before - after  # may name jobs the policy no longer lists: those go last, by id
@@ -241,7 +241,7 @@ def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job]
         if p.partner_strategy:
             strategies[p.partner] = p.partner_strategy
     node_of = final.job_nodes()
-    alone = list(filterfalse(speeds.__contains__, node_of))  # placement order; C-level: every placed job
+    alone = list(filterfalse(speeds.__contains__, node_of))  # unpacked jobs, in placement order
     if not by_id.keys() >= set(alone):
         alone = [j for j in alone if j in by_id]
     best = profile.best_isolated_many(list(map(by_id.__getitem__, alone)),

@@ -195,9 +195,7 @@ class Placement:
 
     def check_fits(self, cluster: Cluster) -> None:
         """Raise InputError unless every node exists in ``cluster`` with the same GPU count."""
-        sizes = cluster.memo().get("node-sizes")  # checked every engine call: one C-level pass when it fits
-        if sizes is None:
-            sizes = cluster.memo()["node-sizes"] = {n.name: n.num_gpus for n in cluster.nodes}
+        sizes = cluster.node_sizes
         rows = self._rows
         if rows is not None and list(map(sizes.get, rows.names)) == list(rows.sizes):
             return

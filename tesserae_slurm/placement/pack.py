@@ -51,7 +51,7 @@ Objective = Literal["throughput", "paper-sum"]
 MODES: tuple[str, ...] = ("off", "on", "single")
 OBJECTIVES: tuple[str, ...] = ("throughput", "paper-sum")
 RESOLUTION = 1e-6  # a gain below this is no gain
-ASSIGNMENT_LIMIT = 40_000  # job-level matrices up to ~200 x 200 go to the Hungarian (faster there); larger to the LP
+ASSIGNMENT_LIMIT = 40_000  # job-level matrices up to ~200 x 200 go to one assignment; larger ones to the LP
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
 
 def _packable(jobs: Sequence[Job], mode: PackingMode, skip: Collection[str] = ()) -> list[Job]:
     """The jobs that may take part in packing, in order: not ``no_pack``, not in ``skip``, and in
-    ``single`` mode on one GPU. One comprehension in the common case (every job of a big trace, every round)."""
+    ``single`` mode on one GPU."""
     if mode == "on" and not skip:
         return [j for j in jobs if not j.no_pack]
     return [j for j in jobs if not j.no_pack and j.id not in skip and (mode == "on" or j.num_gpus == 1)]
@@ -174,8 +174,8 @@ class _ClassIds:
         return ids
 
     def of_jobs(self, jobs: Sequence[Job]) -> np.ndarray:
-        """Class numbers of ``jobs``: one C-level pass of dict hits, Python only for unseen fields."""
-        raws = [j.class_key for j in jobs]  # CLASS_FIELDS
+        """Class numbers of ``jobs`` (a class is numbered the first time it is seen)."""
+        raws = [j.class_key for j in jobs]
         found = list(map(self.by_raw.get, raws))
         if None in found:
             for i, raw in enumerate(raws):

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from .table import ThroughputProfile
 
 
-# what a job's profile class depends on, read in C: the engine keys per-job memos on it every round
-# (``Job.class_key``, the repr of (model, batch size, GPUs, parallelism): one string, hashed once)
+# what a job's profile class depends on: ``Job.class_key``, the repr of (model, batch size, GPUs,
+# parallelism), one string that per-job memos key on
 CLASS_FIELDS = attrgetter("class_key")
 
 
