@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from itertools import chain, repeat
 from operator import add, itemgetter
 from typing import NamedTuple
@@ -75,7 +75,7 @@ def place_consolidated(cluster: Cluster, order: Sequence[Job]) -> ConsolidationR
     """Listing 1 without packing, one unit per job (the engine's case without policy pairs or hints)."""
     count = len(order)
     need = np.fromiter([j.num_gpus for j in order], np.int64, count)
-    return _walk(cluster, [j.id for j in order], need, np.ones(count, dtype=np.int64), np.full(count, -1), None)
+    return _walk(cluster, [j.id for j in order], need, None, np.full(count, -1), None)
 
 
 _HINTS = itemgetter(1, 2)  # a Unit's (home, types)
@@ -93,14 +93,15 @@ def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
     return _walk(cluster, ids, need, width, home, [u.types for u in units])
 
 
-def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray, home: np.ndarray,
+def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray | None, home: np.ndarray,
           unit_types: Sequence[tuple[str, ...] | None] | None) -> ConsolidationResult:
-    """The walk of units needing ``need`` GPUs, ``width`` jobs each (their ids in ``ids``, in unit
-    order), homes ``home`` and GPU-type orders ``unit_types`` (None: the cluster's, for every unit)."""
+    """The walk of units needing ``need`` GPUs, ``width`` jobs each (None: one each; their ids in
+    ``ids``, in unit order), homes ``home`` and GPU-type orders ``unit_types`` (None: the
+    cluster's, for every unit)."""
     names, sizes = cluster.shape
     types = cluster.gpu_types
     type_index = {t: k for k, t in enumerate(types)}
-    node_type = np.fromiter((type_index[n.gpu_type] for n in cluster.nodes), np.int64, len(cluster.nodes))
+    node_type, max_capacity = _types_of_nodes(tuple(cluster.node_types.values()), sizes)
     layout = gpu_layout(names, sizes)
     count = len(need)
     if unit_types is None:
@@ -116,29 +117,34 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray,
         layout.sizes, node_type, need, home, type_start, type_list)
 
     # jobs numbered in unit order; a unit's jobs share its GPUs (its second job in column 1)
-    start = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(width, out=start[1:])
     placed_k = np.flatnonzero(status == consolidate_jit.PLACED)
-    placed_jobs = np.repeat(start[placed_k], width[placed_k]) + runs(width[placed_k])
-    placed = tuple(map(ids.__getitem__, placed_jobs.tolist()))
+    wait_k = np.flatnonzero(status == consolidate_jit.WAITS)
     number = np.full(count, -1, dtype=np.int64)  # unit -> number of its first job among the placed
-    number[placed_k] = np.cumsum(width[placed_k]) - width[placed_k]
+    if width is None:
+        start = np.arange(count + 1, dtype=np.int64)
+        placed_jobs, waiting = placed_k, wait_k
+        number[placed_k] = np.arange(len(placed_k))
+    else:
+        start = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(width, out=start[1:])
+        placed_jobs = np.repeat(start[placed_k], width[placed_k]) + runs(width[placed_k])
+        waiting = np.repeat(start[wait_k], width[wait_k]) + runs(width[wait_k])
+        number[placed_k] = np.cumsum(width[placed_k]) - width[placed_k]
+    placed = tuple(map(ids.__getitem__, placed_jobs.tolist()))
     table = np.full((len(layout.refs), 2), -1, dtype=np.int64)
     piece_unit = np.repeat(np.arange(count), np.diff(first))
     rows = np.repeat(layout.offset[p_node] + p_start, p_count) + runs(p_count)
     holder = np.repeat(piece_unit, p_count)
     table[rows, 0] = number[holder]
-    two = width[holder] > 1
-    table[rows[two], 1] = number[holder[two]] + 1
+    if width is not None:
+        two = width[holder] > 1
+        table[rows[two], 1] = number[holder[two]] + 1
 
     pending: list[PendingJob] = []
-    wait_k = np.flatnonzero(status == consolidate_jit.WAITS)
     if len(wait_k):  # one reason per (GPU count, free GPUs)
-        w = width[wait_k]
-        waiting = np.repeat(start[wait_k], w) + runs(w)
-        keys = list(zip(np.repeat(need[wait_k], w).tolist(), np.repeat(free_at[wait_k], w).tolist()))
-        cap = _max_capacity(cluster)
-        why = {k: _why(cap, *k) for k in set(keys)}
+        job_unit = np.searchsorted(start, waiting, side="right") - 1
+        keys = list(zip(need[job_unit].tolist(), free_at[job_unit].tolist()))
+        why = {k: _why(max_capacity, *k) for k in set(keys)}
         pending += map(_NEW_PENDING, map(add, zip(map(ids.__getitem__, waiting.tolist())), map(why.__getitem__, keys)))
     stop = np.flatnonzero(status == consolidate_jit.NOT_REACHED)
     if len(stop):
@@ -147,9 +153,12 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray,
     return ConsolidationResult(Placement.from_rows(PlanRows(names, sizes, placed, table)), placed, tuple(pending))
 
 
-def _max_capacity(cluster: Cluster) -> int:
-    """GPUs of the cluster's largest GPU type: a job needing more never runs."""
-    capacity: dict[str, int] = {}
-    for n in cluster.nodes:
-        capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.num_gpus
-    return max(capacity.values(), default=0)
+@lru_cache(maxsize=8)
+def _types_of_nodes(node_types: tuple[str, ...], sizes: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """Per node, its GPU type's number (types in name order, as ``Cluster.gpu_types``), and the GPUs
+    of the largest type (a job needing more never runs); once per cluster shape, read only."""
+    numbers = {t: k for k, t in enumerate(sorted(set(node_types)))}
+    node_type = np.array([numbers[t] for t in node_types], dtype=np.int64)
+    node_type.flags.writeable = False
+    capacity = np.bincount(node_type, weights=sizes, minlength=len(numbers)) if sizes else np.zeros(0)
+    return node_type, int(capacity.max(initial=0))
