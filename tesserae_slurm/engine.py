@@ -100,13 +100,11 @@ def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], home: dict[str
 
 
 def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
-    """The consolidation plan (a table) with each packed partner in column 1 of its host's GPUs."""
+    """The consolidation plan with each packed partner beside its host on the host's GPUs."""
     partner_of = {p.placed: p.partner for p in pairs}
     if not partner_of:
         return plan
     rows = plan.rows()
-    if rows is None:  # consolidation builds tables; anything else is a caller's mistake
-        raise ValueError("packing partners go into a plan built as a table")
     number = dict(zip(rows.ids, range(len(rows.ids))))
     partner = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # placed job number -> its partner's; -1 stays
     partner[[number[j] for j in partner_of]] = np.arange(len(rows.ids), len(rows.ids) + len(partner_of))

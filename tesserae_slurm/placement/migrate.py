@@ -76,7 +76,7 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     if algorithm not in ALGORITHMS:
         raise InputError(f"migration algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     types = node_types or {}
-    ro, rn = _table(old), _table(new)
+    ro, rn = old.rows(), new.rows()
     old_key = list(zip(ro.sizes, map(types.get, ro.names)))
     new_key = list(zip(rn.sizes, map(types.get, rn.names)))
     if old_key != new_key and Counter(old_key) != Counter(new_key):
@@ -102,17 +102,6 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
     final = _by_first_gpu(PlanRows(ro.names, ro.sizes, rn.ids, rn.table[src]))
     cost, moved = migrate_jit.final_stats(o.jobs, n.jobs[src], w_old, w_new)
     return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
-
-
-def _table(p: Placement) -> PlanRows:
-    """The plan as a table over its own nodes, in its node order."""
-    rows = p.rows()
-    if rows is not None:
-        return rows
-    names = tuple(p.nodes)
-    table = p.as_rows(names, tuple(map(len, p.nodes.values())))
-    assert table is not None  # its own nodes
-    return table
 
 
 def _by_first_gpu(rows: PlanRows) -> Placement:
