@@ -19,6 +19,7 @@ import numpy as np
 from .cluster import Cluster
 from .errors import InputError
 from .layout import GpuLayout, gpu_layout
+from .plan_jit import first_nodes
 
 MAX_JOBS_PER_GPU = 2
 
@@ -236,9 +237,7 @@ def _first_nodes(rows: PlanRows) -> list[str]:
     """Per job number, the first node of its sorted GPU references: the node whose name sorts first
     among the job's nodes (its only node, for most jobs)."""
     layout = rows.layout
-    job, row = _entries(rows)
-    best = np.full(len(rows.ids), len(rows.names), dtype=np.int64)
-    np.minimum.at(best, job, layout.name_rank[layout.node_of[row]])
+    best = first_nodes(rows.table, layout.node_of, layout.name_rank, len(rows.ids))
     return list(map(layout.by_name.__getitem__, best.tolist()))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import jit as _jit
+from ..jit import jit as _jit
 
 __all__ = ["walk", "PLACED", "WAITS", "NOT_REACHED"]
 

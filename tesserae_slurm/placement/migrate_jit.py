@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import jit as _jit
+from ..jit import jit as _jit
 
 EPS = 1e-12
 

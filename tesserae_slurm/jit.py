@@ -1,4 +1,4 @@
-"""The one way the placement stages compile their cores (numba, a required dependency)."""
+"""The one way the package compiles its cores (numba, a required dependency)."""
 
 from __future__ import annotations
 
