@@ -1,7 +1,7 @@
 """The compiled consolidation walk (``placement/consolidate_jit.py``) against the straightforward
 reference (tests/oracles/): the same plan, placed order and pending reasons, on one-type clusters
 of mixed node sizes with jobs larger than a node, pairs, and full clusters (the rest waits for
-``Priority``); tests/test_fast_vs_reference.py adds homes and GPU types."""
+``Priority``); test_against_oracles.py adds homes and GPU types."""
 
 from __future__ import annotations
 

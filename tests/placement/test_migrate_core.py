@@ -1,7 +1,7 @@
 """The compiled migration core (``placement/migrate_jit.py``) on random cluster-like plans where most
 jobs stay, some swap nodes, some come and go: results that are valid node relabelings, costed as the
 paper costs them, the same by cost whether the plans come as tables or as sets; its assignment
-solver against scipy's by value (tests/test_migrate.py holds small plans to brute-force minima)."""
+solver against scipy's by value (test_migrate.py holds small plans to brute-force minima)."""
 
 from __future__ import annotations
 
