@@ -65,11 +65,6 @@ def job_from_json(raw: Any, where: str) -> Job:
     )
 
 
-def job_to_json(j: Job) -> dict[str, Any]:
-    return {"id": j.id, "num_gpus": j.num_gpus, "model": j.model, "batch_size": j.batch_size,
-            "user": j.user, "parallelism": list(j.parallelism), "no_pack": j.no_pack}
-
-
 def pair_to_json(p: PackedPair) -> dict[str, Any]:
     return {"placed": p.placed, "partner": p.partner, "placed_speed": p.placed_speed,
             "partner_speed": p.partner_speed, "weight": round(p.weight, 6),
