@@ -34,6 +34,7 @@ class PyslurmBackend(SlurmCliBackend):
 
     def __init__(self, cli: SlurmCliBackend, module: Any) -> None:
         super().__init__(runner=cli.runner)
+        self._version = cli._version  # asked once already by `create`
         self._py = module
 
     @classmethod
