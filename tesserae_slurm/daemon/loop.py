@@ -178,7 +178,8 @@ class Daemon:
                 excluded[r.job_id] = "held by an administrator"
                 continue
             try:
-                job = JobMeta.decode(r.meta).job(r.job_id, r.user)
+                job = JobMeta.decode(r.meta).job(r.job_id, r.user,
+                                                 group=r.user if self.cfg.mps.cross_user == "never" else "")
                 self.profile.job_class(job)
             except InputError as exc:
                 excluded[r.job_id] = f"Unschedulable: {exc}"

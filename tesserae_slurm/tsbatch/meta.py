@@ -66,12 +66,13 @@ class JobMeta:
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"malformed tesserae job comment ({exc}): {text[:80]!r}") from None
 
-    def job(self, job_id: str, user: str = "") -> Job:
-        """The engine's view. Jobs without a profile get a model the daemon's profile maps to 1.0, alone."""
+    def job(self, job_id: str, user: str = "", group: str = "") -> Job:
+        """The engine's view. Jobs without a profile get a model the daemon's profile maps to 1.0, alone.
+        ``group``: packed only with jobs of the same group (``mps.cross_user: never`` passes the user)."""
         if self.no_profile:
-            return Job(job_id, self.num_gpus, UNPROFILED, "", user=user, no_pack=True)
+            return Job(job_id, self.num_gpus, UNPROFILED, "", user=user, no_pack=True, group=group)
         return Job(job_id, self.num_gpus, self.model, self.batch_size, user=user,
-                   parallelism=self.parallelism, no_pack=self.no_pack)
+                   parallelism=self.parallelism, no_pack=self.no_pack, group=group)
 
 
 def is_tagged(comment: str) -> bool:
