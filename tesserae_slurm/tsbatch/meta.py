@@ -60,9 +60,18 @@ class JobMeta:
             g = body["g"]
             if not isinstance(g, int) or isinstance(g, bool):
                 raise TypeError("g must be an integer")
-            return JobMeta(num_gpus=g, model=str(body.get("m", "")), batch_size=str(body.get("b", "")),
-                           parallelism=tuple(par), no_pack=bool(body.get("np", False)),
-                           no_profile=bool(body.get("nprof", False)))
+            unknown = set(body) - {"g", "m", "b", "p", "np", "nprof"}
+            if unknown:
+                raise TypeError(f"unknown keys {sorted(unknown)}")
+            for k in ("m", "b"):  # what tsbatch writes, exactly: a hand-made "np":"no" is not true
+                if not isinstance(body.get(k, ""), str):
+                    raise TypeError(f"{k} must be a string")
+            for k in ("np", "nprof"):
+                if not isinstance(body.get(k, False), bool):
+                    raise TypeError(f"{k} must be true or false")
+            return JobMeta(num_gpus=g, model=body.get("m", ""), batch_size=body.get("b", ""),
+                           parallelism=tuple(par), no_pack=body.get("np", False),
+                           no_profile=body.get("nprof", False))
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"malformed tesserae job comment ({exc}): {text[:80]!r}") from None
 
