@@ -175,6 +175,8 @@ class Daemon:
             if placed and r.gpus:  # accounted even when it cannot be scheduled: the plan then stops it
                 actual[r.job_id] = parse_gpus(r.gpus)
             mj = snap.jobs.get(r.job_id)
+            if mj is not None and mj.meta is None:  # reconcile holds it, with the reason
+                log.warning("job %s not scheduled: invalid tesserae metadata: %s", r.job_id, mj.meta_error)
             if mj is None or mj.meta is None:
                 continue
             if mj.slurm.reason == ADMIN_HOLD:
