@@ -48,6 +48,9 @@ _OPTIONAL: list[str] = [
 ]
 
 
+_EXTRAS = {"sqlalchemy": "daemon", "yaml": "daemon", "torch": "torch"}  # import name -> pyproject extra
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -56,6 +59,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except InputError as exc:
         print(f"tesserae {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("tesserae_slurm"):
+            raise  # our own module: a bug
+        extra = _EXTRAS.get((exc.name or "").split(".")[0])
+        hint = f": pip install 'tesserae-slurm[{extra}]'" if extra else ""
+        print(f"tesserae {args.command}: error: needs the Python package {exc.name!r}, which is not installed{hint}",
+              file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:
         return 0
