@@ -202,3 +202,17 @@ def test_packable_job_records_consistent_mps_settings_without_mps(tmp_path):
     for rec in (alone, joined):
         assert rec["packable"] and rec["mps"]["active"] is False and not rec["mps"]["started_server"]
         assert "not found" in rec["mps"]["skipped"]
+
+
+def test_a_payload_that_ends_without_taking_the_signal_ends_the_job(tmp_path):
+    """A checkpoint signal the payload never took (no handler; or it had finished) does not keep the
+    job alive waiting for a requeue-hold: the payload's exit is the job's exit."""
+    record = tmp_path / "signals"
+    record.write_text("USR1\n")
+    env = _launch_env(tmp_path, TESSERAE_SIGNAL_FILE=str(record), TESSERAE_REQUEUE_WAIT="60")
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "tesserae_slurm.harness", "launch", "--", sys.executable, "-c",
+                           "import time; time.sleep(0.5); raise SystemExit(3)"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert time.time() - t0 < 20 and "waiting up to" not in proc.stderr, proc.stderr

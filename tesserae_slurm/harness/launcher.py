@@ -183,7 +183,7 @@ class _Forwarder:
         self.child: subprocess.Popen[bytes] | None = None
         self.pending: list[int] = []  # received before the payload started, in order, no repeats
         self.held: list[int] = []  # checkpoint signals the payload does not catch yet
-        self.checkpointing = False  # a checkpoint signal was received: the daemon's requeue-hold follows
+        self.checkpointing = False  # a checkpoint signal reached the payload: the daemon's requeue-hold follows
         self.terminated = False
         self.file, self.offset = "", 0  # the batch shell's signal record (see follow)
 
@@ -196,9 +196,7 @@ class _Forwarder:
         self._send(signum)
 
     def _note(self, signum: int) -> None:
-        if self.translate.get(signum, signum) == self.checkpoint and signum != signal.SIGTERM:
-            self.checkpointing = True
-        elif signum == signal.SIGTERM:
+        if signum == signal.SIGTERM:
             self.terminated = True
 
     def follow(self, path: str) -> None:
@@ -242,20 +240,25 @@ class _Forwarder:
                 self.held.append(target)
             return
         log.info("forwarding signal %d to the payload as %d", signum, target)
-        try:
-            os.killpg(self.child.pid, target)
-        except ProcessLookupError:
-            pass
+        self._kill(target, checkpoint=target == self.checkpoint and signum != signal.SIGTERM)
 
     def poll(self) -> None:
         """Deliver held checkpoint signals once a payload process catches them."""
         if self.held and self.child is not None and _group_catches(self.child.pid, self.checkpoint):
             self.held.clear()
             log.info("the payload listens now: forwarding signal %d", self.checkpoint)
-            try:
-                os.killpg(self.child.pid, self.checkpoint)
-            except ProcessLookupError:
-                pass
+            self._kill(self.checkpoint, checkpoint=True)
+
+    def _kill(self, target: int, checkpoint: bool) -> None:
+        """Signal the payload's group. Only a checkpoint signal the payload got makes the launcher wait
+        for the requeue-hold: a payload that ended before it listened has simply ended."""
+        assert self.child is not None
+        try:
+            os.killpg(self.child.pid, target)
+        except ProcessLookupError:
+            return
+        if checkpoint and self.child.poll() is None:
+            self.checkpointing = True
 
 
 def _group_catches(pgid: int, signum: int) -> bool:

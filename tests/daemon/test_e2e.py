@@ -29,7 +29,7 @@ from tesserae_slurm.daemon.gpuset import parse_gpus
 
 from .helpers import Env, completed, done, progressed, wait_for
 
-STEPS = {"phase1": 40, "short": 20, "long": 600, "E": 200, "P": 30}  # at 0.05 s per step
+STEPS = {"phase1": 40, "short": 20, "long": 1500, "E": 200, "P": 30}  # at 0.05 s per step
 
 
 @dataclass
