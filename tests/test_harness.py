@@ -216,3 +216,44 @@ def test_a_payload_that_ends_without_taking_the_signal_ends_the_job(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr
     assert time.time() - t0 < 20 and "waiting up to" not in proc.stderr, proc.stderr
+
+
+_FAKE_MPS = """#!/bin/bash
+# stands in for nvidia-cuda-mps-control: -d starts a "server" (a sleep) and writes its pid file; "quit" on stdin stops it
+pid="$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
+if [ "${1:-}" = -d ]; then
+    echo "start $CUDA_VISIBLE_DEVICES" >>"$CUDA_MPS_LOG_DIRECTORY/calls"
+    sleep 300 >/dev/null 2>&1 </dev/null & echo $! >"$pid"
+else
+    read -r cmd; echo "$cmd" >>"$CUDA_MPS_LOG_DIRECTORY/calls"; kill "$(cat "$pid")"; rm -f "$pid"
+fi
+"""
+
+
+def test_mps_server_is_shared_by_the_users_jobs_on_a_gpu_and_the_last_client_stops_it(tmp_path, monkeypatch):
+    """Lifecycle with a stand-in for nvidia-cuda-mps-control (no GPU here): the first packable job starts
+    the server for its GPUs, a partner joins it, the server outlives the first and stops with the last."""
+    from tesserae_slurm.harness.mps import join_mps, leave_mps
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nvidia-cuda-mps-control"
+    fake.write_text(_FAKE_MPS)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    base = str(tmp_path / "mps")
+    first = join_mps("1", (2,), 0, "n1", base=base, available=(True, ""))
+    second = join_mps("2", (2,), 50, "n1", base=base, available=(True, ""))
+    other_gpu = join_mps("3", (3,), 0, "n1", base=base, available=(True, ""))
+    assert first.record["started_server"] and not second.record["started_server"]
+    assert other_gpu.record["started_server"]  # one server per GPU (and user)
+    assert first.env["CUDA_MPS_PIPE_DIRECTORY"] == second.env["CUDA_MPS_PIPE_DIRECTORY"]
+    assert first.env["CUDA_VISIBLE_DEVICES"] == "0" and second.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    calls = first.root / "log" / "calls"
+    assert calls.read_text().splitlines() == ["start 2"]  # the server sees the job's physical GPU
+    pid = int((first.root / "pipe" / "nvidia-cuda-mps-control.pid").read_text())
+    assert leave_mps(first) is False  # the partner still runs
+    os.kill(pid, 0)
+    assert leave_mps(second) is True
+    assert calls.read_text().splitlines() == ["start 2", "quit"]
+    assert leave_mps(other_gpu) is True

@@ -81,7 +81,12 @@ def join_mps(job_id: str, gpus: Sequence[int], percentage: int, node: str, local
             server_env = {**os.environ, **env}
             if gpus:
                 server_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-            subprocess.run([MPS_CONTROL, "-d"], env=server_env, check=True, timeout=30)
+            try:
+                subprocess.run([MPS_CONTROL, "-d"], env=server_env, check=True, timeout=30)
+            except (OSError, subprocess.SubprocessError) as exc:  # the job still runs, without MPS
+                log.warning("MPS skipped for job %s: could not start %s: %s", job_id, MPS_CONTROL, exc)
+                return MpsSetup({k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}, root, None,
+                                {**record, "active": False, "skipped": f"could not start {MPS_CONTROL}: {exc}"})
             record["started_server"] = True
             log.info("started MPS control daemon for GPUs %s in %s", list(gpus), root)
         client.write_text(str(os.getpid()))
