@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
     for h in logging.getLogger().handlers:
         h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     log = logging.getLogger("tesserae_slurm.daemon")
+    store = Store.open(cfg.state.database)  # before any log line: a bad state file is one line
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
-    store = Store.open(cfg.state.database)
     daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run)
     if args.once:
         daemon.start()

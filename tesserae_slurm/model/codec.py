@@ -41,7 +41,7 @@ def cluster_from_json(raw: Any) -> Cluster:
     return Cluster(tuple(nodes))
 
 
-_JOB_KEYS = {"id", "num_gpus", "model", "batch_size", "user", "parallelism", "no_pack"}
+_JOB_KEYS = {"id", "num_gpus", "model", "batch_size", "user", "parallelism", "no_pack", "group"}
 
 
 def job_from_json(raw: Any, where: str) -> Job:
@@ -62,6 +62,7 @@ def job_from_json(raw: Any, where: str) -> Job:
     return Job(
         id=str(raw["id"]), num_gpus=n, model=str(raw["model"]), batch_size=str(raw.get("batch_size", "")),
         user=str(raw.get("user", "")), parallelism=tuple(par), no_pack=bool(raw.get("no_pack", False)),
+        group=str(raw.get("group", "")),
     )
 
 

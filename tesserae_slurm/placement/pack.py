@@ -2,7 +2,8 @@
 
 One matching problem per GPU count (only jobs of the same GPU count can share GPUs). An edge joins
 a pending and a placed job when the profile measured them together, both speeds are > 0 (no OOM),
-neither job is ``no_pack``, the placed job has no partner yet, and packing raises total normalized
+neither job is ``no_pack``, both are of one ``group`` (``Job.group``; "" everywhere: no restriction),
+the placed job has no partner yet, and packing raises total normalized
 throughput over the placed job alone: the edge weight -- the pair's speed sum under the best
 strategies both jobs allow (paper "Parallelism Strategy") -- exceeds the placed job's best isolated
 speed.
@@ -96,8 +97,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n, guest_n = np.array(host_gpus, dtype=np.int64), np.array(guest_gpus, dtype=np.int64)
     pairs: list[PackedPair] = []
-    for n in counts:
-        rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
+    for n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests):
         for r, c in _match(host_cls[rows], host_type[rows], guest_cls[cols], table.values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
             mat = table.matrices[host_type[h]]
@@ -110,6 +110,19 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     pairs.sort(key=lambda p: order[p.placed])
     packed = {p.partner for p in pairs}
     return PackingResult(tuple(pairs), tuple(filterfalse(packed.__contains__, all_pending)))
+
+
+def _problems(counts: Sequence[int], host_n: np.ndarray, guest_n: np.ndarray, hosts: Sequence[Job],
+              guests: Sequence[Job]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """One matching problem per GPU count, and per ``group`` when jobs carry groups (a pair never
+    spans two groups): (count, placed rows, pending columns)."""
+    groups = {j.group for j in hosts} | {j.group for j in guests}
+    if len(groups) <= 1:
+        return [(n, np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)) for n in counts]
+    host_g = np.array([j.group for j in hosts], dtype=object)
+    guest_g = np.array([j.group for j in guests], dtype=object)
+    return [(n, np.flatnonzero((host_n == n) & (host_g == g)), np.flatnonzero((guest_n == n) & (guest_g == g)))
+            for n in counts for g in sorted(groups)]
 
 
 def _packable(jobs: Sequence[Job], mode: PackingMode, skip: Collection[str] = ()) -> list[Job]:

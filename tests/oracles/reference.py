@@ -115,6 +115,8 @@ def pack_value_reference(placed: Sequence[Job], pending: Sequence[Job], profile:
             gpu = gpu_type_of[a.id]
             alone = profile.best_isolated(a, gpu)[0]
             for c, b in enumerate(cols):
+                if a.group != b.group:  # Job.group: never packed across groups
+                    continue
                 opt = profile.best_pair(a, b, gpu)
                 if opt is None or opt.total - alone <= 1e-6:
                     continue
