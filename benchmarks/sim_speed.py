@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.profiles import profile_from_spec
-from tesserae_slurm.sim.configs import get_config
+from tesserae_slurm.configs import get_config
 from tesserae_slurm.sim import runner
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.trace_source import resolve_trace

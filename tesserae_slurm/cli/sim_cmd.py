@@ -12,7 +12,7 @@ from typing import Any
 from ..model import Cluster, InputError
 from ..profiles import profile_from_spec
 from ..sim.compare import RunSpec, run_many, write_report
-from ..sim.configs import CONFIGS, get_config
+from ..configs import CONFIGS, get_config
 from ..sim.restart import RestartCost
 from ..sim.strategies import LLM_STRATEGIES
 from ..sim.trace_source import resolve_trace

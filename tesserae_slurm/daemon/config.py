@@ -154,7 +154,7 @@ def _validate(cfg: DaemonConfig, where: str, check_policy: bool = True) -> None:
 
 
 def _validate_policy(cfg: DaemonConfig, where: str) -> None:
-    from ..sim.configs import CONFIGS  # a name must exist before the daemon starts
+    from ..configs import CONFIGS  # a name must exist before the daemon starts
     if cfg.scheduler.policy not in CONFIGS:
         raise InputError(f"{where}: scheduler.policy {cfg.scheduler.policy!r} unknown; known: {', '.join(CONFIGS)}")
     if cfg.scheduler.policy_options:

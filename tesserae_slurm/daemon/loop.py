@@ -20,8 +20,8 @@ from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
 from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
-from ..sim.configs import get_config
-from ..sim.speeds import SpeedModel
+from ..configs import get_config
+from ..profiles.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
 from ..tsbatch.meta import JobMeta
 from .apply import Applier, ApplyResult, StopItem

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..model import Cluster, InputError
 from ..profiles import profile_from_spec
-from .configs import get_config
+from ..configs import get_config
 from .metrics import STAGES, SimResult, cdf
 from .restart import RestartCost
 from .runner import ProgressCallback, simulate

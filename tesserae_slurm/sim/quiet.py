@@ -24,7 +24,7 @@ from ..model import RoundDecision
 from .metrics import RoundRecord
 from .jobstate import JobColumns, _Live
 from .rounds import solo_speeds
-from .speeds import SpeedModel
+from ..profiles.speeds import SpeedModel
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from .metrics import JobRecord
 from .progress import Member, Outcome, run_alone, run_pair
 from .restart import RestartCost
 from .jobstate import JobColumns, _Live
-from .speeds import SpeedModel
+from ..profiles.speeds import SpeedModel
 from .traces.record import TraceJob
 
 
@@ -98,7 +98,7 @@ def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel
     outcomes: dict[str, Outcome] = {}
 
     def overhead(s: _Live) -> float:
-        return min(round_s, speeds.overhead(s.job, restart))
+        return min(round_s, restart.of(s.job.model))
 
     infeasible = _run_pairs(decision, live, speeds, round_s, steady, resumed, overhead, outcomes)
     get = steady.get
@@ -211,7 +211,7 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     single: dict[str, Outcome] = {}  # outcomes computed one by one
 
     def overhead(s: _Live) -> float:
-        return min(round_s, speeds.overhead(s.job, restart))
+        return min(round_s, restart.of(s.job.model))
 
     infeasible = _run_pairs(decision, live, speeds, round_s, steady, resumed, overhead, single)
     solo, rem = solo_speeds(decision, ids, idx, live, cols, speeds), cols.remaining[idx]
@@ -221,7 +221,7 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     if resumed:
         at = np.flatnonzero(np.fromiter(map(resumed.__contains__, ids), bool, n))
         for i in at[np.isnan(cols.restart_s[idx[at]])].tolist():  # first restart of these jobs
-            cols.restart_s[idx[i]] = speeds.overhead(live[ids[i]].job, restart)
+            cols.restart_s[idx[i]] = restart.of(live[ids[i]].job.model)
         start[at] = np.minimum(round_s, cols.restart_s[idx[at]])  # = overhead(s)
     runs = (round_s > start) & (solo > 0)
     possible = (round_s - start) * solo

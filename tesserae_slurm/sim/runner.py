@@ -23,7 +23,7 @@ from ..model import Cluster, InputError, JobView, Placement, RoundDecision
 from ..policies.base import QuietRounds, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
-from .configs import SchedulerConfig
+from ..configs import SchedulerConfig
 from .gc_tuning import long_run_gc
 from .invariants import InvariantError, check_progress, check_result, check_round
 from .metrics import JobRecord, RoundRecord, SimResult
@@ -32,7 +32,7 @@ from .jobstate import JobColumns
 from .restart import RestartCost
 from .rounds import (SteadyOutcomes, _busy_gpu_seconds, _Live, _record, _unchanged, _view, run_round, running_views,
                      _without, job_of)
-from .speeds import SpeedModel
+from ..profiles.speeds import SpeedModel
 from .strategies import check_mode, job_parallelism, restrict_packed
 from .traces.record import TraceJob
 

@@ -15,7 +15,7 @@ from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim.jobstate import JobColumns
 from tesserae_slurm.sim.restart import RestartCost
 from tesserae_slurm.sim.rounds import _account, _advance, _Live, _view, job_of, run_round
-from tesserae_slurm.sim.speeds import SpeedModel
+from tesserae_slurm.profiles.speeds import SpeedModel
 from tesserae_slurm.sim.trace_source import resolve_trace
 
 SETUPS = {

@@ -12,7 +12,7 @@ import pytest
 from tesserae_slurm.model import Cluster, InputError
 from tesserae_slurm.profiles import PairOption, load_profile
 from tesserae_slurm.profiles.table import ThroughputProfile
-from tesserae_slurm.sim.configs import get_config
+from tesserae_slurm.configs import get_config
 from tesserae_slurm.sim.restart import RestartCost
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.strategies import LLM_STRATEGIES, data_parallel, even_split, restrict_packed
@@ -122,7 +122,7 @@ def test_pairs_that_do_not_fit_in_truth_are_counted():
     from tesserae_slurm.model import PackedPair, Placement
     from tesserae_slurm.model.decision import RoundDecision
     from tesserae_slurm.sim.rounds import _advance, _Live, job_of
-    from tesserae_slurm.sim.speeds import SpeedModel
+    from tesserae_slurm.profiles.speeds import SpeedModel
 
     assert raw_pair("16,8") == (0.0, 0.0)  # out of memory in the A100 table
     trace = two_jobs()
