@@ -16,6 +16,7 @@ from ..configs import CONFIGS, get_config
 from ..sim.restart import RestartCost
 from ..sim.strategies import LLM_STRATEGIES
 from ..sim.trace_source import resolve_trace
+from .gc_tuning import long_run_gc
 from .jsonio import dump_json
 from .progress import Progress
 from .render import table
@@ -128,7 +129,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     bar = Progress(args.policy, len(spec.trace))
     from ..sim.compare import run_one
     try:
-        res = run_one(spec, on_round=bar)
+        with long_run_gc():
+            res = run_one(spec, on_round=bar)
     finally:
         bar.close()
     if args.json == "-":
@@ -156,7 +158,8 @@ def run_compare(args: argparse.Namespace) -> int:
     specs = specs_from_args(args, policies)
     print(f"comparing {len(policies)} configurations on {specs[0].trace_name} ({len(specs[0].trace)} jobs), "
           f"cluster {args.cluster}, round {args.round_s:g} s ...", file=sys.stderr, flush=True)
-    results = run_many(specs, workers=args.workers)
+    with long_run_gc():  # forked workers inherit the settings
+        results = run_many(specs, workers=args.workers)
     out = Path(args.out)
     write_report(results, out, title=f"{specs[0].trace_name} on {args.cluster}")
     print(summary_table([r.summary() for r in results]))

@@ -24,7 +24,6 @@ from ..policies.base import QuietRounds, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
 from ..configs import SchedulerConfig
-from .gc_tuning import long_run_gc
 from .invariants import InvariantError, check_progress, check_result, check_round
 from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
@@ -45,7 +44,6 @@ STALL_ROUNDS = 1000  # rounds without any progress (and no arrival to wait for) 
 ProgressCallback = Callable[[float, int, int], None]
 
 
-@long_run_gc()  # fewer collector passes over the long-lived heap (gc_tuning.py)
 def simulate(
     trace: Sequence[TraceJob],
     cluster: Cluster,
