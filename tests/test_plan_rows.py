@@ -15,7 +15,7 @@ from tesserae_slurm.engine import _with_partners
 from tesserae_slurm.model import Cluster, InputError, Node, PackedPair, Placement, PlanRows
 from tesserae_slurm.model.decision import RoundDecision, StageTimings
 from tesserae_slurm.sim.progress import Outcome
-from tesserae_slurm.sim.rounds import _busy_gpu_seconds, _without
+from tesserae_slurm.sim.rounds import busy_gpu_seconds, without
 
 
 @st.composite
@@ -90,19 +90,19 @@ def test_a_pickle_of_the_former_dataclass_still_loads():
 @settings(max_examples=200, deadline=None)
 @given(tables(), st.data())
 def test_the_shells_table_surgery_equals_the_sets(case, data):
-    """``_without`` (finished jobs leave), ``_busy_gpu_seconds`` (GPU by GPU, in order) and the
+    """``without`` (finished jobs leave), ``busy_gpu_seconds`` (GPU by GPU, in order) and the
     engine's ``_with_partners`` give on a table what they give on the same plan as sets."""
     rows, ref = case
     built = Placement.built(ref.nodes, {j: ref.job_gpus()[j] for j in rows.ids})  # same keys order
     gone = set(data.draw(st.lists(st.sampled_from(rows.ids), unique=True))) if rows.ids else set()
-    a, b = _without(Placement.from_rows(rows), gone), _without(built, gone)
+    a, b = without(Placement.from_rows(rows), gone), without(built, gone)
     assert a == b and list(a.job_gpus().items()) == list(b.job_gpus().items())
     held = {j: data.draw(st.sampled_from([0.5, 100.25, 359.0, 360.0, 400.0])) for j in gone}
     outcomes = {j: Outcome(1.0, h, 0.0) for j, h in held.items()}
     for plan in (Placement.from_rows(rows), built):
         d = RoundDecision(plan, (), (), (), (), (), (), {}, {}, 0.0, StageTimings())
-        assert _busy_gpu_seconds(d, outcomes, 360.0, gone) == \
-            _busy_gpu_seconds(RoundDecision(ref, (), (), (), (), (), (), {}, {}, 0.0, StageTimings()), outcomes, 360.0, gone)
+        assert busy_gpu_seconds(d, outcomes, 360.0, gone) == \
+            busy_gpu_seconds(RoundDecision(ref, (), (), (), (), (), (), {}, {}, 0.0, StageTimings()), outcomes, 360.0, gone)
     if all(len(s) < 2 for g in ref.nodes.values() for s in g):  # partners join lone jobs only
         chosen = data.draw(st.lists(st.sampled_from(rows.ids), unique=True)) if rows.ids else []
         pairs = [PackedPair(j, f"p{j}", 1.0, 1.0) for j in chosen]

@@ -29,13 +29,13 @@ from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
 from .jobstate import JobColumns
 from .restart import RestartCost
-from .rounds import (SteadyOutcomes, _busy_gpu_seconds, _Live, _record, _unchanged, _view, run_round, running_views,
-                     _without, job_of)
+from .rounds import (SteadyOutcomes, busy_gpu_seconds, LiveJob, record_of, unchanged, view_of, run_round, running_views,
+                     without, job_of)
 from ..profiles.speeds import SpeedModel
 from .strategies import check_mode, job_parallelism, restrict_packed
 from .traces.record import TraceJob
 
-__all__ = ["ProgressCallback", "simulate", "cluster_spec", "job_of", "_Live"]
+__all__ = ["ProgressCallback", "simulate", "cluster_spec", "job_of", "LiveJob"]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def simulate(
 
     arrivals = sorted(trace, key=lambda t: t.submit_time)
     nxt = 0
-    live: dict[str, _Live] = {}
+    live: dict[str, LiveJob] = {}
     cols = JobColumns(len(arrivals))  # the jobs' numbers; slot = arrival order
     done: list[JobRecord] = []
     rounds: list[RoundRecord] = []
@@ -118,10 +118,10 @@ def simulate(
         arrived = False
         while nxt < len(arrivals) and arrivals[nxt].submit_time <= now:
             t = arrivals[nxt]
-            s = live[t.job_id] = _Live(t, job_of(t, parallelism.get(t.job_id, ())), remaining=t.duration,
+            s = live[t.job_id] = LiveJob(t, job_of(t, parallelism.get(t.job_id, ())), remaining=t.duration,
                                        contention_at_arrival=cum_contention, rounds_at_arrival=cum_rounds,
                                        cols=cols, k=nxt)
-            views_of[t.job_id] = _view(s, False)
+            views_of[t.job_id] = view_of(s, False)
             nxt += 1
             arrived = True
         if not live:  # idle cluster: jump to the next arrival
@@ -139,7 +139,7 @@ def simulate(
         reused = (reuse_decisions and last is not None and last[0] == ranking.order and last[1] == ranking.pairs
                   and last[2].placement is current)
         if reused:
-            decision = _unchanged(last[2], ranking.order)  # type: ignore[index]
+            decision = unchanged(last[2], ranking.order)  # type: ignore[index]
             if check_invariants:
                 full = decide(RoundRequest(cluster, ordered, current, ranking.pairs, config.engine), believed)
                 if full.placement != decision.placement or full.packed != decision.packed:
@@ -155,18 +155,18 @@ def simulate(
         finished, outcomes, infeasible, progressed = run_round(decision, live, cols, true_speeds, restart, round_s,
                                                                now, views_of, steady)
         node_of = decision.placement.job_nodes()  # placed jobs, once per round (memoized by the placement)
-        busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s, finished)
+        busy_gpu_s = busy_gpu_seconds(decision, outcomes, round_s, finished)
         cum_contention += len(live) / cluster.total_gpus
         cum_rounds += 1
         if check_invariants:
             check_progress({jid: (s.trace.duration, s.done_work, s.remaining) for jid, s in live.items()},
                            finished, {r.job_id for r in done})
         for jid in sorted(finished, key=lambda j: (outcomes[j].finish, j)):
-            done.append(_record(live.pop(jid), now, cum_contention, cum_rounds))
+            done.append(record_of(live.pop(jid), now, cum_contention, cum_rounds))
             del views_of[jid]
         for jid in running - node_of.keys():  # stopped (preempted): the running flag changes, nothing else
             if jid in live:
-                views_of[jid] = _view(live[jid], False)
+                views_of[jid] = view_of(live[jid], False)
 
         rounds.append(RoundRecord(
             time=now, active=len(views), running=len(node_of),
@@ -176,7 +176,7 @@ def simulate(
             placement_ms=decision.timings.placement * 1e3, packing_ms=decision.timings.packing * 1e3,
             migration_ms=decision.timings.migration * 1e3, infeasible_pairs=infeasible, reused=reused,
         ))
-        current = _without(decision.placement, finished)
+        current = without(decision.placement, finished)
         stalled = 0 if progressed or nxt < len(arrivals) else stalled + 1
         if stalled >= STALL_ROUNDS:
             raise RuntimeError(f"simulation stalled at t={now:g} s: {len(live)} active jobs made no progress "

@@ -17,7 +17,7 @@ from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.profiles.speeds import SpeedModel
 from tesserae_slurm.sim.jobstate import JobColumns
 from tesserae_slurm.sim.restart import RestartCost
-from tesserae_slurm.sim.rounds import _Live, _view, job_of, run_round
+from tesserae_slurm.sim.rounds import LiveJob, view_of, job_of, run_round
 from tesserae_slurm.sim.traces.record import TraceJob
 
 ROUND_S, RESTART_S = 360.0, 50.0
@@ -30,8 +30,8 @@ def test_a_migrated_job_finishes_exactly_one_overhead_later():
     speeds = SpeedModel(profile, cluster)
     assert speeds.solo(job, "a100", None) == 1.0  # the worked example's premise
     cols = JobColumns(1)
-    live = {"a": _Live(trace, job, remaining=trace.duration, cols=cols, k=0)}
-    views = {"a": _view(live["a"], False)}
+    live = {"a": LiveJob(trace, job, remaining=trace.duration, cols=cols, k=0)}
+    views = {"a": view_of(live["a"], False)}
     started = decide(RoundRequest(cluster, (job,)), profile)
     assert started.started == ("a",)
     migrated = dataclasses.replace(started, started=(), kept=(), migrated=("a",))
