@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..configs import get_config
 from ..model import Cluster, InputError
 from ..profiles import profile_from_spec
-from ..configs import get_config
 from .metrics import STAGES, SimResult, cdf
 from .restart import RestartCost
 from .runner import ProgressCallback, simulate

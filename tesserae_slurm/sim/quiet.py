@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import RoundDecision
-from .metrics import RoundRecord
-from .jobstate import JobColumns, LiveJob
-from .rounds import solo_speeds
 from ..profiles.speeds import SpeedModel
+from .jobstate import JobColumns, LiveJob
+from .metrics import RoundRecord
+from .rounds import solo_speeds
 
 
 @dataclass(frozen=True)

@@ -9,18 +9,18 @@ per (GPU type, strategy), and the progress of a job that neither restarts nor fi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
 from itertools import compress, repeat
 from operator import not_
+from typing import NamedTuple
 
 import numpy as np
 
 from ..model import Job, JobView, Placement, RoundDecision, StageTimings
-from .metrics import JobRecord
-from .progress import Member, Outcome, run_alone, run_pair
-from .restart import RestartCost
-from .jobstate import JobColumns, LiveJob
 from ..profiles.speeds import SpeedModel
+from .jobstate import JobColumns, LiveJob
+from .metrics import JobRecord
+from .progress import Member, Outcome, run_pair
+from .restart import RestartCost
 from .traces.record import TraceJob
 
 
@@ -196,7 +196,8 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
     executed = cols.executed[idx] + held
     ran_before = cols.rounds_run[idx]
     rounds_run = ran_before + 1
-    cols.remaining[idx], cols.attained[idx], cols.executed[idx], cols.rounds_run[idx] = rem, attained, executed, rounds_run
+    cols.remaining[idx], cols.attained[idx] = rem, attained
+    cols.executed[idx], cols.rounds_run[idx] = executed, rounds_run
     cols.done_work[idx] += work
     if packed_i:
         at_slot = idx[packed_i]

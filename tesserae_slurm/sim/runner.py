@@ -19,21 +19,30 @@ from typing import Any
 
 import numpy as np
 
+from ..configs import SchedulerConfig
 from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, JobView, Placement, RoundDecision
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
-from ..configs import SchedulerConfig
+from ..profiles.speeds import SpeedModel
 from .invariants import InvariantError, check_progress, check_result, check_round
+from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
-from .jobstate import JobColumns
 from .restart import RestartCost
-from .jobstate import LiveJob
-from .rounds import (RoundResult, SteadyOutcomes, busy_gpu_seconds, job_of, record_of, run_round, running_views,
-                     unchanged, view_of, without)
-from ..profiles.speeds import SpeedModel
+from .rounds import (
+    RoundResult,
+    SteadyOutcomes,
+    busy_gpu_seconds,
+    job_of,
+    record_of,
+    run_round,
+    running_views,
+    unchanged,
+    view_of,
+    without,
+)
 from .strategies import check_mode, job_parallelism, restrict_packed
 from .traces.record import TraceJob
 
