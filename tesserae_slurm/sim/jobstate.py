@@ -52,7 +52,8 @@ class JobColumns:
 
 def _column(name: str, kind: type) -> property:
     def get(self: LiveJob) -> float:
-        return kind(getattr(self.cols, name)[self.k])
+        value: float = kind(getattr(self.cols, name)[self.k])
+        return value
 
     def put(self: LiveJob, value: float) -> None:
         getattr(self.cols, name)[self.k] = value
@@ -97,7 +98,8 @@ class LiveJob:
 
     @property
     def solo_key(self) -> tuple[str, str | None] | None:
-        return self.cols.solo_key[self.k]
+        key: tuple[str, str | None] | None = self.cols.solo_key[self.k]
+        return key
 
     @solo_key.setter
     def solo_key(self, key: tuple[str, str | None] | None) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class Stretch:
     moving: np.ndarray  # speed > 0 (only those can finish)
     packed: np.ndarray  # packed seconds per round (round or 0)
     gpu_s: np.ndarray  # round x num_gpus: attained GPU-seconds per round
-    record: dict[str, object]  # the reused round's record, but its time
+    record: dict[str, Any]  # the reused round's record, but its time
 
 
 def stretch_of(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumns, speeds: SpeedModel,
@@ -114,7 +115,7 @@ def apply_rounds(st: Stretch, k: int, now: float, round_s: float,
         executed += held
         attained += st.gpu_s
         packed_s += st.packed
-        rounds.append(RoundRecord(time=now, **record))  # type: ignore[arg-type]
+        rounds.append(RoundRecord(time=now, **record))
         now += round_s
     cols.remaining[at], cols.done_work[at], cols.executed[at], cols.attained[at], cols.packed_s[at] = (
         rem, done, executed, attained, packed_s)

@@ -54,7 +54,8 @@ def _solo(s: LiveJob, speeds: SpeedModel, gpu_type: str, strategy: str | None) -
     key = (gpu_type, strategy)
     if s.solo_key != key:
         s.solo_key, s.solo_speed = key, speeds.solo(s.job, gpu_type, strategy)
-    return s.solo_speed
+    speed: float = s.solo_speed
+    return speed
 
 
 def _run_pairs(decision: RoundDecision, live: dict[str, LiveJob], speeds: SpeedModel, round_s: float,
@@ -127,7 +128,8 @@ def solo_speeds(decision: RoundDecision, ids: Sequence[str], idx: np.ndarray, li
         for jid, key, was in zip(ids, keys, known):
             if was != key:
                 _solo(live[jid], speeds, *key)
-    return cols.solo_speed[idx]
+    speeds_now: np.ndarray = cols.solo_speed[idx]
+    return speeds_now
 
 
 def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumns, speeds: SpeedModel,
@@ -173,9 +175,9 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
     packed_i: list[int] = []
     packed_s: list[float] = []
     if single:  # the pairs' members, as ``run_pair`` found
-        at = dict(zip(ids, range(n)))
+        pos = dict(zip(ids, range(n)))
         for jid, o in single.items():
-            i = at[jid]
+            i = pos[jid]
             work[i] = o.work
             finish[i] = np.inf if o.finish is None else o.finish
             if o.finish is not None:
@@ -211,7 +213,7 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
     for i in np.flatnonzero(ran_before == 0).tolist():  # first round run: ``start`` is unset
         live[ids[i]].start = now
     for jid in finished:
-        live[jid].finish = now + outcomes[jid].finish
+        live[jid].finish = now + outcomes[jid].held
     # the views of the jobs that go on (a finished job leaves; the shell drops its view)
     if finished:
         goes_on = list(map(not_, map(finished.__contains__, ids)))
