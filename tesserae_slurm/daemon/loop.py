@@ -33,7 +33,7 @@ from .metrics import Metrics
 from .observe import Snapshot, build_snapshot
 from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
-from .profile import scheduling_profile
+from ..partition import scheduling_profile
 from .reconcile import ADMIN_HOLD, JobFacts, account, transition
 from .store import PENDING, PLACED_STATES, RUNNING, STARTING, JobRow, Store
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import InputError
+from ..partition import gpu_type_of, scheduling_profile
 from ..slurm import SlurmBackend
 from .options import PartitionShape, Submission, check_command_line, make_submission, parse_argv, sbatch_args
 
@@ -41,15 +42,12 @@ def read_script(path: str) -> str:
 
 
 def shape_of(backend: SlurmBackend, cfg) -> PartitionShape:  # type: ignore[no-untyped-def]
-    from ..daemon.connect import gpu_type_of
     nodes = backend.list_nodes(cfg.slurm.partition)
     return PartitionShape(tuple((gpu_type_of(cfg, n.name), n.gpus) for n in nodes if n.gpus > 0))
 
 
 def prepare(argv: Sequence[str], backend_factory, config_loader) -> tuple[Prepared, SlurmBackend]:  # type: ignore[no-untyped-def]
     """Parse and validate; returns what to submit and the backend to submit with."""
-    from ..daemon.profile import scheduling_profile
-
     own, sbatch, script = parse_argv(argv)
     cfg = config_loader(own.get("--config"))
     partition = cfg.slurm.partition
