@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gavel_fakes import TableSpeeds, jv, sched_input
+from policies.gavel_fakes import TableSpeeds, jv, sched_input
 
 from tesserae_slurm.bench.synthetic import synthetic_jobs
 from tesserae_slurm.engine import RoundRequest, decide

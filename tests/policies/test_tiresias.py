@@ -7,7 +7,7 @@ import bisect
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from policy_helpers import greedy_place, inp, view
+from policies.policy_helpers import greedy_place, inp, view
 
 from tesserae_slurm.model import InputError
 from tesserae_slurm.policies.registry import make_policy
