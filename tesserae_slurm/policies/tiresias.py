@@ -21,17 +21,22 @@ additions, one round at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
 
 from ..model import InputError, JobView
 from .base import Ranking, SchedulingInput
-from .las import SERVICES, service_of
+from .las import SERVICES
 
 DEFAULT_QUEUE_LIMITS = (3250.0, 7200.0)  # Tiresias jobs.py: 3 queues, Q0->Q1 at 3250, Q1->Q2 at 7200
+
+_ID, _RUNNING = attrgetter("job.id"), attrgetter("running")
+_ATTAINED, _EXECUTED = attrgetter("attained_service"), attrgetter("executed_time")
 
 
 class QueuedJob(NamedTuple):
@@ -45,20 +50,72 @@ class QueuedJob(NamedTuple):
     # (and only with promotion on)
 
 
+@dataclass(frozen=True, eq=False)
+class Queues(Mapping[str, QueuedJob]):
+    """Every job's ``QueuedJob`` as columns, one row per job (``rank`` leaves them in ranking order);
+    reads as a mapping id -> QueuedJob."""
+
+    ids: tuple[str, ...] = ()
+    queue: tuple[int, ...] = ()
+    seq: tuple[int, ...] = ()
+    service_base: tuple[float, ...] = ()
+    executed_base: tuple[float, ...] = ()
+    pending_s: tuple[float, ...] = ()
+
+    @staticmethod
+    def of(jobs: Mapping[str, QueuedJob]) -> Queues:
+        if isinstance(jobs, Queues):
+            return jobs
+        if not jobs:
+            return Queues()
+        queue, seq, sb, eb, pend = zip(*jobs.values(), strict=True)
+        return Queues(tuple(jobs), queue, seq, sb, eb, pend)
+
+    def columns(self, order: Sequence[str] | None = None) -> _Columns:
+        """The columns as arrays; rows in ``order`` (a permutation of ``ids``) if given."""
+        rows: list[int] | slice = slice(None)
+        if order is not None and tuple(order) != self.ids:
+            row_of = dict(zip(self.ids, range(len(self.ids)), strict=True))
+            rows = [row_of[j] for j in order]
+        return _Columns(np.array(self.queue, dtype=np.int64)[rows], np.array(self.seq, dtype=np.int64)[rows],
+                        np.array(self.service_base, dtype=float)[rows],
+                        np.array(self.executed_base, dtype=float)[rows], np.array(self.pending_s, dtype=float)[rows])
+
+    def __getitem__(self, jid: str) -> QueuedJob:
+        try:
+            i = self.ids.index(jid)
+        except ValueError:
+            raise KeyError(jid) from None
+        return QueuedJob(self.queue[i], self.seq[i], self.service_base[i], self.executed_base[i], self.pending_s[i])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"Queues({dict(self)!r})"
+
+
+class _Columns(NamedTuple):
+    queue: np.ndarray
+    seq: np.ndarray
+    service_base: np.ndarray
+    executed_base: np.ndarray
+    pending_s: np.ndarray
+
+    def take(self, rows: np.ndarray) -> _Columns:
+        return _Columns(*(c[rows] for c in self))
+
+
 @dataclass(frozen=True)
 class TiresiasState:
-    """The queues after a round. ``jobs`` is never changed in place (each round builds a new dict)."""
-
-    jobs: Mapping[str, QueuedJob] = field(default_factory=dict)
+    jobs: Mapping[str, QueuedJob] = field(default_factory=Queues)
     next_seq: int = 0
     last_now: float | None = None
     promotions: int = 0  # total so far (reported by shells)
     demotions: int = 0
-
-
-def _entry_key(q: QueuedJob, v: JobView) -> tuple[int, bool, int]:
-    """Last round's order within the queues: running jobs first, each group in entry order."""
-    return q.queue, not v.running, q.seq
 
 
 @dataclass(frozen=True)
@@ -86,124 +143,126 @@ class TiresiasPolicy:
         return TiresiasState()
 
     def rank(self, inp: SchedulingInput, state: TiresiasState) -> tuple[Ranking, TiresiasState]:
-        views = {v.id: v for v in inp.jobs}
+        views, n = inp.jobs, len(inp.jobs)
+        ids = list(map(_ID, views))
+        service = np.fromiter(map(_ATTAINED if self.service == "gpu-time" else _EXECUTED, views), float, n)
+        executed = np.fromiter(map(_EXECUTED, views), float, n)
+        running = np.fromiter(map(_RUNNING, views), bool, n)
         elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
-        # 1. the known jobs still active; waits grow for waiting jobs that ran since their promotion
-        known = {jid: self._waited(q, views[jid], elapsed) for jid, q in state.jobs.items() if jid in views}
-        for q in known.values():
-            if not 0 <= q.queue < self.num_queues:
-                raise InputError(f"tiresias: state has a job in queue {q.queue}, outside 0..{self.num_queues - 1}")
-        # 2. renumber each queue: last round's running jobs first, then the waiting ones
-        seq = state.next_seq
-        jobs: dict[str, QueuedJob] = {}
-        for jid in sorted(known, key=lambda j: _entry_key(known[j], views[j])):
-            jobs[jid] = known[jid]._replace(seq=seq)
-            seq += 1
+        # 1. the known jobs still active (``at``: their views); waits grow for waiting jobs that ran
+        #    since their last promotion
+        known = Queues.of(state.jobs)
+        pos = dict(zip(ids, range(n), strict=True))
+        at = np.fromiter(map(pos.get, known.ids, repeat(-1)), np.int64, len(known.ids))
+        cols = known.columns().take(at >= 0)
+        at = at[at >= 0]
+        if len(at) and not 0 <= cols.queue.min() <= cols.queue.max() < self.num_queues:
+            raise InputError(f"tiresias: state has a job in a queue outside 0..{self.num_queues - 1}")
+        pend = cols.pending_s
+        if self.promote_knob > 0:
+            grows = ~running[at] & (executed[at] - cols.executed_base > 0)
+            pend = np.where(grows, pend + elapsed, pend)
+        # 2. renumber each queue: last round's running jobs first, then the waiting ones, in entry order
+        rows = np.lexsort((cols.seq, ~running[at], cols.queue))
+        at, cols = at[rows], cols._replace(pending_s=pend).take(rows)
         # 3. arrivals at the tail of Q0, in arrival order
-        for jid in views:
-            if jid not in jobs:
-                jobs[jid] = QueuedJob(0, seq, 0.0, 0.0)
-                seq += 1
-        # 4. demotion or promotion, in queue order; a job that moves goes to the tail of its new queue
-        demotions, promotions = state.demotions, state.promotions
-        for jid in sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)):
-            q, v = jobs[jid], views[jid]
-            level = self._level(service_of(v, self.service) - q.service_base, q.queue)
-            if level != q.queue:
-                jobs[jid] = q._replace(queue=level, seq=seq)
-                demotions += 1
-            elif self._promote(q, v):
-                jobs[jid] = QueuedJob(0, seq, service_of(v, self.service), v.executed_time)
-                promotions += 1
-            else:
-                continue
-            seq += 1
+        arrived = np.ones(n, bool)
+        arrived[at] = False
+        new = np.flatnonzero(arrived)
+        zeros = np.zeros(len(new))
+        at = np.concatenate([at, new])
+        queue = np.concatenate([cols.queue, np.zeros(len(new), np.int64)])
+        seq = state.next_seq + np.arange(n)
+        sb, eb, pend = (np.concatenate([c, zeros]) for c in (cols.service_base, cols.executed_base, cols.pending_s))
+        next_seq = state.next_seq + n
+        # 4. demotion (service since the last promotion reached the queue's limit; several at once) or
+        #    promotion (waited P x the time run since then); a job that moves goes to its new queue's
+        #    tail, in (queue, entry) order
+        level = np.maximum(queue, np.searchsorted(np.array(self.queue_limits), service[at] - sb, side="right"))
+        down = level != queue
+        up = np.zeros(n, bool)
+        if self.promote_knob > 0:
+            ran = executed[at] - eb
+            up = ~down & (queue > 0) & ~running[at] & (ran > 0) & (pend >= self.promote_knob * ran)
+        by_entry = np.lexsort((seq, queue))
+        moved = by_entry[(down | up)[by_entry]]
+        seq[moved] = next_seq + np.arange(len(moved))
+        next_seq += len(moved)
+        queue = np.where(down, level, np.where(up, 0, queue))
+        sb, eb = np.where(up, service[at], sb), np.where(up, executed[at], eb)
+        pend = np.where(up, 0.0, pend)
         # 5. the ranking: queue by queue, entry order within each
-        order = tuple(sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)))
-        return Ranking(order), TiresiasState(jobs, seq, inp.now, promotions, demotions)
+        rows = np.lexsort((seq, queue))
+        order = tuple(map(ids.__getitem__, at[rows].tolist()))
+        jobs = Queues(order, *(tuple(c[rows].tolist()) for c in (queue, seq, sb, eb, pend)))
+        return Ranking(order), TiresiasState(jobs, next_seq, inp.now, state.promotions + int(up.sum()),
+                                             state.demotions + int(down.sum()))
 
     def stable_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking, max_rounds: int) -> int:
-        views = {v.id: v for v in inp.jobs}
-        jobs = state.jobs
-        if ranking.pairs or len(jobs) != len(views) or len(ranking.order) != len(views):
+        views = dict(zip(map(_ID, inp.jobs), inp.jobs, strict=True))
+        known = Queues.of(state.jobs)
+        if ranking.pairs or len(known) != len(views) or len(ranking.order) != len(views):
             return 0
-        if any(jid not in jobs or jid not in views for jid in ranking.order):
+        if not all(map(views.__contains__, ranking.order)) or not all(map(known.ids.__contains__, views)):
             return 0
+        vs = list(map(views.__getitem__, ranking.order))
+        cols = known.columns(ranking.order)
+        waiting = ~np.fromiter(map(_RUNNING, vs), bool, len(vs))
         # 1. the next round sorts by (queue, waiting, entry): the ranking must already be in that order
         #    (a job demoted or promoted this round sits at its queue's tail, even if it runs)
-        keys = [_entry_key(jobs[jid], views[jid]) for jid in ranking.order]
-        if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+        q0, q1, w0, w1 = cols.queue[:-1], cols.queue[1:], waiting[:-1], waiting[1:]
+        s0, s1 = cols.seq[:-1], cols.seq[1:]
+        if not ((q0 < q1) | ((q0 == q1) & ((w0 < w1) | ((w0 == w1) & (s0 < s1))))).all():
             return 0
         # 2. rounds before a running job's service reaches its queue's limit
-        ordered = [views[jid] for jid in ranking.order]
-        queued = [jobs[jid] for jid in ranking.order]
-        bound = self._demotion_bound(inp, ordered, queued, max_rounds)
-        # 3. rounds before a waiting job's wait reaches its promotion threshold
+        bound = self._demotion_bound(inp, vs, cols, ~waiting, max_rounds)
+        # 3. rounds before a waiting job below Q0 that ran since its promotion has waited P x that run
         if self.promote_knob > 0 and bound > 0:
-            elapsed = self._elapsed(inp, state, bound)
-            for q, v in zip(queued, ordered, strict=True):
-                ran = v.executed_time - q.executed_base
-                if v.running or q.queue == 0 or ran <= 0:
-                    continue
-                pending, need = q.pending_s, self.promote_knob * ran
-                for i in range(bound):
-                    pending += elapsed[i]
-                    if pending >= need:
-                        bound = i
-                        break
+            ran = np.fromiter(map(_EXECUTED, vs), float, len(vs)) - cols.executed_base
+            at = waiting & (cols.queue > 0) & (ran > 0)
+            pending, need = cols.pending_s[at], self.promote_knob * ran[at]
+            for i, e in enumerate(self._elapsed(inp, state, bound)):
+                pending = pending + e
+                if (pending >= need).any():
+                    return i
         return bound
 
     def skip_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking,
                     rounds: int) -> TiresiasState:
         """Each quiet round renumbers every job in ranking order and adds the round's length to the
-        wait of every waiting job that has run since its last promotion."""
+        wait of every waiting job that has run since its last promotion (with promotion on)."""
         if rounds <= 0:
             return state
-        views = {v.id: v for v in inp.jobs}
-        elapsed = self._elapsed(inp, state, rounds)
-        base = state.next_seq + (rounds - 1) * len(ranking.order)
-        jobs: dict[str, QueuedJob] = {}
-        for pos, jid in enumerate(ranking.order):
-            q = state.jobs[jid]
-            for e in elapsed:
-                q = self._waited(q, views[jid], e)
-            jobs[jid] = q._replace(seq=base + pos)
+        views = dict(zip(map(_ID, inp.jobs), inp.jobs, strict=True))
+        vs = list(map(views.__getitem__, ranking.order))
+        cols = Queues.of(state.jobs).columns(ranking.order)
+        pend = cols.pending_s
+        if self.promote_knob > 0:
+            waits = ~np.fromiter(map(_RUNNING, vs), bool, len(vs))
+            waits &= np.fromiter(map(_EXECUTED, vs), float, len(vs)) - cols.executed_base > 0
+            for e in self._elapsed(inp, state, rounds):
+                pend = np.where(waits, pend + e, pend)
+        n = len(ranking.order)
+        base = state.next_seq + (rounds - 1) * n
         last = inp.now
         for _ in range(rounds):
             last += inp.round_s
-        return TiresiasState(jobs, base + len(jobs), last, state.promotions, state.demotions)
+        jobs = Queues(ranking.order, tuple(cols.queue.tolist()), tuple(range(base, base + n)),
+                      tuple(cols.service_base.tolist()), tuple(cols.executed_base.tolist()), tuple(pend.tolist()))
+        return TiresiasState(jobs, base + n, last, state.promotions, state.demotions)
 
-    def _level(self, service: float, queue: int) -> int:
-        """The queue a job's service since its last promotion puts it in (several limits at once)."""
-        while queue < len(self.queue_limits) and service >= self.queue_limits[queue]:
-            queue += 1
-        return queue
-
-    def _waited(self, q: QueuedJob, v: JobView, elapsed: float) -> QueuedJob:
-        """``q`` after waiting ``elapsed`` more seconds (waits count only with promotion on)."""
-        if self.promote_knob > 0 and not v.running and v.executed_time - q.executed_base > 0:
-            return q._replace(pending_s=q.pending_s + elapsed)
-        return q
-
-    def _promote(self, q: QueuedJob, v: JobView) -> bool:
-        if self.promote_knob <= 0 or q.queue == 0 or v.running:
-            return False
-        ran = v.executed_time - q.executed_base
-        return ran > 0 and q.pending_s >= self.promote_knob * ran
-
-    def _demotion_bound(self, inp: SchedulingInput, views: Sequence[JobView], queued: Sequence[QueuedJob],
+    def _demotion_bound(self, inp: SchedulingInput, views: Sequence[JobView], cols: _Columns, running: np.ndarray,
                         bound: int) -> int:
         """Rounds before a running job's service reaches its queue's limit (at most ``bound``): each
         such job's service grows by one round's service at a time, as the shells add it."""
-        at = [i for i, (v, q) in enumerate(zip(views, queued, strict=True))
-              if v.running and q.queue < len(self.queue_limits)]
-        if not at or bound <= 0:
+        at = np.flatnonzero(running & (cols.queue < len(self.queue_limits)))
+        if not len(at) or bound <= 0:
             return bound
-        service = np.array([service_of(views[i], self.service) for i in at])
-        gpus = np.array([views[i].num_gpus for i in at], dtype=float)
-        inc = gpus * inp.round_s if self.service == "gpu-time" else np.full(len(at), inp.round_s)
-        base = np.array([queued[i].service_base for i in at])
-        limit = np.array([self.queue_limits[queued[i].queue] for i in at])
+        sel = [views[i] for i in at.tolist()]
+        service = np.fromiter(map(_ATTAINED if self.service == "gpu-time" else _EXECUTED, sel), float, len(sel))
+        gpus = np.array([v.num_gpus for v in sel], dtype=float)
+        inc = gpus * inp.round_s if self.service == "gpu-time" else np.full(len(sel), inp.round_s)
+        base, limit = cols.service_base[at], np.array(self.queue_limits)[cols.queue[at]]
         for i in range(bound):
             service += inc
             if (service - base >= limit).any():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from tesserae_slurm.model import JobView
 from tesserae_slurm.policies.base import SchedulingInput
 from tesserae_slurm.policies.las import service_of
 from tesserae_slurm.policies.tiresias import QueuedJob, TiresiasPolicy, TiresiasState
@@ -15,6 +16,14 @@ def _level(p: TiresiasPolicy, service: float, queue: int) -> int:
     while queue < len(p.queue_limits) and service >= p.queue_limits[queue]:
         queue += 1
     return queue
+
+
+def _promote(p: TiresiasPolicy, q: QueuedJob, v: JobView) -> bool:
+    """A waiting job below Q0 that ran since its last promotion has waited P x that run."""
+    if p.promote_knob <= 0 or q.queue == 0 or v.running:
+        return False
+    ran = v.executed_time - q.executed_base
+    return ran > 0 and q.pending_s >= p.promote_knob * ran
 
 
 def reference_rank(p: TiresiasPolicy, i: SchedulingInput,
@@ -46,7 +55,7 @@ def reference_rank(p: TiresiasPolicy, i: SchedulingInput,
             jobs[jid] = q._replace(queue=level, seq=seq)
             seq += 1
             demotions += 1
-        elif p._promote(q, v):
+        elif _promote(p, q, v):
             jobs[jid] = QueuedJob(0, seq, service_of(v, p.service), v.executed_time)
             seq += 1
             promotions += 1
