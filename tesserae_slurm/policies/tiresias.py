@@ -52,41 +52,37 @@ class QueuedJob(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class Queues(Mapping[str, QueuedJob]):
-    """Every job's ``QueuedJob`` as columns, one row per job (``rank`` leaves them in ranking order);
-    reads as a mapping id -> QueuedJob."""
+    """Every job's ``QueuedJob`` as columns (arrays, never changed in place), one row per job
+    (``rank`` leaves them in ranking order); reads as a mapping id -> QueuedJob."""
 
-    ids: tuple[str, ...] = ()
-    queue: tuple[int, ...] = ()
-    seq: tuple[int, ...] = ()
-    service_base: tuple[float, ...] = ()
-    executed_base: tuple[float, ...] = ()
-    pending_s: tuple[float, ...] = ()
+    ids: tuple[str, ...]
+    cols: _Columns
 
     @staticmethod
     def of(jobs: Mapping[str, QueuedJob]) -> Queues:
         if isinstance(jobs, Queues):
             return jobs
-        if not jobs:
-            return Queues()
-        queue, seq, sb, eb, pend = zip(*jobs.values(), strict=True)
-        return Queues(tuple(jobs), queue, seq, sb, eb, pend)
+        rows = list(jobs.values())
+        return Queues(tuple(jobs), _Columns(
+            np.array([q.queue for q in rows], dtype=np.int64), np.array([q.seq for q in rows], dtype=np.int64),
+            np.array([q.service_base for q in rows], dtype=float),
+            np.array([q.executed_base for q in rows], dtype=float), np.array([q.pending_s for q in rows], dtype=float)))
 
     def columns(self, order: Sequence[str] | None = None) -> _Columns:
-        """The columns as arrays; rows in ``order`` (a permutation of ``ids``) if given."""
-        rows: list[int] | slice = slice(None)
-        if order is not None and tuple(order) != self.ids:
-            row_of = dict(zip(self.ids, range(len(self.ids)), strict=True))
-            rows = [row_of[j] for j in order]
-        return _Columns(np.array(self.queue, dtype=np.int64)[rows], np.array(self.seq, dtype=np.int64)[rows],
-                        np.array(self.service_base, dtype=float)[rows],
-                        np.array(self.executed_base, dtype=float)[rows], np.array(self.pending_s, dtype=float)[rows])
+        """The columns; rows in ``order`` (a permutation of ``ids``) if given."""
+        if order is None or tuple(order) == self.ids:
+            return self.cols
+        row_of = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        return self.cols.take(np.array([row_of[j] for j in order], dtype=np.int64))
 
     def __getitem__(self, jid: str) -> QueuedJob:
         try:
             i = self.ids.index(jid)
         except ValueError:
             raise KeyError(jid) from None
-        return QueuedJob(self.queue[i], self.seq[i], self.service_base[i], self.executed_base[i], self.pending_s[i])
+        c = self.cols
+        return QueuedJob(int(c.queue[i]), int(c.seq[i]), float(c.service_base[i]), float(c.executed_base[i]),
+                         float(c.pending_s[i]))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids)
@@ -111,7 +107,7 @@ class _Columns(NamedTuple):
 
 @dataclass(frozen=True)
 class TiresiasState:
-    jobs: Mapping[str, QueuedJob] = field(default_factory=Queues)
+    jobs: Mapping[str, QueuedJob] = field(default_factory=lambda: Queues.of({}))
     next_seq: int = 0
     last_now: float | None = None
     promotions: int = 0  # total so far (reported by shells)
@@ -145,8 +141,8 @@ class TiresiasPolicy:
     def rank(self, inp: SchedulingInput, state: TiresiasState) -> tuple[Ranking, TiresiasState]:
         views, n = inp.jobs, len(inp.jobs)
         ids = list(map(_ID, views))
-        service = np.fromiter(map(_ATTAINED if self.service == "gpu-time" else _EXECUTED, views), float, n)
         executed = np.fromiter(map(_EXECUTED, views), float, n)
+        service = np.fromiter(map(_ATTAINED, views), float, n) if self.service == "gpu-time" else executed
         running = np.fromiter(map(_RUNNING, views), bool, n)
         elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
         # 1. the known jobs still active (``at``: their views); waits grow for waiting jobs that ran
@@ -194,7 +190,7 @@ class TiresiasPolicy:
         # 5. the ranking: queue by queue, entry order within each
         rows = np.lexsort((seq, queue))
         order = tuple(map(ids.__getitem__, at[rows].tolist()))
-        jobs = Queues(order, *(tuple(c[rows].tolist()) for c in (queue, seq, sb, eb, pend)))
+        jobs = Queues(order, _Columns(queue, seq, sb, eb, pend).take(rows))
         return Ranking(order), TiresiasState(jobs, next_seq, inp.now, state.promotions + int(up.sum()),
                                              state.demotions + int(down.sum()))
 
@@ -203,7 +199,8 @@ class TiresiasPolicy:
         known = Queues.of(state.jobs)
         if ranking.pairs or len(known) != len(views) or len(ranking.order) != len(views):
             return 0
-        if not all(map(views.__contains__, ranking.order)) or not all(map(known.ids.__contains__, views)):
+        if not all(map(views.__contains__, ranking.order)) or (known.ids != ranking.order
+                                                                and set(known.ids) != views.keys()):
             return 0
         vs = list(map(views.__getitem__, ranking.order))
         cols = known.columns(ranking.order)
@@ -247,8 +244,7 @@ class TiresiasPolicy:
         last = inp.now
         for _ in range(rounds):
             last += inp.round_s
-        jobs = Queues(ranking.order, tuple(cols.queue.tolist()), tuple(range(base, base + n)),
-                      tuple(cols.service_base.tolist()), tuple(cols.executed_base.tolist()), tuple(pend.tolist()))
+        jobs = Queues(ranking.order, cols._replace(seq=base + np.arange(n), pending_s=pend))
         return TiresiasState(jobs, base + n, last, state.promotions, state.demotions)
 
     def _demotion_bound(self, inp: SchedulingInput, views: Sequence[JobView], cols: _Columns, running: np.ndarray,

@@ -246,10 +246,8 @@ def busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], roun
         h = np.array([*map(held.get, rows.ids, repeat(round_s)), -1.0])  # job number -> held; -1 -> none
         t = rows.table
         per_gpu = np.maximum(h[t[:, 0]], h[t[:, 1]])
-        total = 0.0
-        for h_gpu in per_gpu[per_gpu >= 0].tolist():  # in GPU order, as the loop below
-            total += h_gpu
-        return total
+        used = per_gpu[per_gpu >= 0]
+        return float(np.add.accumulate(used)[-1]) if len(used) else 0.0  # added in GPU order, as below
     total = 0.0
     for gpus in decision.placement.nodes.values():  # summed GPU by GPU, in placement order
         for slot in gpus:
