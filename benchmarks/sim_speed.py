@@ -34,7 +34,8 @@ from pathlib import Path
 
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.profiles import profile_from_spec
-from tesserae_slurm.sim.configs import get_config
+from tesserae_slurm.cli.gc_tuning import long_run_gc
+from tesserae_slurm.configs import get_config
 from tesserae_slurm.sim import runner
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.trace_source import resolve_trace
@@ -64,7 +65,8 @@ def main() -> None:
     for _ in range(args.repeats):
         engine_s[0] = 0.0
         t0, c0 = time.perf_counter(), time.process_time()
-        result = simulate(tuple(trace), cluster, config, profile, trace_name=name)
+        with long_run_gc():  # as `tesserae simulate` runs it
+            result = simulate(tuple(trace), cluster, config, profile, trace_name=name)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     assert result is not None

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tesserae_slurm.daemon.profile import scheduling_profile
+from tesserae_slurm.partition import scheduling_profile
 from tesserae_slurm.model import InputError
 from tesserae_slurm.tsbatch.meta import UNPROFILED, JobMeta
 from tesserae_slurm.tsbatch.options import (

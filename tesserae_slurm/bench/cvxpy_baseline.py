@@ -23,7 +23,7 @@ def child_setup(args: tuple[Cluster, tuple[JobView, ...], str | None, str]) -> d
     from ..policies.base import SchedulingInput
     from ..policies.gavel_cvxpy import CvxpyResult, GavelCvxpyPolicy
     from ..profiles import load_profile
-    from ..sim.speeds import SpeedModel
+    from ..profiles.speeds import SpeedModel
 
     cluster, views, solver, profile = args
     solves: list[CvxpyResult] = []

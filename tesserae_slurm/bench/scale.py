@@ -28,7 +28,7 @@ from ..model import Cluster, Job, JobView
 from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import load_profile
-from ..sim.speeds import SpeedModel
+from ..profiles.speeds import SpeedModel
 from .synthetic import perturb_order, synthetic_jobs
 
 STAGES = ("scheduling", "placement", "packing", "migration")

@@ -12,10 +12,11 @@ from typing import Any
 from ..model import Cluster, InputError
 from ..profiles import profile_from_spec
 from ..sim.compare import RunSpec, run_many, write_report
-from ..sim.configs import CONFIGS, get_config
+from ..configs import CONFIGS, get_config
 from ..sim.restart import RestartCost
 from ..sim.strategies import LLM_STRATEGIES
 from ..sim.trace_source import resolve_trace
+from .gc_tuning import long_run_gc
 from .jsonio import dump_json
 from .progress import Progress
 from .render import table
@@ -128,7 +129,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     bar = Progress(args.policy, len(spec.trace))
     from ..sim.compare import run_one
     try:
-        res = run_one(spec, on_round=bar)
+        with long_run_gc():
+            res = run_one(spec, on_round=bar)
     finally:
         bar.close()
     if args.json == "-":
@@ -160,7 +162,8 @@ def run_compare(args: argparse.Namespace) -> int:
     def progress(done: int, total: int, spec: RunSpec, seconds: float) -> None:
         print(f"compare: {done}/{total} runs done ({spec.policy}), {seconds:.1f} s", file=sys.stderr, flush=True)
 
-    results = run_many(specs, workers=args.workers, on_done=progress)
+    with long_run_gc():  # forked workers inherit the settings
+        results = run_many(specs, workers=args.workers, on_done=progress)
     out = Path(args.out)
     write_report(results, out, title=f"{specs[0].trace_name} on {args.cluster}")
     print(summary_table([r.summary() for r in results]))

@@ -168,7 +168,7 @@ def _validate(cfg: DaemonConfig, where: str, check_policy: bool = True) -> None:
 
 
 def _validate_policy(cfg: DaemonConfig, where: str) -> None:
-    from ..sim.configs import CONFIGS  # a name must exist before the daemon starts
+    from ..configs import CONFIGS  # a name must exist before the daemon starts
     if cfg.scheduler.policy not in CONFIGS:
         raise InputError(f"{where}: scheduler.policy {cfg.scheduler.policy!r} unknown; known: {', '.join(CONFIGS)}")
     if cfg.scheduler.policy_options:
@@ -178,7 +178,7 @@ def _validate_policy(cfg: DaemonConfig, where: str) -> None:
             make_policy(named.policy, **{**dict(named.policy_options), **dict(cfg.scheduler.policy_options)})
         except InputError as exc:
             raise InputError(f"{where}: scheduler.policy_options: {exc}") from None
-    from .profile import scheduling_profile  # the profile must load and know the partition's GPU types
+    from ..partition import scheduling_profile  # the profile must load and know the partition's GPU types
     try:
         profile = scheduling_profile(cfg.scheduler.profile)
     except InputError as exc:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ..model import Cluster, Node
+from ..partition import gpu_type_of
 from ..slurm import RetryPolicy, SlurmBackend, SlurmNode, SlurmRunner, make_backend
 from .config import DaemonConfig
 
@@ -18,10 +19,6 @@ def backend_from_config(cfg: DaemonConfig, env: Mapping[str, str] | None = None)
         env["PATH"] = cfg.slurm.bin_dir + os.pathsep + env.get("PATH", os.environ.get("PATH", ""))
     runner = SlurmRunner(env, timeout_s=cfg.slurm.command_timeout_s, retry=RetryPolicy(retries=cfg.slurm.retries))
     return make_backend(cfg.slurm.backend, env, runner=runner)
-
-
-def gpu_type_of(cfg: DaemonConfig, node: str) -> str:
-    return cfg.scheduler.node_gpu_types.get(node, cfg.scheduler.gpu_type).lower()
 
 
 def cluster_of(cfg: DaemonConfig, nodes: Sequence[SlurmNode]) -> Cluster:

@@ -20,8 +20,8 @@ from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
 from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
-from ..sim.configs import get_config
-from ..sim.speeds import SpeedModel
+from ..configs import get_config
+from ..profiles.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
 from ..tsbatch.meta import JobMeta
 from ..tsbatch.options import check_meta
@@ -36,7 +36,7 @@ from .metrics import Metrics
 from .observe import Snapshot, build_snapshot, in_slurm_indices
 from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
-from .profile import scheduling_profile
+from ..partition import scheduling_profile
 from .reconcile import JobFacts, account, transition
 from .store import PENDING, PLACED_STATES, RUNNING, STARTING, JobRow, Store
 

@@ -20,7 +20,7 @@ from ..model import Cluster, InputError, Job, RoundDecision
 from ..profiles import ProfileKey, ThroughputProfile
 from ..tsbatch.meta import UNPROFILED, JobMeta
 from .config import DaemonConfig
-from .connect import gpu_type_of
+from ..partition import gpu_type_of
 from .feedback import (
     Collected, ReportFileError, check_lines, fold_reports, load_history, read_new, refuse, report_files,
     state_from_json, state_json, uid_of,

@@ -25,7 +25,14 @@ from ..model import InputError, JobView
 from .base import Ranking, SchedulingInput
 from .gavel_ftf import DEFAULT_REL_TOL, FtfTerms, solve_ftf
 from .gavel_lp import (
-    METHODS, Allocation, Problem, build_problem, capacity_of, check_solver_options, isolated_speeds, solve_las,
+    METHODS,
+    Allocation,
+    Problem,
+    build_problem,
+    capacity_of,
+    check_solver_options,
+    isolated_speeds,
+    solve_las,
 )
 from .gavel_rounds import Entry, RoundState, needs_reset, observe, priorities, reset, select
 

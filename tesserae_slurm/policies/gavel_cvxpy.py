@@ -47,7 +47,7 @@ import scipy.sparse as sp
 
 from ..model import Cluster, InputError, Job, JobView
 from .base import SchedulingInput, ThroughputLookup
-from .gavel import GavelLasPolicy, GavelState
+from .gavel import FtfMemory, GavelLasPolicy, GavelState
 from .gavel_lp import EPS, Allocation, capacity_of, class_pair_speeds, empty_allocation, isolated_speeds
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,8 @@ class GavelLp:
 
     def shares(self, x: np.ndarray) -> np.ndarray:
         """(included jobs,) each job's normalized share under ``x`` (C, W): what the LP maximizes the min of."""
-        return self.job_matrix() @ (self.coef * x[self.entry_combo]).sum(axis=1)
+        out: np.ndarray = self.job_matrix() @ (self.coef * x[self.entry_combo]).sum(axis=1)
+        return out
 
 
 def build_gavel_lp(jobs: Sequence[Job | JobView], cluster: Cluster | Mapping[str, int],
@@ -242,7 +243,7 @@ def to_allocation(lp: GavelLp, xv: np.ndarray, status: str) -> Allocation:
     shares = lp.shares(xv)
     objective = float(shares.min()) if len(shares) else 0.0
     pair_x = xv[keep].reshape(-1, nw)
-    return Allocation(lp.job_ids, lp.gpu_types, single, pairs, pair_x, status, objective,  # type: ignore[arg-type]
+    return Allocation(lp.job_ids, lp.gpu_types, single, pairs, pair_x, status, objective,
                       lp.num_combos * nw)
 
 
@@ -278,7 +279,7 @@ class GavelCvxpyPolicy(GavelLasPolicy):
         if self.solver is not None and (not isinstance(self.solver, str) or not self.solver):
             raise InputError(f"{self.name}: solver must be a cvxpy solver name, got {self.solver!r}")
 
-    def allocate(self, inp: SchedulingInput, state: GavelState):  # type: ignore[override]
+    def allocate(self, inp: SchedulingInput, state: GavelState) -> tuple[Allocation, Mapping[str, FtfMemory]]:
         res = solve_las_cvxpy(inp.jobs, inp.cluster, inp.throughput, self.packing, self.solver)
         if self.on_solve is not None:
             self.on_solve(res)

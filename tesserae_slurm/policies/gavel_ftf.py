@@ -21,6 +21,7 @@ Gavel's packed variant does by dividing throughputs by them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -49,7 +50,8 @@ class FtfResult:
 
 def isolated_throughput(prob: Problem) -> np.ndarray:
     """(n,) speed of each job under Gavel's isolated allocation, divided by its priority weight."""
-    return prob.throughput(prob.isolated_share()) / prob.weight
+    out: np.ndarray = prob.throughput(prob.isolated_share()) / prob.weight
+    return out
 
 
 def rho_of(prob: Problem, terms: FtfTerms, x: np.ndarray) -> np.ndarray:
@@ -63,10 +65,12 @@ def rho_of(prob: Problem, terms: FtfTerms, x: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         shared = terms.elapsed + np.where(rem > 0, rem / tput, 0.0)
         ideal = terms.cumulative_isolated + np.where(rem > 0, rem / iso, 0.0)
-        return shared / ideal
+        out: np.ndarray = shared / ideal
+        return out
 
 
-def _feasibility_lp(prob: Problem, need: np.ndarray, active: np.ndarray, score: np.ndarray):
+def _feasibility_lp(prob: Problem, need: np.ndarray, active: np.ndarray,
+                    score: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
     """A_ub, b_ub, c for: tput_j(x) >= need_j on active jobs, base constraints, max normalized work."""
     rows_of = np.where(active, np.cumsum(active) - 1, -1)
     na = int(active.sum())

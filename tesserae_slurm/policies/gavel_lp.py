@@ -18,7 +18,7 @@ lookup must not depend on a job's id. FTF lives in ``gavel_ftf.py``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,7 +259,8 @@ def build_problem(jobs: Sequence[Job | JobView], cluster: Cluster | Mapping[str,
 
 
 def _pair_vars(views: Sequence[JobView], reps: Sequence[Job], cls: np.ndarray, scale: np.ndarray,
-               cap: np.ndarray, types: Sequence[str], throughput: ThroughputLookup):
+               cap: np.ndarray, types: Sequence[str],
+               throughput: ThroughputLookup) -> Iterator[tuple[np.ndarray, ...]]:
     """Yield (a, b, w, speed_a, speed_b) arrays of feasible pair variables, one GPU-count class at a time."""
     nopack = np.array([v.job.no_pack for v in views], dtype=bool)
     for g in np.unique(scale):

@@ -33,6 +33,7 @@ def make_policy(name: str, **options: Any) -> Policy:
     module, attr = target.split(":")
     factory = getattr(import_module(f"{__package__}.{module}"), attr)
     try:
-        return factory(**options)
+        policy: Policy = factory(**options)
+        return policy
     except TypeError as exc:
         raise InputError(f"policy {name}: bad options {sorted(options)}: {exc}") from None

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from ..configs import get_config
 from ..model import Cluster, InputError
 from ..profiles import profile_from_spec
-from .configs import get_config
 from .metrics import STAGES, SimResult, cdf
 from .restart import RestartCost
 from .runner import ProgressCallback, simulate

@@ -3,7 +3,7 @@
 The numbers that change every round for every placed job (remaining work, service, counters, the
 speed alone) live in arrays over job slots (``JobColumns``, one slot per trace job in arrival
 order), so a round updates all placed jobs with a few array operations instead of a Python step
-per job and field. ``_Live`` is one job's handle: its fixed data and rarely changed fields, and
+per job and field. ``LiveJob`` is one job's handle: its fixed data and rarely changed fields, and
 properties that read and write its slot (Python floats and ints out, as the plain fields were).
 Array and scalar arithmetic are the same IEEE double operations, so results do not depend on which
 path updated a job.
@@ -51,16 +51,17 @@ class JobColumns:
 
 
 def _column(name: str, kind: type) -> property:
-    def get(self: _Live) -> float:
-        return kind(getattr(self.cols, name)[self.k])
+    def get(self: LiveJob) -> float:
+        value: float = kind(getattr(self.cols, name)[self.k])
+        return value
 
-    def put(self: _Live, value: float) -> None:
+    def put(self: LiveJob, value: float) -> None:
         getattr(self.cols, name)[self.k] = value
 
     return property(get, put)
 
 
-class _Live:
+class LiveJob:
     """One job of the simulation: trace record, engine job, slot in ``cols``, and counters."""
 
     __slots__ = ("trace", "job", "cols", "k", "start", "finish", "preemptions", "migrations",
@@ -97,7 +98,8 @@ class _Live:
 
     @property
     def solo_key(self) -> tuple[str, str | None] | None:
-        return self.cols.solo_key[self.k]
+        key: tuple[str, str | None] | None = self.cols.solo_key[self.k]
+        return key
 
     @solo_key.setter
     def solo_key(self, key: tuple[str, str | None] | None) -> None:

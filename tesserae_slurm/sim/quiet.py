@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..model import RoundDecision
+from ..profiles.speeds import SpeedModel
+from .jobstate import JobColumns, LiveJob
 from .metrics import RoundRecord
-from .jobstate import JobColumns, _Live
 from .rounds import solo_speeds
-from .speeds import SpeedModel
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,10 @@ class Stretch:
     moving: np.ndarray  # speed > 0 (only those can finish)
     packed: np.ndarray  # packed seconds per round (round or 0)
     gpu_s: np.ndarray  # round x num_gpus: attained GPU-seconds per round
-    record: dict[str, object]  # the reused round's record, but its time
+    record: dict[str, Any]  # the reused round's record, but its time
 
 
-def stretch_of(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns, speeds: SpeedModel,
+def stretch_of(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumns, speeds: SpeedModel,
                round_s: float, infeasible: int, active: int) -> Stretch | None:
     """What each following quiet round does (the reused decision: the same groups at the same
     speeds, nobody restarting), or None if nothing would progress (the stall guard then counts
@@ -54,7 +55,7 @@ def stretch_of(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns
     if decision.packed:
         at = dict(zip(ids, range(len(ids))))
         strategies = decision.strategies
-        for p in decision.packed:  # as in _advance: a pair counts only when both members are placed
+        for p in decision.packed:  # a pair counts only when both members are placed
             if p.placed in node_of and p.partner in node_of:
                 a, b = live[p.placed].job, live[p.partner].job
                 g = speeds.node_type[node_of[p.placed]]
@@ -62,7 +63,7 @@ def stretch_of(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns
                 speed[i], speed[j] = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
                 packed[i] = packed[j] = round_s
     moving = speed > 0
-    work = np.where(moving, (round_s - 0.0) * speed, 0.0)  # progress._segment's arithmetic
+    work = np.where(moving, round_s * speed, 0.0)
     if not (work > 0).any():
         return None
     gpu_s = round_s * cols.num_gpus[slots]
@@ -101,7 +102,7 @@ def quiet_rounds(st: Stretch, now: float, round_s: float, next_arrival: float,
 def apply_rounds(st: Stretch, k: int, now: float, round_s: float,
                  rounds: list[RoundRecord]) -> float:
     """Apply ``k`` quiet rounds from ``now`` on: every placed job's counters advance with the same
-    float operations ``rounds._account`` does, once per round; one record per round. Returns the
+    float operations ``rounds.run_round`` does, once per round; one record per round. Returns the
     clock after them."""
     cols, at = st.cols, st.slots
     rem, done, executed, attained, packed_s = (cols.remaining[at], cols.done_work[at], cols.executed[at],
@@ -114,7 +115,7 @@ def apply_rounds(st: Stretch, k: int, now: float, round_s: float,
         executed += held
         attained += st.gpu_s
         packed_s += st.packed
-        rounds.append(RoundRecord(time=now, **record))  # type: ignore[arg-type]
+        rounds.append(RoundRecord(time=now, **record))
         now += round_s
     cols.remaining[at], cols.done_work[at], cols.executed[at], cols.attained[at], cols.packed_s[at] = (
         rem, done, executed, attained, packed_s)

@@ -9,19 +9,18 @@ per (GPU type, strategy), and the progress of a job that neither restarts nor fi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
-from functools import reduce
 from itertools import compress, repeat
-from operator import add, not_
+from operator import not_
+from typing import NamedTuple
 
 import numpy as np
 
 from ..model import Job, JobView, Placement, RoundDecision, StageTimings
+from ..profiles.speeds import SpeedModel
+from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord
-from .progress import Member, Outcome, run_alone, run_pair
+from .progress import Member, Outcome, run_pair
 from .restart import RestartCost
-from .jobstate import JobColumns, _Live
-from .speeds import SpeedModel
 from .traces.record import TraceJob
 
 
@@ -32,18 +31,18 @@ def job_of(t: TraceJob, parallelism: tuple[str, ...] = ()) -> Job:
 class SteadyOutcomes:
     """``run_alone``/``run_pair`` for members that do not restart and do not finish this round:
     ``(round x speed, no finish, packed seconds = round or 0)``, one shared ``Outcome`` per (speed,
-    packed). The arithmetic is ``progress._segment``'s with overhead 0, so results are identical."""
+    packed)."""
 
     def __init__(self, round_s: float) -> None:
         self.round_s = round_s
         self._memo: dict[tuple[float, bool], Outcome] = {}
 
     def work(self, speed: float) -> float:
-        return (self.round_s - 0.0) * speed if speed > 0 else 0.0
+        return self.round_s * speed if speed > 0 else 0.0
 
     def get(self, remaining: float, speed: float, packed: bool) -> Outcome | None:
         """The outcome, or None if the job would finish inside the round (then ask ``progress``)."""
-        if speed > 0 and (self.round_s - 0.0) * speed >= remaining:
+        if speed > 0 and self.round_s * speed >= remaining:
             return None
         o = self._memo.get((speed, packed))
         if o is None:
@@ -51,15 +50,16 @@ class SteadyOutcomes:
         return o
 
 
-def _solo(s: _Live, speeds: SpeedModel, gpu_type: str, strategy: str | None) -> float:
+def _solo(s: LiveJob, speeds: SpeedModel, gpu_type: str, strategy: str | None) -> float:
     key = (gpu_type, strategy)
     if s.solo_key != key:
         s.solo_key, s.solo_speed = key, speeds.solo(s.job, gpu_type, strategy)
-    return s.solo_speed
+    speed: float = s.solo_speed
+    return speed
 
 
-def _run_pairs(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, round_s: float,
-               steady: SteadyOutcomes, resumed: set[str], overhead: Callable[[_Live], float],
+def _run_pairs(decision: RoundDecision, live: dict[str, LiveJob], speeds: SpeedModel, round_s: float,
+               steady: SteadyOutcomes, resumed: set[str], overhead: Callable[[LiveJob], float],
                outcomes: dict[str, Outcome]) -> int:
     """Each packed pair's outcomes (a pair counts only when both members are placed) into
     ``outcomes``; returns how many pairs do not fit in truth (both speeds 0)."""
@@ -86,38 +86,10 @@ def _run_pairs(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedMod
     return infeasible
 
 
-def _advance(decision: RoundDecision, live: dict[str, _Live], speeds: SpeedModel, restart: RestartCost,
-             round_s: float, steady: SteadyOutcomes | None = None) -> tuple[dict[str, Outcome], int]:
-    """Each placed job's exact progress this round, group by group (a job alone or a packed pair), and
-    how many pairs make no progress because they do not fit in truth (a wrong decision profile)."""
-    steady = steady if steady is not None else SteadyOutcomes(round_s)
-    node_of = decision.placement.job_nodes()
-    strategies, node_type = decision.strategies, speeds.node_type
-    resumed = set(decision.migrated)
-    resumed.update(j for j in decision.started if live[j].rounds_run > 0)
-    outcomes: dict[str, Outcome] = {}
-
-    def overhead(s: _Live) -> float:
-        return min(round_s, speeds.overhead(s.job, restart))
-
-    infeasible = _run_pairs(decision, live, speeds, round_s, steady, resumed, overhead, outcomes)
-    get = steady.get
-    for jid, node in node_of.items():
-        if jid in outcomes:
-            continue
-        s = live[jid]
-        solo = _solo(s, speeds, node_type[node], strategies.get(jid))
-        o = None if jid in resumed else get(s.remaining, solo, False)
-        if o is None:
-            o = run_alone(Member(s.remaining, overhead(s) if jid in resumed else 0.0, solo, solo), round_s)
-        outcomes[jid] = o
-    return outcomes, infeasible
-
-
 _new = tuple.__new__  # JobView(...) without the named tuple's argument handling
 
 
-def _view(s: _Live, running: bool) -> JobView:
+def view_of(s: LiveJob, running: bool) -> JobView:
     """What the policy sees of a job (the shell rebuilds it only when the job ran or its running flag
     changed; other jobs keep last round's view). Equal to ``JobView(s.job, t.submit_time,
     s.attained, s.executed, s.rounds_run, running, t.duration, s.remaining, t.priority)``; a test
@@ -128,44 +100,11 @@ def _view(s: _Live, running: bool) -> JobView:
 
 
 def running_views(cols: JobColumns, ids: Sequence[str], idx: np.ndarray) -> Iterator[tuple[str, JobView]]:
-    """(id, ``_view(s, True)``) of the jobs at slots ``idx``, built from the columns in C-level passes."""
+    """(id, ``view_of(s, True)``) of the jobs at slots ``idx``, built from the columns."""
     return zip(ids, map(tuple.__new__, repeat(JobView), zip(
         cols.job[idx].tolist(), cols.submit_time[idx].tolist(), cols.attained[idx].tolist(),
         cols.executed[idx].tolist(), cols.rounds_run[idx].tolist(), repeat(True), cols.duration[idx].tolist(),
         cols.remaining[idx].tolist(), cols.priority[idx].tolist())))
-
-
-def _account(decision: RoundDecision, live: dict[str, _Live], outcomes: dict[str, Outcome], now: float,
-             round_s: float, views: dict[str, JobView] | None = None) -> set[str]:
-    """Each job's progress and counters after the round; returns the jobs that finished. ``views``:
-    the policy's views, refreshed here for every job that ran and goes on (``_view(s, True)``, in
-    the same pass)."""
-    finished = set()
-    for jid in decision.preempted:
-        if jid in live:
-            live[jid].preemptions += 1
-    for jid in decision.migrated:
-        live[jid].migrations += 1
-    for jid, o in outcomes.items():
-        s = live[jid]
-        f = o.finish
-        held = round_s if f is None else min(round_s, f)  # = min(round_s, o.held)
-        s.remaining = s.remaining - o.work if f is None else 0.0
-        s.done_work += o.work
-        s.executed += held
-        s.attained += held * s.job.num_gpus
-        s.rounds_run += 1
-        if o.packed_s > 0:
-            s.packed_s += o.packed_s
-            s.rounds_packed += 1
-        if s.start is None:
-            s.start = now
-        if f is not None:
-            s.finish = now + f
-            finished.add(jid)
-        elif views is not None:
-            views[jid] = _view(s, True)
-    return finished
 
 
 class RoundResult(NamedTuple):
@@ -177,10 +116,10 @@ class RoundResult(NamedTuple):
     progressed: bool  # some placed job did work
 
 
-def solo_speeds(decision: RoundDecision, ids: Sequence[str], idx: np.ndarray, live: dict[str, _Live],
+def solo_speeds(decision: RoundDecision, ids: Sequence[str], idx: np.ndarray, live: dict[str, LiveJob],
                 cols: JobColumns, speeds: SpeedModel) -> np.ndarray:
     """``_solo`` of the placed jobs ``ids`` (at slots ``idx``, in ``job_nodes`` order): each job's
-    memo refreshed where its (GPU type, strategy) changed, checked in C-level passes."""
+    memo refreshed where its (GPU type, strategy) changed."""
     node_type, strategies = speeds.node_type, decision.strategies
     keys = list(zip(map(node_type.__getitem__, decision.placement.job_nodes().values()),
                     map(strategies.get, ids) if strategies else repeat(None, len(ids))))
@@ -189,18 +128,18 @@ def solo_speeds(decision: RoundDecision, ids: Sequence[str], idx: np.ndarray, li
         for jid, key, was in zip(ids, keys, known):
             if was != key:
                 _solo(live[jid], speeds, *key)
-    return cols.solo_speed[idx]
+    speeds_now: np.ndarray = cols.solo_speed[idx]
+    return speeds_now
 
 
-def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns, speeds: SpeedModel,
+def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumns, speeds: SpeedModel,
               restart: RestartCost, round_s: float, now: float, views: dict[str, JobView],
               steady: SteadyOutcomes | None = None) -> RoundResult:
-    """``_advance`` then ``_account`` (the reference, kept; tests compare field for field) over the
-    job columns ``cols`` that every ``live`` job's slot is in: the arithmetic of the jobs alone (all
-    but a few: ``run_alone``, restarting or not) and every job's counters are the same float
-    operations over the placed jobs' slots at once, and the views are built from the columns in
-    C-level passes. Only packed pairs go one by one (``run_pair``). Every job's new numbers equal
-    the reference's bit for bit."""
+    """Every placed job's progress this round and its counters after it, over the job columns
+    ``cols`` that every ``live`` job's slot is in: the jobs alone (all but a few) in array passes
+    (``progress.run_alone``'s arithmetic, restarting or not), packed pairs one by one
+    (``run_pair``); then the views of the jobs that go on. tests/oracles/sim_step.py is the same
+    round one job at a time."""
     steady = steady if steady is not None else SteadyOutcomes(round_s)
     node_of = decision.placement.job_nodes()
     ids = list(node_of)
@@ -210,8 +149,8 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     resumed.update(j for j in decision.started if live[j].rounds_run > 0)
     single: dict[str, Outcome] = {}  # outcomes computed one by one
 
-    def overhead(s: _Live) -> float:
-        return min(round_s, speeds.overhead(s.job, restart))
+    def overhead(s: LiveJob) -> float:
+        return min(round_s, restart.of(s.job.model))
 
     infeasible = _run_pairs(decision, live, speeds, round_s, steady, resumed, overhead, single)
     solo, rem = solo_speeds(decision, ids, idx, live, cols, speeds), cols.remaining[idx]
@@ -221,7 +160,7 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     if resumed:
         at = np.flatnonzero(np.fromiter(map(resumed.__contains__, ids), bool, n))
         for i in at[np.isnan(cols.restart_s[idx[at]])].tolist():  # first restart of these jobs
-            cols.restart_s[idx[i]] = speeds.overhead(live[ids[i]].job, restart)
+            cols.restart_s[idx[i]] = restart.of(live[ids[i]].job.model)
         start[at] = np.minimum(round_s, cols.restart_s[idx[at]])  # = overhead(s)
     runs = (round_s > start) & (solo > 0)
     possible = (round_s - start) * solo
@@ -236,9 +175,9 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     packed_i: list[int] = []
     packed_s: list[float] = []
     if single:  # the pairs' members, as ``run_pair`` found
-        at = dict(zip(ids, range(n)))
+        pos = dict(zip(ids, range(n)))
         for jid, o in single.items():
-            i = at[jid]
+            i = pos[jid]
             work[i] = o.work
             finish[i] = np.inf if o.finish is None else o.finish
             if o.finish is not None:
@@ -252,14 +191,15 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
         if jid not in single:
             finished.add(jid)
             outcomes[jid] = Outcome(float(work[i]), float(finish[i]), 0.0)
-    # _account's arithmetic, job by job in arrays
+    # every placed job's counters
     held = np.minimum(round_s, finish)
     rem = np.where(finish < np.inf, 0.0, rem - work)
     attained = cols.attained[idx] + held * cols.num_gpus[idx]
     executed = cols.executed[idx] + held
     ran_before = cols.rounds_run[idx]
     rounds_run = ran_before + 1
-    cols.remaining[idx], cols.attained[idx], cols.executed[idx], cols.rounds_run[idx] = rem, attained, executed, rounds_run
+    cols.remaining[idx], cols.attained[idx] = rem, attained
+    cols.executed[idx], cols.rounds_run[idx] = executed, rounds_run
     cols.done_work[idx] += work
     if packed_i:
         at_slot = idx[packed_i]
@@ -273,7 +213,7 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     for i in np.flatnonzero(ran_before == 0).tolist():  # first round run: ``start`` is unset
         live[ids[i]].start = now
     for jid in finished:
-        live[jid].finish = now + outcomes[jid].finish
+        live[jid].finish = now + outcomes[jid].held
     # the views of the jobs that go on (a finished job leaves; the shell drops its view)
     if finished:
         goes_on = list(map(not_, map(finished.__contains__, ids)))
@@ -283,7 +223,7 @@ def run_round(decision: RoundDecision, live: dict[str, _Live], cols: JobColumns,
     return RoundResult(finished, outcomes, infeasible, bool((work > 0).any()))
 
 
-def _record(s: _Live, now: float, cum_contention: float, cum_rounds: int) -> JobRecord:
+def record_of(s: LiveJob, now: float, cum_contention: float, cum_rounds: int) -> JobRecord:
     return JobRecord(
         job_id=s.job.id, num_gpus=s.job.num_gpus, model=s.job.model, submit_time=s.trace.submit_time,
         start_time=s.start if s.start is not None else now,
@@ -295,7 +235,7 @@ def _record(s: _Live, now: float, cum_contention: float, cum_rounds: int) -> Job
     )
 
 
-def _busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], round_s: float,
+def busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], round_s: float,
                       finished: set[str]) -> float:
     """GPU-seconds during which a GPU held at least one unfinished job this round."""
     if not finished:  # every placed job held its GPUs all round
@@ -306,7 +246,8 @@ def _busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], rou
         h = np.array([*map(held.get, rows.ids, repeat(round_s)), -1.0])  # job number -> held; -1 -> none
         t = rows.table
         per_gpu = np.maximum(h[t[:, 0]], h[t[:, 1]])
-        return reduce(add, per_gpu[per_gpu >= 0].tolist(), 0.0)  # added one by one, as the loop below
+        used = per_gpu[per_gpu >= 0]
+        return float(np.add.accumulate(used)[-1]) if len(used) else 0.0  # added in GPU order, as below
     total = 0.0
     for gpus in decision.placement.nodes.values():  # summed GPU by GPU, in placement order
         for slot in gpus:
@@ -315,7 +256,7 @@ def _busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], rou
     return total
 
 
-def _without(p: Placement, gone: set[str]) -> Placement:
+def without(p: Placement, gone: set[str]) -> Placement:
     """``p`` less the ``gone`` jobs; only the nodes that held them are rebuilt (a table: renumbered)."""
     if not gone:
         return p
@@ -334,7 +275,7 @@ def _without(p: Placement, gone: set[str]) -> Placement:
                            {j: refs for j, refs in gpus_of.items() if j not in gone})
 
 
-def _unchanged(d: RoundDecision, order: Sequence[str]) -> RoundDecision:
+def unchanged(d: RoundDecision, order: Sequence[str]) -> RoundDecision:
     """Last round's decision as this round's: the same placement, every placed job kept, no action."""
     placed = d.placement.jobs()
     return RoundDecision(

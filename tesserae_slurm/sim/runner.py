@@ -13,39 +13,47 @@ from __future__ import annotations
 import logging
 import math
 import time
-from operator import attrgetter
-from collections.abc import Callable, Sequence, Set as AbstractSet
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 import numpy as np
 
+from ..configs import SchedulerConfig
 from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, JobView, Placement, RoundDecision
-from ..policies.base import QuietRounds, SchedulingInput
+from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
-from .configs import SchedulerConfig
-from .gc_tuning import long_run_gc
+from ..profiles.speeds import SpeedModel
 from .invariants import InvariantError, check_progress, check_result, check_round
+from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
-from .jobstate import JobColumns
 from .restart import RestartCost
-from .rounds import (SteadyOutcomes, _busy_gpu_seconds, _Live, _record, _unchanged, _view, run_round, running_views,
-                     _without, job_of)
-from .speeds import SpeedModel
+from .rounds import (
+    RoundResult,
+    SteadyOutcomes,
+    busy_gpu_seconds,
+    job_of,
+    record_of,
+    run_round,
+    running_views,
+    unchanged,
+    view_of,
+    without,
+)
 from .strategies import check_mode, job_parallelism, restrict_packed
 from .traces.record import TraceJob
 
-__all__ = ["ProgressCallback", "simulate", "cluster_spec", "job_of", "_Live"]
+__all__ = ["ProgressCallback", "simulate", "cluster_spec"]
 
 log = logging.getLogger(__name__)
 
-_JOB = attrgetter("job")
 STALL_ROUNDS = 1000  # rounds without any progress (and no arrival to wait for) before giving up
 ProgressCallback = Callable[[float, int, int], None]
 
 
-@long_run_gc()  # fewer collector passes over the long-lived heap (gc_tuning.py)
 def simulate(
     trace: Sequence[TraceJob],
     cluster: Cluster,
@@ -91,141 +99,195 @@ def simulate(
     believed = believed.with_noise(noise, noise_rng) if noise > 0 else believed
     believed = restrict_packed(believed, llm_strategy)
     decision_speeds = SpeedModel(believed, cluster, true_speeds.reference)
-    lookup = decision_speeds.lookup()
-    policy = make_policy(config.policy, **dict(config.policy_options))
-    pstate = policy.initial_state()
     _check_trace(trace, cluster, true_speeds)
     if decision_profile is not None:
         _check_trace(trace, cluster, decision_speeds)
     parallelism = {t.job_id: job_parallelism(profile, t.model, t.batch_size, t.num_gpus, llm_strategy)
                    for t in trace} if llm_strategy == "default-pp-always" else {}
+    run = _Run(trace, cluster, config, believed, decision_speeds, true_speeds, restart, round_s, seed, parallelism,
+               check_invariants, reuse_decisions, fast_forward)
 
-    arrivals = sorted(trace, key=lambda t: t.submit_time)
-    nxt = 0
-    live: dict[str, _Live] = {}
-    cols = JobColumns(len(arrivals))  # the jobs' numbers; slot = arrival order
-    done: list[JobRecord] = []
-    rounds: list[RoundRecord] = []
-    current = Placement.empty(cluster)
-    running: AbstractSet[str] = frozenset()  # placed in the round that just ended
-    views_of: dict[str, JobView] = {}  # what the policy sees; rebuilt only for jobs that ran or stopped
-    now = arrivals[0].submit_time if arrivals else 0.0
-    stalled = 0
-    cum_contention, cum_rounds = 0.0, 0
-    last: tuple[tuple[str, ...], tuple[tuple[str, str], ...], RoundDecision] | None = None
-    quiet = policy if fast_forward and reuse_decisions and isinstance(policy, QuietRounds) else None
-    steady = SteadyOutcomes(round_s)
-    skipped = promised = 0  # rounds fast-forwarded; under check_invariants, promised quiet and checked
-    while nxt < len(arrivals) or live:
-        arrived = False
-        while nxt < len(arrivals) and arrivals[nxt].submit_time <= now:
-            t = arrivals[nxt]
-            s = live[t.job_id] = _Live(t, job_of(t, parallelism.get(t.job_id, ())), remaining=t.duration,
-                                       contention_at_arrival=cum_contention, rounds_at_arrival=cum_rounds,
-                                       cols=cols, k=nxt)
-            views_of[t.job_id] = _view(s, False)
-            nxt += 1
-            arrived = True
-        if not live:  # idle cluster: jump to the next arrival
-            now = arrivals[nxt].submit_time
+    while run.jobs_left():
+        arrived = run.admit_arrivals()  # 1. arrivals join (or jump to the next one on an idle cluster)
+        if not run.live:
             continue
-
-        views = tuple(views_of.values())
-        inp = SchedulingInput(now, round_s, views, cluster, lookup, seed)
-        t0 = time.perf_counter()
-        ranking, pstate = policy.rank(inp, pstate)
-        sched_s = time.perf_counter() - t0
-        ordered = tuple(map(_JOB, map(views_of.__getitem__, ranking.order)))  # C-level: every active job
-        if len(ordered) != len(live):
-            raise RuntimeError(f"policy {config.policy} ranked {len(ordered)} of {len(live)} active jobs")
-        reused = (reuse_decisions and last is not None and last[0] == ranking.order and last[1] == ranking.pairs
-                  and last[2].placement is current)
-        if reused:
-            decision = _unchanged(last[2], ranking.order)  # type: ignore[index]
-            if check_invariants:
-                full = decide(RoundRequest(cluster, ordered, current, ranking.pairs, config.engine), believed)
-                if full.placement != decision.placement or full.packed != decision.packed:
-                    raise InvariantError(f"t={now:g}: reusing last round's decision differs from the engine's")
-        else:
-            decision = decide(RoundRequest(cluster, ordered, current, ranking.pairs, config.engine),
-                              believed, clock=time.perf_counter)
-        last = (ranking.order, ranking.pairs, decision)
-        if check_invariants:
-            check_round(decision, {j.id: j for j in ordered}, current)
-
-        # progress and accounting; also refreshes the views of jobs that ran on
-        finished, outcomes, infeasible, progressed = run_round(decision, live, cols, true_speeds, restart, round_s,
-                                                               now, views_of, steady)
-        node_of = decision.placement.job_nodes()  # placed jobs, once per round (memoized by the placement)
-        busy_gpu_s = _busy_gpu_seconds(decision, outcomes, round_s, finished)
-        cum_contention += len(live) / cluster.total_gpus
-        cum_rounds += 1
-        if check_invariants:
-            check_progress({jid: (s.trace.duration, s.done_work, s.remaining) for jid, s in live.items()},
-                           finished, {r.job_id for r in done})
-        for jid in sorted(finished, key=lambda j: (outcomes[j].finish, j)):
-            done.append(_record(live.pop(jid), now, cum_contention, cum_rounds))
-            del views_of[jid]
-        for jid in running - node_of.keys():  # stopped (preempted): the running flag changes, nothing else
-            if jid in live:
-                views_of[jid] = _view(live[jid], False)
-
-        rounds.append(RoundRecord(
-            time=now, active=len(views), running=len(node_of),
-            packed_pairs=len(decision.packed), migrations=len(decision.migrated),
-            preemptions=len(decision.preempted), busy_gpus=decision.placement.busy_gpus(),
-            busy_gpu_s=busy_gpu_s, finished=len(finished), scheduling_ms=sched_s * 1e3,
-            placement_ms=decision.timings.placement * 1e3, packing_ms=decision.timings.packing * 1e3,
-            migration_ms=decision.timings.migration * 1e3, infeasible_pairs=infeasible, reused=reused,
-        ))
-        current = _without(decision.placement, finished)
-        stalled = 0 if progressed or nxt < len(arrivals) else stalled + 1
-        if stalled >= STALL_ROUNDS:
-            raise RuntimeError(f"simulation stalled at t={now:g} s: {len(live)} active jobs made no progress "
-                               f"for {STALL_ROUNDS} rounds (policy {config.policy})")
-        if promised:
-            if arrived or not reused or finished:
-                raise InvariantError(f"t={now:g}: fast-forward would have skipped this round, but it is not quiet "
-                                     f"(arrival {arrived}, reused {reused}, finished {len(finished)})")
-            promised -= 1
-        keeps_running = not finished and node_of.keys() == running
-        now += round_s
-        if quiet is not None and keeps_running and not promised:
-            st = stretch_of(decision, live, cols, true_speeds, round_s, infeasible, len(live))
-            if st is not None:
-                next_arrival = arrivals[nxt].submit_time if nxt < len(arrivals) else math.inf
-                bound = upper_bound(st, now, round_s, next_arrival)
-                k = quiet.stable_rounds(inp, pstate, ranking, bound) if bound > 0 else 0
-                k = quiet_rounds(st, now, round_s, next_arrival, k) if k > 0 else 0
-                if check_invariants:
-                    promised = k
-                elif k > 0:
-                    pstate = quiet.skip_rounds(inp, pstate, ranking, k)
-                    now = apply_rounds(st, k, now, round_s, rounds)
-                    views_of.update(running_views(cols, st.ids, st.slots))
-                    share = len(live) / cluster.total_gpus
-                    for _ in range(k):
-                        cum_contention += share
-                    cum_rounds += k
-                    stalled = 0
-                    skipped += k
-        running = node_of.keys() - finished if finished else node_of.keys()
+        inp, ranking, sched_s = run.rank()  # 2. the policy ranks every active job
+        decision, reused = run.decide(ranking)  # 3. the engine decides (or last round's plan is kept)
+        step = run.act(decision)  # 4. every placed job advances by its true speed
+        run.account(decision, step, sched_s, reused, arrived)  # 5. records; finished jobs leave
+        run.fast_forward(inp, ranking, decision, step)  # 6. certainly quiet rounds applied at once
         if on_round is not None:
-            on_round(now, len(done), len(arrivals))
+            on_round(run.now, len(run.done), len(run.arrivals))
 
     result = SimResult(
         policy=config.name, trace=trace_name, cluster=cluster_spec(cluster), round_duration=round_s,
-        seed=seed, jobs=tuple(sorted(done, key=lambda r: (r.submit_time, r.job_id))), rounds=tuple(rounds),
+        seed=seed, jobs=tuple(sorted(run.done, key=lambda r: (r.submit_time, r.job_id))), rounds=tuple(run.rounds),
         total_gpus=cluster.total_gpus,
         settings={"noise": noise, "restart": restart.to_json(), "packing": config.engine.packing,
                   "migration": config.engine.migration, "policy": config.policy,
                   "policy_options": dict(config.policy_options), "reference_gpu": true_speeds.reference,
                   "profile": profile.name, "decision_profile": believed.name, "llm_strategy": llm_strategy,
-                  "fast_forwarded_rounds": skipped},
+                  "fast_forwarded_rounds": run.skipped},
     )
     if check_invariants:
         check_result(result, trace, true_speeds.max_factor)
     return result
+
+
+class _Run:
+    """What a simulation carries from round to round, and one method per step of a round."""
+
+    def __init__(self, trace: Sequence[TraceJob], cluster: Cluster, config: SchedulerConfig,
+                 believed: ThroughputProfile, decision_speeds: SpeedModel, true_speeds: SpeedModel,
+                 restart: RestartCost, round_s: float, seed: int, parallelism: Mapping[str, tuple[str, ...]],
+                 check_invariants: bool, reuse_decisions: bool, fast_forward: bool) -> None:
+        self.cluster, self.config, self.believed = cluster, config, believed
+        self.lookup = decision_speeds.lookup()
+        self.true_speeds, self.restart, self.round_s, self.seed = true_speeds, restart, round_s, seed
+        self.parallelism, self.check, self.reuse = parallelism, check_invariants, reuse_decisions
+        self.policy = make_policy(config.policy, **dict(config.policy_options))
+        self.pstate: Any = self.policy.initial_state()
+        quiet_ok = fast_forward and reuse_decisions and isinstance(self.policy, QuietRounds)
+        self.quiet: QuietRounds | None = self.policy if quiet_ok else None  # type: ignore[assignment]
+        self.arrivals = sorted(trace, key=lambda t: t.submit_time)
+        self.nxt = 0  # the next arrival
+        self.live: dict[str, LiveJob] = {}
+        self.cols = JobColumns(len(self.arrivals))  # the jobs' numbers; slot = arrival order
+        self.views_of: dict[str, JobView] = {}  # what the policy sees; rebuilt only for jobs that ran or stopped
+        self.done: list[JobRecord] = []
+        self.rounds: list[RoundRecord] = []
+        self.current = Placement.empty(cluster)
+        self.running: AbstractSet[str] = frozenset()  # placed in the round that just ended
+        self.now = self.arrivals[0].submit_time if self.arrivals else 0.0
+        self.stalled = 0
+        self.cum_contention, self.cum_rounds = 0.0, 0
+        self.last: tuple[Ranking, RoundDecision] | None = None
+        self.steady = SteadyOutcomes(round_s)
+        self.skipped = self.promised = 0  # rounds fast-forwarded; under check, promised quiet and checked
+
+    def jobs_left(self) -> bool:
+        return self.nxt < len(self.arrivals) or bool(self.live)
+
+    def admit_arrivals(self) -> bool:
+        """1. The jobs submitted by now become active; on an idle cluster the clock jumps to the next."""
+        arrived = False
+        while self.nxt < len(self.arrivals) and self.arrivals[self.nxt].submit_time <= self.now:
+            t = self.arrivals[self.nxt]
+            s = self.live[t.job_id] = LiveJob(t, job_of(t, self.parallelism.get(t.job_id, ())), remaining=t.duration,
+                                              contention_at_arrival=self.cum_contention,
+                                              rounds_at_arrival=self.cum_rounds, cols=self.cols, k=self.nxt)
+            self.views_of[t.job_id] = view_of(s, False)
+            self.nxt += 1
+            arrived = True
+        if not self.live:
+            self.now = self.arrivals[self.nxt].submit_time
+        return arrived
+
+    def rank(self) -> tuple[SchedulingInput, Ranking, float]:
+        """2. The policy's order over every active job (and its pairs, for policies that pack)."""
+        inp = SchedulingInput(self.now, self.round_s, tuple(self.views_of.values()), self.cluster, self.lookup,
+                              self.seed)
+        t0 = time.perf_counter()
+        ranking, self.pstate = self.policy.rank(inp, self.pstate)
+        return inp, ranking, time.perf_counter() - t0
+
+    def decide(self, ranking: Ranking) -> tuple[RoundDecision, bool]:
+        """3. The engine's decision, exactly as the daemon asks for it; last round's when nothing changed."""
+        ordered = tuple(self.views_of[j].job for j in ranking.order)
+        if len(ordered) != len(self.live):
+            raise RuntimeError(f"policy {self.config.policy} ranked {len(ordered)} of {len(self.live)} active jobs")
+        request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine)
+        last = self.last
+        reused = (self.reuse and last is not None and last[0] == ranking and last[1].placement is self.current)
+        if reused and last is not None:
+            decision = unchanged(last[1], ranking.order)
+            if self.check:
+                full = decide(request, self.believed)
+                if full.placement != decision.placement or full.packed != decision.packed:
+                    raise InvariantError(f"t={self.now:g}: reusing last round's decision differs from the engine's")
+        else:
+            decision = decide(request, self.believed, clock=time.perf_counter)
+        self.last = (ranking, decision)
+        if self.check:
+            check_round(decision, {j.id: j for j in ordered}, self.current)
+        return decision, reused
+
+    def act(self, decision: RoundDecision) -> RoundResult:
+        """4. Progress (restart overheads, packed speeds, finishes inside the round) and counters; also
+        refreshes the views of the jobs that ran on."""
+        return run_round(decision, self.live, self.cols, self.true_speeds, self.restart, self.round_s, self.now,
+                         self.views_of, self.steady)
+
+    def account(self, decision: RoundDecision, step: RoundResult, sched_s: float, reused: bool,
+                arrived: bool) -> None:
+        """5. The round's record; finished jobs leave with theirs; the plan loses them; the clock moves."""
+        finished, outcomes = step.finished, step.outcomes
+        node_of = decision.placement.job_nodes()
+        busy_gpu_s = busy_gpu_seconds(decision, outcomes, self.round_s, finished)
+        active = len(self.live)
+        self.cum_contention += active / self.cluster.total_gpus
+        self.cum_rounds += 1
+        if self.check:
+            check_progress({jid: (s.trace.duration, s.done_work, s.remaining) for jid, s in self.live.items()},
+                           finished, {r.job_id for r in self.done})
+        for jid in sorted(finished, key=lambda j: (outcomes[j].held, j)):
+            self.done.append(record_of(self.live.pop(jid), self.now, self.cum_contention, self.cum_rounds))
+            del self.views_of[jid]
+        for jid in self.running - node_of.keys():  # stopped (preempted): the running flag changes, nothing else
+            if jid in self.live:
+                self.views_of[jid] = view_of(self.live[jid], False)
+        timings = decision.timings
+        self.rounds.append(RoundRecord(
+            time=self.now, active=active, running=len(node_of),
+            packed_pairs=len(decision.packed), migrations=len(decision.migrated),
+            preemptions=len(decision.preempted), busy_gpus=decision.placement.busy_gpus(),
+            busy_gpu_s=busy_gpu_s, finished=len(finished), scheduling_ms=sched_s * 1e3,
+            placement_ms=timings.placement * 1e3, packing_ms=timings.packing * 1e3,
+            migration_ms=timings.migration * 1e3, infeasible_pairs=step.infeasible, reused=reused,
+        ))
+        self.current = without(decision.placement, finished)
+        self.stalled = 0 if step.progressed or self.nxt < len(self.arrivals) else self.stalled + 1
+        if self.stalled >= STALL_ROUNDS:
+            raise RuntimeError(f"simulation stalled at t={self.now:g} s: {len(self.live)} active jobs made no "
+                               f"progress for {STALL_ROUNDS} rounds (policy {self.config.policy})")
+        if self.promised:
+            if arrived or not reused or finished:
+                raise InvariantError(f"t={self.now:g}: fast-forward would have skipped this round, but it is not "
+                                     f"quiet (arrival {arrived}, reused {reused}, finished {len(finished)})")
+            self.promised -= 1
+        self.now += self.round_s
+
+    def fast_forward(self, inp: SchedulingInput, ranking: Ranking, decision: RoundDecision,
+                     step: RoundResult) -> None:
+        """6. After a round that kept the running set: the rounds that are certainly quiet (no arrival,
+        no finish, the same ranking) at once, without ranking them (under check: only promised)."""
+        node_of = decision.placement.job_nodes()
+        kept_running = not step.finished and node_of.keys() == self.running
+        self.running = node_of.keys() - step.finished if step.finished else node_of.keys()
+        if self.quiet is None or not kept_running or self.promised:
+            return
+        st = stretch_of(decision, self.live, self.cols, self.true_speeds, self.round_s, step.infeasible,
+                        len(self.live))
+        if st is None:
+            return
+        next_arrival = self.arrivals[self.nxt].submit_time if self.nxt < len(self.arrivals) else math.inf
+        bound = upper_bound(st, self.now, self.round_s, next_arrival)
+        k = self.quiet.stable_rounds(inp, self.pstate, ranking, bound) if bound > 0 else 0
+        k = quiet_rounds(st, self.now, self.round_s, next_arrival, k) if k > 0 else 0
+        if self.check:
+            self.promised = k
+            return
+        if k == 0:
+            return
+        self.pstate = self.quiet.skip_rounds(inp, self.pstate, ranking, k)
+        self.now = apply_rounds(st, k, self.now, self.round_s, self.rounds)
+        self.views_of.update(running_views(self.cols, st.ids, st.slots))
+        share = len(self.live) / self.cluster.total_gpus
+        for _ in range(k):  # one addition per round, as the rounds would
+            self.cum_contention += share
+        self.cum_rounds += k
+        self.stalled = 0
+        self.skipped += k
 
 
 def _check_trace(trace: Sequence[TraceJob], cluster: Cluster, speeds: SpeedModel) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import InputError
+from ..partition import gpu_type_of, scheduling_profile
 from ..slurm import SlurmBackend
 from .options import PartitionShape, Submission, check_command_line, make_submission, parse_argv, sbatch_args
 
@@ -46,14 +47,11 @@ def shape_of(backend: SlurmBackend, cfg) -> PartitionShape:  # type: ignore[no-u
 
 def shape_from_nodes(nodes, cfg) -> PartitionShape:  # type: ignore[no-untyped-def]
     """The partition's shape for tsbatch's checks (``options.check_meta``), which the daemon shares."""
-    from ..daemon.connect import gpu_type_of
     return PartitionShape(tuple((gpu_type_of(cfg, n.name), n.gpus) for n in nodes if n.gpus > 0))
 
 
 def prepare(argv: Sequence[str], backend_factory, config_loader) -> tuple[Prepared, SlurmBackend]:  # type: ignore[no-untyped-def]
     """Parse and validate; returns what to submit and the backend to submit with."""
-    from ..daemon.profile import scheduling_profile
-
     own, sbatch, script = parse_argv(argv)
     cfg = config_loader(own.get("--config"))
     partition = cfg.slurm.partition

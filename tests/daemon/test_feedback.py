@@ -19,7 +19,7 @@ from tesserae_slurm.daemon.journal import Intent, Journal
 from tesserae_slurm.daemon.observe import managed_job
 from tesserae_slurm.daemon.online import OnlineFeedback
 from tesserae_slurm.daemon.plan import plan_round
-from tesserae_slurm.daemon.profile import scheduling_profile
+from tesserae_slurm.partition import scheduling_profile
 from tesserae_slurm.daemon.provenance import FALLBACK, base_table, decision_sources
 from tesserae_slurm.daemon.store import Store
 from tesserae_slurm.estimators.entries import Endpoint, make_entry

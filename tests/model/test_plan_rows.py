@@ -15,7 +15,7 @@ from tesserae_slurm.engine import _with_partners
 from tesserae_slurm.model import Cluster, InputError, Node, PackedPair, Placement, PlanRows
 from tesserae_slurm.model.decision import RoundDecision, StageTimings
 from tesserae_slurm.sim.progress import Outcome
-from tesserae_slurm.sim.rounds import _busy_gpu_seconds, _without
+from tesserae_slurm.sim.rounds import busy_gpu_seconds, without
 
 
 @st.composite
@@ -83,12 +83,12 @@ def test_check_fits_reads_a_tables_shape():
 @settings(max_examples=200, deadline=None)
 @given(tables(), st.data())
 def test_the_shells_table_surgery_equals_the_sets(case, data):
-    """``_without`` (finished jobs leave), ``_busy_gpu_seconds`` (GPU by GPU, in order) and the
+    """``without`` (finished jobs leave), ``busy_gpu_seconds`` (GPU by GPU, in order) and the
     engine's ``_with_partners`` (on a table: the form consolidation builds) give on a table what they
     give on the same plan as sets."""
     rows, ref = case
     gone = set(data.draw(st.lists(st.sampled_from(rows.ids), unique=True))) if rows.ids else set()
-    a = _without(Placement.from_rows(rows), gone)
+    a = without(Placement.from_rows(rows), gone)
     want = Placement({n: tuple(slot - gone for slot in gpus) for n, gpus in ref.nodes.items()})
     assert a == want and dict(a.job_gpus()) == dict(want.job_gpus())
     assert list(a.job_gpus()) == [j for j in rows.ids if j not in gone]  # the table's order, kept
@@ -100,7 +100,7 @@ def test_the_shells_table_surgery_equals_the_sets(case, data):
         for slot in gpus:
             if slot:
                 expected += 360.0 if slot - gone else max(min(held[j], 360.0) for j in slot)
-    assert _busy_gpu_seconds(d, outcomes, 360.0, gone) == pytest.approx(expected)
+    assert busy_gpu_seconds(d, outcomes, 360.0, gone) == pytest.approx(expected)
     if all(len(s) < 2 for g in ref.nodes.values() for s in g):  # partners join lone jobs only
         chosen = data.draw(st.lists(st.sampled_from(rows.ids), unique=True)) if rows.ids else []
         pairs = [PackedPair(j, f"p{j}", 1.0, 1.0) for j in chosen]

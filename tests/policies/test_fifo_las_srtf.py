@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from policy_helpers import inp, view
+from policies.policy_helpers import inp, view
 
 from tesserae_slurm.model import InputError
 from tesserae_slurm.policies.fifo import FifoPolicy

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from policy_helpers import ConstantSpeeds, inp, view
+from policies.policy_helpers import ConstantSpeeds, inp, view
 
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.policies.ftf import ThemisPolicy, rho

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from gavel_fakes import TableSpeeds, jv, sched_input
+from policies.gavel_fakes import TableSpeeds, jv, sched_input
 
 from tesserae_slurm.model import InputError
 from tesserae_slurm.policies.gavel import GavelFtfPolicy, remaining_estimate

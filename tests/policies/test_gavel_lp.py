@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from gavel_fakes import TableSpeeds, jv
+from policies.gavel_fakes import TableSpeeds, jv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gavel_fakes import TableSpeeds, jv, sched_input
+from policies.gavel_fakes import TableSpeeds, jv, sched_input
 
 from tesserae_slurm.bench.synthetic import synthetic_jobs
 from tesserae_slurm.engine import RoundRequest, decide
@@ -13,7 +13,7 @@ from tesserae_slurm.policies.base import Policy, SchedulingInput
 from tesserae_slurm.policies.gavel import GavelFtfPriorityPolicy, GavelLasPolicy
 from tesserae_slurm.policies.registry import make_policy
 from tesserae_slurm.profiles import DEFAULT_PROFILE, load_profile
-from tesserae_slurm.sim.configs import get_config
+from tesserae_slurm.configs import get_config
 
 
 class ProfileSpeeds:

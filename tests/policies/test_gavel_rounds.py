@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from gavel_fakes import TableSpeeds, jv, place_in_order, sched_input
+from policies.gavel_fakes import TableSpeeds, jv, place_in_order, sched_input
 
 from tesserae_slurm.policies.gavel import GavelLasPolicy
 from tesserae_slurm.policies.gavel_rounds import RoundState, observe, priorities, reset, select

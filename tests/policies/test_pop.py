@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from gavel_fakes import TableSpeeds, jv, sched_input
+from policies.gavel_fakes import TableSpeeds, jv, sched_input
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

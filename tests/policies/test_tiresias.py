@@ -7,7 +7,7 @@ import bisect
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from policy_helpers import greedy_place, inp, view
+from policies.policy_helpers import greedy_place, inp, view
 
 from tesserae_slurm.model import InputError
 from tesserae_slurm.policies.registry import make_policy
@@ -140,3 +140,18 @@ def test_without_promotion_queue_is_a_function_of_service(jobs, rounds):
         running = greedy_place(ranking.order, spec, 4)
         for j in running:
             served[j] += ROUND
+
+
+@pytest.mark.parametrize("limit, demoted_at", [(1440.0, 720.0), (1440.5, 1080.0), (1439.5, 720.0)])
+def test_demotion_exactly_at_the_threshold(limit, demoted_at):
+    """Worked by hand: A and B need 2 GPUs each, 2 GPUs in all, A first. A runs from t=0 and holds
+    2 x 360 = 720 GPU-s per round: 720 at t=360, 1440 at t=720, 2160 at t=1080. Reaching the limit
+    demotes (Tiresias: service >= limit), so with the limit at exactly 1440 A leaves Q0 at t=720 and
+    B runs; half a GPU-second more and A stays one round longer."""
+    log, state = run_rounds(TiresiasPolicy(queue_limits=(limit,)), {"A": 2, "B": 2}, capacity=2, rounds=4)
+    for t, order, placed, queues in log:
+        if t < demoted_at:
+            assert (order, placed, queues) == (["A", "B"], {"A"}, {"A": 0, "B": 0}), t
+        elif t == demoted_at:
+            assert (order, placed, queues) == (["B", "A"], {"B"}, {"A": 1, "B": 0}), t
+    assert state.demotions == 1

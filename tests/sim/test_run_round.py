@@ -1,5 +1,5 @@
-"""``run_round`` (array passes over the job columns) against ``_advance`` + ``_account`` (one Python
-step per job, the reference): the same finished jobs, outcomes, counters and views, bit for bit, on
+"""``run_round`` (array passes over the job columns) against tests/oracles/sim_step.py (one Python
+step per job): the same finished jobs, outcomes, counters and views, bit for bit, on
 real engine decisions (starts, migrations, restarts, packed pairs, LLM strategies, mixed GPU types)
 and random job states, some finishing inside the round."""
 
@@ -14,9 +14,11 @@ from tesserae_slurm.model import Cluster
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim.jobstate import JobColumns
 from tesserae_slurm.sim.restart import RestartCost
-from tesserae_slurm.sim.rounds import _account, _advance, _Live, _view, job_of, run_round
-from tesserae_slurm.sim.speeds import SpeedModel
+from tesserae_slurm.sim.rounds import LiveJob, view_of, job_of, run_round
+from tesserae_slurm.profiles.speeds import SpeedModel
 from tesserae_slurm.sim.trace_source import resolve_trace
+
+from oracles.sim_step import account, advance
 
 SETUPS = {
     "a100": (Cluster.from_spec("3x4:a100"), "a100", "gen:tesserae:40:80:3"),
@@ -54,14 +56,14 @@ def test_run_round_equals_the_reference(seed, setup, round_s, restart_s):
     states = {t.job_id: _state(rng, t, round_s) for t in active}
     now = 7200.0
 
-    ref = {t.job_id: _Live(t, jobs[t.job_id], **states[t.job_id]) for t in active}
-    ref_views = {j: _view(s, False) for j, s in ref.items()}
-    outcomes, infeasible = _advance(decision, ref, speeds, restart, round_s)
-    finished = _account(decision, ref, outcomes, now, round_s, ref_views)
+    ref = {t.job_id: LiveJob(t, jobs[t.job_id], **states[t.job_id]) for t in active}
+    ref_views = {j: view_of(s, False) for j, s in ref.items()}
+    outcomes, infeasible = advance(decision, ref, speeds, restart, round_s)
+    finished = account(decision, ref, outcomes, now, round_s, ref_views)
 
     cols = JobColumns(len(active) + 3)  # slots need not be dense
-    fast = {t.job_id: _Live(t, jobs[t.job_id], **states[t.job_id], cols=cols, k=k + 2) for k, t in enumerate(active)}
-    views = {j: _view(s, False) for j, s in fast.items()}
+    fast = {t.job_id: LiveJob(t, jobs[t.job_id], **states[t.job_id], cols=cols, k=k + 2) for k, t in enumerate(active)}
+    views = {j: view_of(s, False) for j, s in fast.items()}
     got = run_round(decision, fast, cols, speeds, restart, round_s, now, views)
 
     assert got.finished == finished and got.infeasible == infeasible

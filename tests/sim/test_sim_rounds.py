@@ -1,4 +1,4 @@
-"""The round bookkeeping's plan surgery: ``_without`` drops finished jobs and hands the next round
+"""The round bookkeeping's plan surgery: ``without`` drops finished jobs and hands the next round
 a job -> GPUs map it did not recount; it must equal a recount, keys in the same order."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.model import Placement
-from tesserae_slurm.sim.rounds import _without
+from tesserae_slurm.sim.rounds import without
 
 
 @st.composite
@@ -26,7 +26,7 @@ def plans(draw):
 @given(plans(), st.sets(st.sampled_from([f"j{j}" for j in range(10)])))
 def test_without_equals_a_recount(plan, gone):
     plan.job_gpus()  # memoized on the plan, as the simulator's decisions are
-    left = _without(plan, set(gone))
+    left = without(plan, set(gone))
     recount = Placement(left.nodes)
     assert left == recount
     kept, counted = left.job_gpus(), recount.job_gpus()

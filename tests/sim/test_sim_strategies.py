@@ -12,7 +12,7 @@ import pytest
 from tesserae_slurm.model import Cluster, InputError
 from tesserae_slurm.profiles import PairOption, load_profile
 from tesserae_slurm.profiles.table import ThroughputProfile
-from tesserae_slurm.sim.configs import get_config
+from tesserae_slurm.configs import get_config
 from tesserae_slurm.sim.restart import RestartCost
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.strategies import LLM_STRATEGIES, data_parallel, even_split, restrict_packed
@@ -121,17 +121,20 @@ def test_decision_profile_must_know_the_trace():
 def test_pairs_that_do_not_fit_in_truth_are_counted():
     from tesserae_slurm.model import PackedPair, Placement
     from tesserae_slurm.model.decision import RoundDecision
-    from tesserae_slurm.sim.rounds import _advance, _Live, job_of
-    from tesserae_slurm.sim.speeds import SpeedModel
+    from tesserae_slurm.profiles.speeds import SpeedModel
+    from tesserae_slurm.sim.jobstate import JobColumns
+    from tesserae_slurm.sim.rounds import LiveJob, job_of, run_round, view_of
 
     assert raw_pair("16,8") == (0.0, 0.0)  # out of memory in the A100 table
     trace = two_jobs()
-    live = {t.job_id: _Live(t, job_of(t), t.duration) for t in trace}
+    cols = JobColumns(len(trace))
+    live = {t.job_id: LiveJob(t, job_of(t), t.duration, cols=cols, k=k) for k, t in enumerate(trace)}
+    views = {j: view_of(s, False) for j, s in live.items()}
     dec = RoundDecision(Placement.from_lists({"node1": [["llm", "r"], ["llm", "r"]]}), ("llm", "r"), (), (), (),
                         (PackedPair("llm", "r", 0.9, 0.9, "16,8", None),), (), {"llm": "16,8"})
     speeds = SpeedModel(A100, Cluster.from_spec("1x2:a100"))
-    outcomes, infeasible = _advance(dec, live, speeds, RestartCost.uniform(0), 360.0)
-    assert infeasible == 1 and outcomes["r"].work == 0.0 and outcomes["llm"].work == 0.0
+    got = run_round(dec, live, cols, speeds, RestartCost.uniform(0), 360.0, 0.0, views)
+    assert got.infeasible == 1 and not got.progressed and live["r"].done_work == live["llm"].done_work == 0.0
     dec = dataclasses.replace(dec, packed=(PackedPair("llm", "r", 0.9, 0.9, "14,10", None),),
                               strategies={"llm": "14,10"})
-    assert _advance(dec, live, speeds, RestartCost.uniform(0), 360.0)[1] == 0
+    assert run_round(dec, live, cols, speeds, RestartCost.uniform(0), 360.0, 360.0, views).infeasible == 0

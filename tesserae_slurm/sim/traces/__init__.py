@@ -5,8 +5,8 @@ the A100 profile or Gavel's table. See docs/traces.md.
 """
 
 from .csv_format import dumps_csv, load_csv, parse_csv, write_csv
-from .generate import GAVEL_GPU_MIX, TESSERAE_GPU_MIX, generate_gavel, generate_tesserae
 from .gavel_format import load_gavel, solo_throughputs
+from .generate import GAVEL_GPU_MIX, TESSERAE_GPU_MIX, generate_gavel, generate_tesserae
 from .loader import FORMATS, detect_format, load_trace, to_models
 from .models import A100, A100_MODELS, GAVEL, GAVEL_JOB_TYPES, map_model, resolve_model
 from .philly import load_philly, load_philly_dir

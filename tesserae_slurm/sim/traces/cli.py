@@ -22,7 +22,8 @@ STYLES = ("tesserae", "gavel")
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("trace", help="generate, inspect and convert job traces")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
-    where = f"a trace file (CSV, Gavel/Philly/Shockwave .trace) or a shipped name: {', '.join(SHIPPED)}, philly, philly-<vc>"
+    where = ("a trace file (CSV, Gavel/Philly/Shockwave .trace) or a shipped name: "
+             f"{', '.join(SHIPPED)}, philly, philly-<vc>")
 
     g = tsub.add_parser("generate", help="write a seeded synthetic trace as CSV")
     g.add_argument("--style", choices=STYLES, default="tesserae",

@@ -18,8 +18,18 @@ import numpy as np
 from ...model import InputError
 from .gavel_format import REFERENCE_WORKER, solo_throughputs
 from .models import (
-    A100, A100_MODELS, GAVEL, GAVEL_FAMILIES, GAVEL_JOB_TYPES, LLM_BATCH, LLM_MODELS, SMALL_MODELS,
-    gavel_job_type, gavel_table_key, map_model, split_gavel_type,
+    A100,
+    A100_MODELS,
+    GAVEL,
+    GAVEL_FAMILIES,
+    GAVEL_JOB_TYPES,
+    LLM_BATCH,
+    LLM_MODELS,
+    SMALL_MODELS,
+    gavel_job_type,
+    gavel_table_key,
+    map_model,
+    split_gavel_type,
 )
 from .record import Trace, TraceJob
 

@@ -1,4 +1,5 @@
-"""Garbage-collector settings for a long simulation (a shell concern; the core allocates freely).
+"""Garbage-collector settings for a long simulation, set by the CLI around a run (process-wide state
+is the program's to change, not the library's).
 
 A simulation keeps its trace, profile memos and records alive for the whole run, while every round
 allocates thousands of short-lived tuples. With CPython's default thresholds the young generations

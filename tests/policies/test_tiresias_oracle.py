@@ -1,5 +1,4 @@
-"""Tiresias' ranking against the versions it replaced, kept here as oracles: the straightforward one
-(two sorts) and the one-sort one (a Python step per job)."""
+"""Tiresias' ranking against the straightforward first implementation (tests/oracles/tiresias.py)."""
 
 from __future__ import annotations
 
@@ -11,55 +10,11 @@ from types import MappingProxyType
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles.tiresias import reference_rank
 
+from policies.policy_helpers import inp, view
 from tesserae_slurm.model import JobView
-from tesserae_slurm.policies.las import service_of
-from tesserae_slurm.policies.tiresias import QueuedJob, TiresiasPolicy, TiresiasState
-
-from policy_helpers import inp, view
-
-
-def _level(p: TiresiasPolicy, service: float, queue: int) -> int:
-    """The queue a job's service since its last promotion puts it in (several limits at once if crossed)."""
-    while queue < len(p.queue_limits) and service >= p.queue_limits[queue]:
-        queue += 1
-    return queue
-
-
-def reference_rank(p: TiresiasPolicy, i, state: TiresiasState):
-    """The first implementation: renumber, append arrivals, then sort by (queue, seq) twice."""
-    elapsed = 0.0 if state.last_now is None else max(0.0, i.now - state.last_now)
-    views = {v.id: v for v in i.jobs}
-    jobs = {}
-    for jid, q in state.jobs.items():
-        v = views.get(jid)
-        if v is None:
-            continue
-        if p.promote_knob > 0 and not v.running and v.executed_time - q.executed_base > 0:
-            q = q._replace(pending_s=q.pending_s + elapsed)
-        jobs[jid] = q
-    seq = state.next_seq
-    for jid in sorted(jobs, key=lambda j: (jobs[j].queue, not views[j].running, jobs[j].seq)):
-        jobs[jid] = jobs[jid]._replace(seq=seq)
-        seq += 1
-    for v in i.jobs:
-        if v.id not in jobs:
-            jobs[v.id] = QueuedJob(0, seq, 0.0, 0.0)
-            seq += 1
-    demotions, promotions = state.demotions, state.promotions
-    for jid in sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)):
-        q, v = jobs[jid], views[jid]
-        level = _level(p, service_of(v, p.service) - q.service_base, q.queue)
-        if level != q.queue:
-            jobs[jid] = q._replace(queue=level, seq=seq)
-            seq += 1
-            demotions += 1
-        elif p._promote(q, v):
-            jobs[jid] = QueuedJob(0, seq, service_of(v, p.service), v.executed_time)
-            seq += 1
-            promotions += 1
-    order = tuple(sorted(jobs, key=lambda j: (jobs[j].queue, jobs[j].seq)))
-    return order, TiresiasState(MappingProxyType(jobs), seq, i.now, promotions, demotions)
+from tesserae_slurm.policies.tiresias import QueuedJob, TiresiasPolicy
 
 
 @dataclass
@@ -101,60 +56,6 @@ def test_same_order_and_state_as_the_reference(rounds, knob, service):
         now += 360.0
 
 
-def one_sort_rank(p: TiresiasPolicy, i, state: TiresiasState):
-    """The second implementation: one sort by (queue, waiting, seq), then one Python pass per job."""
-    elapsed = 0.0 if state.last_now is None else max(0.0, i.now - state.last_now)
-    views = {v.job.id: v for v in i.jobs}
-    known = []
-    for jid, q in state.jobs.items():
-        v = views.get(jid)
-        if v is None:
-            continue
-        waiting = not v.running
-        pending = q[4] + elapsed if p.promote_knob > 0 and waiting and v.executed_time - q[3] > 0 else q[4]
-        known.append((q[0], waiting, q[1], jid, q, pending))
-    known.sort()
-    seq = state.next_seq
-    current = []
-    in_q0 = 0
-    for queue, _, _, jid, q, pending in known:
-        current.append((jid, QueuedJob(queue, seq, q[2], q[3], pending)))
-        seq += 1
-        in_q0 += queue == 0
-    arrivals = []
-    for jid in views:
-        if jid not in state.jobs:
-            arrivals.append((jid, QueuedJob(0, seq, 0.0, 0.0)))
-            seq += 1
-    stay = [[] for _ in range(p.num_queues)]
-    moved = [[] for _ in range(p.num_queues)]
-    jobs = {}
-    demotions, promotions = state.demotions, state.promotions
-    last_queue = len(p.queue_limits)
-    for jid, q in (*current[:in_q0], *arrivals, *current[in_q0:]):
-        v = views[jid]
-        level = queue = q[0]
-        if queue < last_queue:
-            service = service_of(v, p.service) - q[2]
-            while level < last_queue and service >= p.queue_limits[level]:
-                level += 1
-        if level != queue:
-            q = QueuedJob(level, seq, q[2], q[3], q[4])
-            seq += 1
-            demotions += 1
-            moved[level].append(jid)
-        elif p.promote_knob > 0 and p._promote(q, v):
-            q = QueuedJob(0, seq, service_of(v, p.service), v.executed_time)
-            seq += 1
-            promotions += 1
-            moved[0].append(jid)
-        else:
-            stay[queue].append(jid)
-        jobs[jid] = q
-    order = tuple(j for level in range(p.num_queues) for j in (*stay[level], *moved[level]))
-    return order, TiresiasState(MappingProxyType(jobs), seq, i.now, promotions, demotions)
-
-
 _ROUND = st.tuples(
     st.integers(0, 4),  # arrivals
     st.lists(st.integers(0, 30), max_size=3),  # jobs that finish (by position)
@@ -168,7 +69,7 @@ _ROUND = st.tuples(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_ROUND, min_size=1, max_size=15), st.sampled_from([0.0, 0.5, 2.0]),
        st.sampled_from(["gpu-time", "time"]), st.sampled_from([(500.0, 1500.0), (400.0,), ()]))
-def test_same_rounds_as_the_one_sort_version(rounds, knob, service, limits):
+def test_same_rounds_as_the_reference(rounds, knob, service, limits):
     """Consecutive rounds: arrivals, finishes, running flags flipping, service crossing one or several
     limits (waiting jobs' too), promotion on and off; each implementation gets its own state back. A
     state rebuilt by hand (no layout, other key order) and views out of arrival order give the same."""
@@ -200,7 +101,7 @@ def test_same_rounds_as_the_one_sort_version(rounds, knob, service, limits):
             fast = dataclasses.replace(fast, jobs=MappingProxyType(dict(reversed(list(fast.jobs.items())))))
         i = inp(views, now=now)
         ranking, fast = policy.rank(i, fast)
-        order, slow = one_sort_rank(policy, i, slow)
+        order, slow = reference_rank(policy, i, slow)
         assert ranking.order == order and not ranking.pairs
         assert dict(fast.jobs) == dict(slow.jobs)
         assert all(type(q) is QueuedJob for q in fast.jobs.values())
@@ -218,7 +119,7 @@ def test_a_state_from_other_limits_is_checked_again(before):
     _, state = loose.rank(inp(views, now=0.0), loose.initial_state())
     tight = TiresiasPolicy(queue_limits=(250.0, 1000.0), service="gpu-time")
     ranking, fast = tight.rank(inp(views, now=360.0), state)
-    order, slow = one_sort_rank(tight, inp(views, now=360.0), state)
+    order, slow = reference_rank(tight, inp(views, now=360.0), state)
     assert ranking.order == order and dict(fast.jobs) == dict(slow.jobs) and fast.demotions == slow.demotions > 0
 
 

@@ -1,4 +1,4 @@
-"""True job speeds for the simulator and the speeds policies reason with, across GPU types.
+"""Job speeds across GPU types: the truth in the simulator, and the speeds both shells hand policies.
 
 Units: a job's work is the seconds it would run alone on the **reference GPU type** with its GPU
 count (a trace's ``duration``), so a speed of 1.0 finishes one second of work per second. The
@@ -19,9 +19,8 @@ import statistics
 from collections.abc import Callable
 
 from ..model import Cluster, InputError, Job
-from ..profiles import ThroughputProfile
-from ..profiles.keys import ProfileKey
-from .restart import RestartCost
+from .keys import ProfileKey
+from .table import ThroughputProfile
 
 REFERENCE_PREFERENCE = ("a100", "v100")
 
@@ -138,8 +137,6 @@ class SpeedModel:
         """InputError unless the profile knows the job's model, batch and strategies."""
         self.profile.job_class(job)
 
-    def overhead(self, job: Job, restart: RestartCost) -> float:
-        return restart.of(job.model)
 
     # ---- what policies see ----------------------------------------------------------------------
     def lookup(self) -> SpeedLookup:

@@ -10,7 +10,7 @@ import pytest
 from tesserae_slurm.model import Cluster, InputError, Job
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim.restart import RestartCost
-from tesserae_slurm.sim.speeds import SpeedModel
+from tesserae_slurm.profiles.speeds import SpeedModel
 
 RAW = json.loads(resources.files("tesserae_slurm.data").joinpath("gavel_simulation_throughputs.json").read_text())
 

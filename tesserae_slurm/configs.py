@@ -1,4 +1,5 @@
-"""Named scheduler configurations: a policy and a placement setup, selectable by one name.
+"""Named scheduler configurations: a policy and a placement setup, selectable by one name (the
+simulator and the daemon both run them).
 
 A new configuration is one entry in CONFIGS; no code. Policies that choose co-locations themselves
 (Gavel's packed LPs, POP) return pairs in their Ranking; the engine places those pairs as units, so
@@ -11,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import EngineConfig
-from ..model import InputError
+from .engine import EngineConfig
+from .model import InputError
 
 
 @dataclass(frozen=True)
