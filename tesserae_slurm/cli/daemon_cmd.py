@@ -47,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
     for h in logging.getLogger().handlers:
         h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     log = logging.getLogger("tesserae_slurm.daemon")
+    store = Store.open(cfg.state.database)  # before any log line: a bad state file is one line
+    acquire_lock(cfg.state.database)  # one daemon per state database, before it acts or settles intents
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
-    acquire_lock(cfg.state.database)  # before the first write: one daemon per state database
-    store = Store.open(cfg.state.database)
     daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run)
     if args.once:
         daemon.start()

@@ -24,6 +24,8 @@ from ..sim.configs import get_config
 from ..sim.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
 from ..tsbatch.meta import JobMeta
+from ..tsbatch.options import check_meta
+from ..tsbatch.submit import shape_from_nodes
 from .apply import Applier, ApplyResult, StopItem
 from .calls import RecordingBackend
 from .config import DaemonConfig
@@ -248,18 +250,28 @@ class Daemon:
         excluded: dict[str, str] = {}
         rows = sorted(self.journal.rows(SCHEDULABLE), key=lambda r: (r.submit_time, int(r.job_id)))
         holds = load_holds(self.journal.store)
+        shape = shape_from_nodes(snap.nodes, self.cfg)
         for r in rows:
             placed = r.state in PLACED_STATES
             if placed and r.gpus:  # accounted even when it cannot be scheduled: the plan then stops it
                 actual[r.job_id] = parse_gpus(r.gpus)
             mj = snap.jobs.get(r.job_id)
+            if mj is not None and mj.meta is None:  # reconcile holds it, with the reason
+                log.warning("job %s not scheduled: invalid tesserae metadata: %s", r.job_id, mj.meta_error)
             if mj is None or mj.meta is None:
                 continue
             if mj.slurm.admin_held and r.job_id not in holds:
                 excluded[r.job_id] = "held by an administrator"
                 continue
+            try:  # tsbatch's own rules: a hand-written Comment is never placed unchecked
+                meta = JobMeta.decode(r.meta)
+                check_meta(meta, shape, self.profile)
+            except InputError as exc:
+                excluded[r.job_id] = f"invalid tesserae metadata: {exc}"
+                log.warning("job %s not scheduled: invalid tesserae metadata: %s", r.job_id, exc)
+                continue
             try:
-                job = JobMeta.decode(r.meta).job(r.job_id, r.user)
+                job = meta.job(r.job_id, r.user, group=r.user if self.cfg.mps.cross_user == "never" else "")
                 self.profile.job_class(job)
             except InputError as exc:
                 excluded[r.job_id] = f"Unschedulable: {exc}"

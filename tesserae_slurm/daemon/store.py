@@ -173,7 +173,22 @@ class Store:
 
     @staticmethod
     def open(path: str | Path, read_only: bool = False) -> "Store":
+        """The state database; a file this user may not read or a directory it may not write is one
+        line (InputError), not a traceback."""
         path = Path(path).expanduser()
+        try:
+            return Store._open(path, read_only)
+        except OperationalError as exc:
+            why = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        if read_only:
+            raise InputError(f"cannot read state database {path}: {why} (may this user read it?)")
+        raise InputError(f"cannot open state database {path} for writing: {why} "
+                         f"(may this user write to {path.parent}?)")
+
+    @staticmethod
+    def _open(path: Path, read_only: bool) -> "Store":
         if read_only:
             if not path.exists():
                 raise InputError(f"state database {path} does not exist (has the daemon run yet?)")
@@ -320,8 +335,12 @@ def acquire_lock(database: str | Path) -> Path:
     key = str(path.resolve())
     if key in _LOCKS:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    except OSError as exc:
+        raise InputError(f"cannot create the daemon's lock file {path}: {exc.strerror or exc} "
+                         f"(may this user write to {path.parent}?)") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

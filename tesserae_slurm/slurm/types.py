@@ -125,6 +125,7 @@ class SlurmJob:
     exit_code: int | None = None
     exit_signal: int | None = None
     state_reason: str = ""  # Slurm's reason code alone (JobHeldAdmin stays visible under a description)
+    state_flags: tuple[str, ...] = ()  # the other names in Slurm's job_state (e.g. REQUEUED), 23.11+
 
     @property
     def admin_held(self) -> bool:
