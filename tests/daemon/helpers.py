@@ -175,7 +175,9 @@ def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick",
     prepared, _ = prepare(["--gpus", str(gpus), *shape, "-J", name, "-o", str(env.out / "%j.out"),
                            str(TICK), str(env.out), str(steps), str(step_time), *args], lambda _c: backend,
                           lambda _p: cfg)
-    job_env = {**prepared.env, "TICK_ON_SIGNAL": on_signal, "TESSERAE_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    # a job that ends on the signal: its launcher does not wait for a requeue-hold either
+    wait = {"TESSERAE_REQUEUE_WAIT": "0"} if on_signal == "exit" else {}
+    job_env = {**prepared.env, **wait, "TICK_ON_SIGNAL": on_signal, "TESSERAE_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     return str(backend.submit(list(prepared.script), prepared.extra_args, env=job_env))
 
 

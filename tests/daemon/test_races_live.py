@@ -56,6 +56,7 @@ def _state_in_db(env: Env, job: str) -> str:
 def _stays_ended(env: Env, d: Daemon, job: str, want: str, rounds: int = 3) -> None:
     """Over several rounds the ended job stays ended in Slurm and in the database, and never runs again."""
     wait_for(lambda: env.squeue()[job]["state"] == want, 30, f"Slurm to list job {job} as {want}")
+    ended_at = time.time()
     runs = _starts(env, job)
     for _ in range(rounds):
         d.run_round()
@@ -64,8 +65,9 @@ def _stays_ended(env: Env, d: Daemon, job: str, want: str, rounds: int = 3) -> N
         assert q["state"] == want and q["restarts"] == 0, (job, q)
         assert _state_in_db(env, job) == want, (job, _state_in_db(env, job))
         assert _starts(env, job) == runs, f"job {job} ran again"
-    assert not any(a.kind in ("start", "migrate-start") and a.status == "done"
-                   for a in env.store().actions(job_id=job) if a.created_at > env.store().job(job).finished_at)
+    late = [(a.round_id, a.kind, a.created_at) for a in env.store().actions(job_id=job)
+            if a.kind in ("start", "migrate-start") and a.status == "done" and a.created_at > ended_at]
+    assert not late, (job, ended_at, late)
 
 
 def _round_in_thread(d: Daemon) -> threading.Thread:
