@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from ..daemon.connect import backend_from_config
     from ..daemon.loop import Daemon
     from ..daemon.metrics import serve
-    from ..daemon.store import Store
+    from ..daemon.store import Store, acquire_lock
 
     cfg, source = resolve_config(args.config)
     logging.getLogger().setLevel(cfg.log_level.upper())
@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     log = logging.getLogger("tesserae_slurm.daemon")
     store = Store.open(cfg.state.database)  # before any log line: a bad state file is one line
+    acquire_lock(cfg.state.database)  # one daemon per state database, before it acts or settles intents
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
     daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run)
     if args.once:

@@ -23,11 +23,13 @@ from .config import DaemonConfig
 from .gpuset import GpuMap, format_gpus
 from .journal import Intent, Journal
 from .plan import Action
-from .reconcile import close_run
+from .reconcile import _finished_state, account, close_run
 from .store import PENDING, PREEMPTING, STARTING, JobRow
 
 log = logging.getLogger(__name__)
-REQUEUE_SETTLE_S = 30.0  # after requeue-hold, how long Slurm may take to kill the job (KillWait) and list it pending
+# After requeue-hold, how long the round waits for Slurm to kill the job (KillWait) and list it pending;
+# a job still not gone is carried over to the next round instead of holding this one up.
+REQUEUE_SETTLE_S = 15.0
 # slurmd revokes a killed job's credential with one-second resolution: a requeued job launched again
 # within the same second is killed as "Job credential revoked" (seen on 22.05). Wait this long first.
 RELAUNCH_GAP_S = 2.0
@@ -42,9 +44,21 @@ class StopItem:
     target: GpuMap | None = None
 
 
+@dataclass(frozen=True)
+class Stopping:
+    """Stops signalled and not yet requeue-held (between ``begin_stops`` and ``finish_stops``)."""
+
+    round_id: int
+    items: tuple[StopItem, ...]
+    action_ids: Mapping[str, int]
+    to_hold: tuple[str, ...]
+
+
 @dataclass
 class ApplyResult:
     stopped: set[str] = field(default_factory=set)
+    ended: dict[str, str] = field(default_factory=dict)  # job -> how it ended while being stopped
+    carried: dict[str, str] = field(default_factory=dict)  # stops left for the next round (GPUs stay booked)
     started: set[str] = field(default_factory=set)
     failed: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -62,6 +76,7 @@ class Applier:
         self.backend, self.journal, self.cfg, self.stop = backend, journal, cfg, stop
         self.clock, self.sleep, self.poll_s = clock, sleep, poll_s
         self._stopped_at: dict[str, float] = {}  # job -> when its last run was stopped by this process
+        self._signalled_at: dict[str, float] = {}  # job -> when this process sent it the checkpoint signal
 
     # ---- observation during the protocol ----------------------------------------------------------
     def _jobs(self) -> dict[str, SlurmJob] | None:
@@ -71,10 +86,10 @@ class Applier:
             log.warning("cannot list jobs while applying: %s", exc)
             return None
 
-    def _wait(self, ids: Iterable[str], done: Callable[[SlurmJob | None], bool], limit_s: float) -> dict[str, SlurmJob]:
-        """Poll squeue until ``done`` holds for every id or ``limit_s`` passes; returns the last view."""
+    def _wait(self, ids: Iterable[str], done: Callable[[SlurmJob | None], bool], deadline: float) -> dict[str, SlurmJob]:
+        """Poll squeue until ``done`` holds for every id, ``deadline`` passes or the daemon is asked to
+        stop (SIGTERM is heeded within one poll); returns the last view."""
         ids = list(ids)
-        deadline = self.clock() + limit_s
         view: dict[str, SlurmJob] = {}
         while True:
             jobs = self._jobs()
@@ -82,15 +97,21 @@ class Applier:
                 view = jobs
                 if all(done(jobs.get(j)) for j in ids):
                     return view
-            if self.clock() >= deadline:
+            if self.clock() >= deadline or self.stop.is_set():
                 return view
-            self.sleep(min(self.poll_s, max(0.0, deadline - self.clock())))
+            self.stop.wait(min(self.poll_s, max(0.0, deadline - self.clock())))
 
     # ---- phase 1: stop ----------------------------------------------------------------------------
     def stop_jobs(self, round_id: int, items: Sequence[StopItem], slurm: Mapping[str, SlurmJob],
                   result: ApplyResult) -> None:
+        """Signal, wait out the grace period, requeue-hold: both halves at once (reconciliation's stops)."""
+        self.finish_stops(self.begin_stops(round_id, items, slurm, result), result)
+
+    def begin_stops(self, round_id: int, items: Sequence[StopItem], slurm: Mapping[str, SlurmJob],
+                    result: ApplyResult) -> Stopping:
+        """Record the intents and send the checkpoint signal; the caller may start other jobs meanwhile."""
         if not items:
-            return
+            return Stopping(round_id, (), {}, ())
         now = self.clock()
         intents = [Intent(it.kind, it.job_id,
                           {"from": format_gpus(it.previous or {}), "to": format_gpus(it.target or {})},
@@ -99,32 +120,53 @@ class Applier:
                               strict=True))
         failpoints.hit("after-intent")
 
-        signalled: list[str] = []
         to_hold: list[str] = []
         for it in items:
             sj = slurm.get(it.job_id)
             if sj is not None and sj.state is SlurmJobState.PENDING and not sj.held:
                 to_hold.append(it.job_id)  # released but not started yet: just hold it again
             elif sj is not None and sj.state.is_active:
+                if it.job_id in self._signalled_at:
+                    continue  # a stop carried over from an earlier round: its grace runs from the first signal
                 try:
                     self.backend.signal(int(it.job_id), self.cfg.preemption.signal, batch_only=True)
-                    signalled.append(it.job_id)
+                    self._signalled_at[it.job_id] = self.clock()
                     failpoints.hit("after-signal")
-                except SlurmCommandError as exc:  # it finished meanwhile: requeue-hold still applies
-                    log.info("signal to job %s refused (%s); requeue-holding it anyway", it.job_id, exc)
+                except SlurmCommandError as exc:  # it ended meanwhile: the requeue-hold below leaves it ended
+                    log.info("signal to job %s refused (%s): it has ended", it.job_id, exc)
                 except SlurmError as exc:
                     log.warning("could not signal job %s: %s", it.job_id, exc)
+        signalled = [it.job_id for it in items if it.job_id in self._signalled_at]
         if signalled:
             log.info("round %d: signalled %s; grace period up to %gs", round_id, ",".join(signalled),
                      self.cfg.preemption.grace_seconds)
-            self._wait(signalled, lambda sj: sj is None or not sj.state.is_active, self.cfg.preemption.grace_seconds)
+        return Stopping(round_id, tuple(items), action_ids, tuple(to_hold))
+
+    def finish_stops(self, st: Stopping, result: ApplyResult) -> None:
+        """Wait out the grace period (a job that exits in it has ended: the job side keeps a checkpointed
+        job alive until the requeue-hold), then ``requeuehold Incomplete``, which Slurm applies only to
+        jobs still running: an ended job stays ended. A job not gone within the bounded settle time is
+        carried over: it stays PREEMPTING, its GPUs stay booked, and the next round finishes it."""
+        if not st.items:
+            return
+        grace = self.cfg.preemption.grace_seconds
+        signalled = [it.job_id for it in st.items if it.job_id in self._signalled_at]
+        if signalled:
+            deadline = max(self._signalled_at[j] for j in signalled) + grace
+            self._wait(signalled, lambda sj: sj is None or not sj.state.is_active, deadline)
+        if self.stop.is_set():  # SIGTERM mid-grace: the next start finishes these preemptions
+            for it in st.items:
+                why = "daemon stopping: the preemption is finished by the next start"
+                result.skipped[it.job_id] = why
+                self.journal.finish_action(st.action_ids[it.job_id], "skipped", self.clock(), why)
+            return
 
         requeued: list[str] = []
-        for it in items:
-            if it.job_id in to_hold:
+        for it in st.items:
+            if it.job_id in st.to_hold:
                 continue
             try:
-                self.backend.requeue_hold(int(it.job_id))
+                self.backend.requeue_hold(int(it.job_id))  # Incomplete: never brings an ended job back
                 requeued.append(it.job_id)
                 failpoints.hit("after-requeue")
             except SlurmCommandError as exc:
@@ -134,31 +176,45 @@ class Applier:
                     result.failed[it.job_id] = str(exc)
             except SlurmError as exc:
                 result.failed[it.job_id] = str(exc)
-        if to_hold:
+        if st.to_hold:
             try:
-                self.backend.hold([int(j) for j in to_hold])
-                requeued.extend(to_hold)
+                self.backend.hold([int(j) for j in st.to_hold])
+                requeued.extend(st.to_hold)
             except SlurmError as exc:
-                result.failed.update({j: str(exc) for j in to_hold})
-        view = self._wait(requeued, _gone, self.cfg.preemption.grace_seconds + REQUEUE_SETTLE_S) if requeued else {}
+                result.failed.update({j: str(exc) for j in st.to_hold})
+        view = self._wait(requeued, _gone, self.clock() + REQUEUE_SETTLE_S) if requeued else {}
 
         now = self.clock()
-        for it in items:
-            aid = action_ids[it.job_id]
+        for it in st.items:
+            aid = st.action_ids[it.job_id]
+            sj = view.get(it.job_id)
             if it.job_id in result.failed:
                 self.journal.finish_action(aid, "failed", now, result.failed[it.job_id])
                 continue
-            if not _gone(view.get(it.job_id)):
-                result.failed[it.job_id] = "still running after requeue-hold"
-                self.journal.finish_action(aid, "failed", now, result.failed[it.job_id])
-                continue
             facts = self.journal.facts([it.job_id])[it.job_id]
+            if sj is not None and sj.state.is_finished:  # ended on its own: recorded as ended, never run again
+                state = _finished_state(sj)
+                executed, _, _ = account(facts, sj, now)
+                why = f"ended ({state.lower()}) before the requeue-hold: not requeued"
+                result.ended[it.job_id] = state
+                self._signalled_at.pop(it.job_id, None)
+                self.journal.finish_action(aid, "done", now, why, job_id=it.job_id, job_update={
+                    **CLEAR, "state": state, "slurm_state": sj.state.value, "reason": why, "exit_code": sj.exit_code,
+                    "finished_at": float(sj.end_time or now), "executed_time": executed, "run_start": None,
+                    "run_counted": 0.0, "attained_service": executed * facts.num_gpus})
+                continue
+            if not _gone(sj):
+                why = "still running after requeue-hold: carried over to the next round (its GPUs stay booked)"
+                result.carried[it.job_id] = why
+                self.journal.finish_action(aid, "skipped", now, why)
+                continue
+            self._signalled_at.pop(it.job_id, None)
             executed, run_start, counted = close_run(facts, now)
             counter = {"migrate": "migrations", "preempt": "preemptions"}.get(it.kind)
             update = {**CLEAR, "state": PENDING, "executed_time": executed, "run_start": run_start,
                       "run_counted": counted, "attained_service": executed * facts.num_gpus,
-                      "reason": {"migrate": f"migrating (round {round_id})",
-                                 "preempt": f"preempted in round {round_id}"}.get(it.kind, "requeue-held")}
+                      "reason": {"migrate": f"migrating (round {st.round_id})",
+                                 "preempt": f"preempted in round {st.round_id}"}.get(it.kind, "requeue-held")}
             if counter:
                 update[counter] = getattr(JobRow, counter) + 1
             self.journal.finish_action(aid, "done", now, job_id=it.job_id, job_update=update)
@@ -169,18 +225,22 @@ class Applier:
     def start_jobs(self, round_id: int, actions: Sequence[Action], occupied: Mapping[tuple[str, int], set[str]],
                    result: ApplyResult) -> None:
         ready: list[Action] = []
+        skipped: dict[str, str] = {}
         for a in actions:
             assert a.target is not None
+            if a.job_id in result.ended:
+                continue  # it ended while being stopped to move: recorded as ended, never started again
             if a.kind == "migrate" and a.job_id not in result.stopped:
-                result.skipped[a.job_id] = "could not be stopped on its old GPUs"
+                skipped[a.job_id] = "could not be stopped on its old GPUs"
                 continue
             clash = sorted({j for n, idx in a.target.gpus.items() for g in idx
                             for j in occupied.get((n, g), set()) if j not in (a.target.partner, a.job_id)})
             if clash:
-                result.skipped[a.job_id] = f"GPUs still held by job(s) {','.join(clash)}"
+                skipped[a.job_id] = f"GPUs still held by job(s) {','.join(clash)}"
                 continue
             ready.append(a)
-        for job, why in result.skipped.items():
+        result.skipped.update(skipped)
+        for job, why in skipped.items():
             log.warning("round %d: not starting job %s: %s", round_id, job, why)
             self.journal.event(self.clock(), "skipped", why, job, round_id)
         if not ready:

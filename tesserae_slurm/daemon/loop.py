@@ -38,7 +38,7 @@ from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
 from ..partition import scheduling_profile
 from .reconcile import JobFacts, account, transition
-from .store import PENDING, PLACED_STATES, RUNNING, STARTING, JobRow, Store
+from .store import PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, JobRow, Store, acquire_lock
 
 log = logging.getLogger(__name__)
 SCHEDULABLE = (PENDING, STARTING, RUNNING)
@@ -365,21 +365,24 @@ class Daemon:
         t_apply = time.perf_counter()
         result = ApplyResult()
         stops = [StopItem(a.kind, a.job_id, a.previous, a.target.gpus if a.target else None) for a in plan.stops]
-        self.applier.stop_jobs(rid, stops, {j: m.slurm for j, m in snap.jobs.items()}, result)
+        stopping = self.applier.begin_stops(rid, stops, {j: m.slurm for j, m in snap.jobs.items()}, result)
+        # Starts that need no GPU of a stopping job go ahead now, while the stopping jobs checkpoint.
+        busy = {(n, g) for a in plan.stops for n, idx in (a.previous or {}).items() for g in idx}
+        now_starts = [a for a in plan.starts if a.kind == "start" and a.target is not None
+                      and not any((n, g) in busy for n, idx in a.target.gpus.items() for g in idx)]
+        later = [a for a in plan.starts if a not in now_starts]
+        if now_starts and not self.stop_event.is_set():
+            self.applier.start_jobs(rid, now_starts, self._occupied(inp.actual, set()), result)
+        self.applier.finish_stops(stopping, result)
         for a in plan.stops:
             if a.job_id in result.stopped:
                 self.metrics.action(a.kind)
-        occupied: dict[tuple[str, int], set[str]] = {}
-        for job, gpus in inp.actual.items():
-            if job in result.stopped:
-                continue
-            for node, idx in gpus.items():
-                for g in idx:
-                    occupied.setdefault((node, g), set()).add(job)
+        pending_starts = later if not self.stop_event.is_set() else []
         if self.stop_event.is_set():
-            result.skipped.update({a.job_id: "daemon stopping" for a in plan.starts if a.job_id not in result.skipped})
-        else:
-            self.applier.start_jobs(rid, plan.starts, occupied, result)
+            result.skipped.update({a.job_id: "daemon stopping" for a in plan.starts
+                                   if a.job_id not in result.skipped and a.job_id not in result.started})
+        if pending_starts:
+            self.applier.start_jobs(rid, pending_starts, self._occupied(inp.actual, result.stopped), result)
         for a in plan.starts:
             if a.kind == "start" and a.job_id in result.started:
                 self.metrics.action("start")
@@ -391,6 +394,22 @@ class Daemon:
         self.journal.update_round(rid, apply_ms=(time.perf_counter() - t_apply) * 1e3)
         error = "; ".join(f"job {j}: {e}" for j, e in sorted(failures.items()))
         return self._done(rid, "partial" if failures else "applied", decision, plan, decision_s, t_round, error)
+
+    def _occupied(self, actual: Mapping[str, GpuMap], stopped: set[str]) -> dict[tuple[str, int], set[str]]:
+        """Who holds each GPU now: placed jobs not stopped yet, and stops carried over from an earlier
+        round (PREEMPTING, still running: their GPUs stay booked until Slurm has them pending)."""
+        held = dict(actual)
+        for r in self.journal.rows((PREEMPTING,)):
+            if r.gpus and r.job_id not in held:
+                held[r.job_id] = parse_gpus(r.gpus)
+        occupied: dict[tuple[str, int], set[str]] = {}
+        for job, gpus in held.items():
+            if job in stopped:
+                continue
+            for node, idx in gpus.items():
+                for g in idx:
+                    occupied.setdefault((node, g), set()).add(job)
+        return occupied
 
     def _collect_feedback(self, now: float, rid: int) -> None:
         """Fold the throughput reports of running jobs; a problem here never costs the round."""
@@ -453,6 +472,8 @@ class Daemon:
 
     # ---- running -----------------------------------------------------------------------------------
     def start(self) -> None:
+        """Take the state's lock (refused while another daemon runs), then settle what a dead one left."""
+        acquire_lock(self.cfg.state.database)
         now = self.clock()
         for a in self.journal.interrupt_stale_intents(now):
             self.journal.event(now, "recovery", f"{a.kind} of job {a.job_id} in round {a.round_id} was interrupted",

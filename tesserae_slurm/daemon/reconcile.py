@@ -71,8 +71,6 @@ def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: 
                           followup="" if sj.held else "hold")
 
     if sj.state.is_finished:
-        if f.state == PREEMPTING and sj.state is not SlurmJobState.CANCELLED:
-            return Transition(PREEMPTING, "checkpointed after the preemption signal", followup="requeue")
         if f.state in TERMINAL_STATES and f.state != LOST:
             return Transition(f.state)
         code = f" (exit code {sj.exit_code})" if sj.exit_code else ""

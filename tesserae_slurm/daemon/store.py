@@ -7,7 +7,9 @@ trail the next start reconciles (see daemon/reconcile.py).
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -313,6 +315,50 @@ class Store:
         with self.session() as s:
             s.execute(update(ActionRow).where(ActionRow.id == action_id)
                       .values(status=status, finished_at=now, error=error))
+
+
+class DaemonRunning(InputError):
+    """Another daemon holds the state database's lock."""
+
+
+_LOCKS: dict[str, int] = {}  # lock file -> descriptor this process holds (forked children share it)
+
+
+def lock_path(database: str | Path) -> Path:
+    return Path(str(Path(database).expanduser()) + ".lock")
+
+
+def acquire_lock(database: str | Path) -> Path:
+    """One daemon per state database: an exclusive flock on ``<database>.lock``, held until the process
+    ends (the kernel drops it on kill -9 too). Reentrant within a process and its forked children."""
+    path = lock_path(database)
+    key = str(path.resolve())
+    if key in _LOCKS:
+        return path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    except OSError as exc:
+        raise InputError(f"cannot create the daemon's lock file {path}: {exc.strerror or exc} "
+                         f"(may this user write to {path.parent}?)") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise DaemonRunning(f"another tesserae daemon (pid {holder}) is running on {database}; "
+                            "one daemon per state database") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _LOCKS[key] = fd
+    return path
+
+
+def release_lock(database: str | Path) -> None:
+    """Give the lock back before the process ends (tests that hand the state to another process)."""
+    fd = _LOCKS.pop(str(lock_path(database).resolve()), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def dumps(obj: Any) -> str:

@@ -162,7 +162,9 @@ class SlurmCliBackend:
         self.runner.run(commands.scontrol_requeuehold_incomplete(job_id))
 
     def requeue_hold(self, job_id: int) -> None:
-        self.runner.run(commands.scontrol_requeuehold(job_id))
+        """`requeuehold Incomplete`: Slurm requeues only a job still running; one that has ended stays
+        ended (exit 0, no message, on 22.05), where a plain requeuehold would run it again."""
+        self.runner.run(commands.scontrol_requeuehold_incomplete(job_id))
 
     def cancel(self, job_id: int) -> None:
         self.runner.run(commands.scancel(job_id))

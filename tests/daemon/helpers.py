@@ -162,9 +162,10 @@ TICK = ROOT / "tests" / "daemon" / "jobs" / "tick.sbatch"
 
 
 def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick", step_time: float = 0.1,
-                model: str = "", batch: str = "") -> str:
+                model: str = "", batch: str = "", on_signal: str = "wait") -> str:
     """tsbatch's own code path (parse, validate, sbatch) in this process: no interpreter start per job.
-    Without ``model`` the job is submitted with --no-profile (placed alone, never packed)."""
+    Without ``model`` the job is submitted with --no-profile (placed alone, never packed). ``on_signal``:
+    what the job does on the checkpoint signal (wait for the requeue-hold, exit, ignore; tick.py)."""
     from tesserae_slurm.daemon.config import load_config
     from tesserae_slurm.tsbatch.submit import prepare
 
@@ -174,7 +175,9 @@ def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick",
     prepared, _ = prepare(["--gpus", str(gpus), *shape, "-J", name, "-o", str(env.out / "%j.out"),
                            str(TICK), str(env.out), str(steps), str(step_time), *args], lambda _c: backend,
                           lambda _p: cfg)
-    job_env = {**prepared.env, "TESSERAE_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    # a job that ends on the signal: its launcher does not wait for a requeue-hold either
+    wait = {"TESSERAE_REQUEUE_WAIT": "0"} if on_signal == "exit" else {}
+    job_env = {**prepared.env, **wait, "TICK_ON_SIGNAL": on_signal, "TESSERAE_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     return str(backend.submit(list(prepared.script), prepared.extra_args, env=job_env))
 
 

@@ -14,7 +14,7 @@ import os
 import pytest
 
 from tesserae_slurm.daemon.gpuset import parse_gpus
-from tesserae_slurm.daemon.store import PLACED_STATES
+from tesserae_slurm.daemon.store import PLACED_STATES, release_lock
 
 from .helpers import Env, consistency_problems, progressed, submit_tick, wait_for
 
@@ -91,6 +91,7 @@ def test_kill_9_at_each_step_loses_nothing(env: Env, point: str) -> None:
 def test_kill_9_of_the_cli_daemon_mid_round(env: Env) -> None:
     """The same through `tesserae daemon --once`, killed between placing and releasing."""
     jobs = _setup(env)
+    release_lock(env.db)  # this test process ran the setup rounds; the CLI daemon takes the state over
     proc = env.daemon_cli("--once", TESSERAE_FAILPOINTS="after-place:1")
     assert proc.returncode == -9, proc.stderr
     assert "fail point after-place reached" in proc.stderr

@@ -29,7 +29,9 @@ CASES = [
     ("COMPLETED", "", None, "COMPLETED", "", False),
     ("RUNNING", OURS, sj(S.COMPLETED, exit_code=0), "COMPLETED", "", False),
     ("RUNNING", OURS, sj(S.FAILED, exit_code=3), "FAILED", "", False),
-    ("PREEMPTING", OURS, sj(S.COMPLETED), "PREEMPTING", "requeue", False),  # checkpointed after the signal
+    # a checkpointed job waits for the requeue-hold (job side): one that finished has ended, never requeued
+    ("PREEMPTING", OURS, sj(S.COMPLETED), "COMPLETED", "", False),
+    ("PREEMPTING", OURS, sj(S.FAILED, exit_code=1), "FAILED", "", False),
     ("PREEMPTING", OURS, sj(S.CANCELLED), "CANCELLED", "", False),  # the user cancelled it meanwhile
     ("PREEMPTING", OURS, sj(S.RUNNING, admin=OURS), "PREEMPTING", "requeue", False),  # signal sent or not: finish
     ("PREEMPTING", OURS, sj(S.PENDING, **HELD), "PENDING", "", False),  # the requeue-hold went through
@@ -53,7 +55,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("state,assignment,slurm,want,followup,event", CASES, ids=[
-    "vanished", "finished-stays", "completed", "failed", "checkpointed-after-signal", "cancelled-while-preempting",
+    "vanished", "finished-stays", "completed", "failed", "completed-while-preempting", "failed-while-preempting",
+        "cancelled-while-preempting",
     "preempting-still-running", "preempt-done", "started", "running", "released-not-started",
     "crash-before-release", "crash-before-comment", "hand-released-running", "hand-changed-comment",
     "hand-released-pending", "held", "admin-hold", "hand-requeued-finished", "new-held", "new-adopted",

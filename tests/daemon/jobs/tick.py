@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """A light preemptible payload for the crash/outage tests (no torch): counts steps, checkpoints its
-step on SIGUSR1/SIGTERM, resumes from it, and logs the same JSON events as jobscripts/toy_train.py."""
+step on SIGUSR1/SIGTERM, resumes from it, and logs the same JSON events as jobscripts/toy_train.py.
+
+After a checkpoint on the signal it follows the job-side protocol: it does not exit but waits for the
+daemon's requeue-hold to end it. ``TICK_ON_SIGNAL=exit`` makes it finish (exit 0) on the signal instead,
+and ``TICK_ON_SIGNAL=ignore`` makes it ignore the checkpoint signal (a stuck stop)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ def _stop(_signum: int, _frame: object) -> None:
     stop = True
 
 
-signal.signal(signal.SIGUSR1, _stop)
+ON_SIGNAL = __import__("os").environ.get("TICK_ON_SIGNAL", "wait")
+signal.signal(signal.SIGUSR1, signal.SIG_IGN if ON_SIGNAL == "ignore" else _stop)
 signal.signal(signal.SIGTERM, _stop)
 
 import argparse  # noqa: E402
@@ -59,6 +64,10 @@ def main() -> int:
     tmp.write_text(json.dumps({"step": step}))
     tmp.replace(state)
     log(events, event="done" if step >= a.steps else "checkpoint", step=step)
+    if step < a.steps and ON_SIGNAL == "wait":
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the requeue-hold's SIGTERM ends the wait at once
+        while True:
+            time.sleep(1)
     return 0
 
 

@@ -1,0 +1,135 @@
+"""The apply step against a recording backend (no Slurm): the order of the protocol's calls.
+
+Every call the Applier makes is recorded together with what the state database said at that moment,
+so the tests check the protocol's order itself: intent recorded before any Slurm call, place before
+release, no release after a failed place, and the stop phase's signal -> wait -> requeue-hold.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from tesserae_slurm.daemon.apply import Applier, ApplyResult, StopItem
+from tesserae_slurm.daemon.config import config_from_mapping
+from tesserae_slurm.daemon.journal import Journal
+from tesserae_slurm.daemon.plan import Action, Target
+from tesserae_slurm.daemon.store import JobRow, Store
+from tesserae_slurm.slurm import SlurmCommandError, SlurmJob, SlurmJobState
+
+
+class Recording:
+    """A SlurmBackend that records each call with the action statuses the database held at that moment,
+    and answers list_jobs from a script of job states."""
+
+    def __init__(self, store: Store, states: dict[str, list[SlurmJobState]], fail: set[tuple[str, str]] = frozenset()
+                 ) -> None:
+        self.store, self.states, self.fail = store, states, set(fail)
+        self.calls: list[tuple[str, tuple[str, ...], dict[str, str]]] = []
+
+    def _rec(self, method: str, ids: tuple[str, ...]) -> None:
+        seen = {f"{a.kind}:{a.job_id}": a.status for a in self.store.actions()}
+        self.calls.append((method, ids, seen))
+        for j in ids:
+            if (method, j) in self.fail:
+                raise SlurmCommandError(f"{method} {j}: refused", returncode=1, stderr="refused")
+
+    def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:
+        self._rec("list_jobs", ())
+        out = []
+        for j, seq in self.states.items():
+            state = seq.pop(0) if len(seq) > 1 else seq[0]
+            out.append(SlurmJob(int(j), "t", "u", state, reason="job requeued in held state"
+                                if state is SlurmJobState.PENDING else "", priority=0))
+        return tuple(out)
+
+    def signal(self, job_id: int, sig: object = "USR1", batch_only: bool = True) -> None:
+        self._rec("signal", (str(job_id),))
+
+    def requeue_hold(self, job_id: int) -> None:
+        self._rec("requeue_hold", (str(job_id),))
+
+    def hold(self, job_ids: list[int]) -> None:
+        self._rec("hold", tuple(map(str, job_ids)))
+
+    def update_comment(self, job_id: int, comment: str | None = None, admin_comment: str | None = None) -> None:
+        self._rec("update_comment", (str(job_id),))
+
+    def place(self, job_id: int, nodes: object, extra: object = None) -> None:
+        self._rec("place", (str(job_id),))
+
+    def release(self, job_ids: list[int]) -> None:
+        self._rec("release", tuple(map(str, job_ids)))
+
+
+def _setup(tmp_path: Path, states: dict[str, list[SlurmJobState]], fail: set[tuple[str, str]] = frozenset(),
+           grace: float = 0.2) -> tuple[Applier, Recording, Journal]:
+    store = Store.open(tmp_path / "state.db")
+    with store.session() as s:
+        for j in ("1", "2", "3"):
+            s.add(JobRow(job_id=j, num_gpus=1, submit_time=0.0, state="RUNNING", gpus="n1:0"))
+    cfg = config_from_mapping({"preemption": {"grace_seconds": grace}, "state": {"database": str(tmp_path / "x")}},
+                              check_policy=False)
+    backend = Recording(store, states, fail)
+    journal = Journal(store)
+    round_id = journal.begin_round(0.0, "fifo", False)
+    assert round_id == 1
+    return Applier(backend, journal, cfg, threading.Event(), poll_s=0.01), backend, journal  # type: ignore[arg-type]
+
+
+def _start(job: str, gpu: int) -> Action:
+    return Action("start", job, target=Target({"n1": (gpu,)}))
+
+
+def test_start_records_intent_first_places_before_release_and_never_releases_a_failed_place(tmp_path: Path) -> None:
+    applier, backend, journal = _setup(tmp_path, {}, fail={("place", "2")})
+    result = ApplyResult()
+    applier.start_jobs(1, [_start("1", 0), _start("2", 1), _start("3", 2)], {}, result)
+    calls = [(m, ids) for m, ids, _ in backend.calls]
+    for method, _ids, seen in backend.calls:  # every Slurm call saw all three intents already recorded
+        assert {k: v for k, v in seen.items() if k.startswith("start:")} == {
+            "start:1": "intent", "start:2": "intent", "start:3": "intent"}, method
+    for j in ("1", "3"):
+        assert calls.index(("update_comment", (j,))) < calls.index(("place", (j,))) < calls.index(
+            ("release", ("1", "3")))
+    assert not any(m == "release" and "2" in ids for m, ids in calls)
+    assert result.started == {"1", "3"} and "2" in result.failed
+    statuses = {a.job_id: a.status for a in journal.store.actions()}
+    assert statuses == {"1": "done", "2": "failed", "3": "done"}
+    assert journal.store.job("2").state == "PENDING"
+
+
+def test_stop_phase_signals_waits_then_requeue_holds_incomplete(tmp_path: Path) -> None:
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running] * 6 + [SlurmJobState.PENDING]})
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    methods = [m for m, _, _ in backend.calls]
+    assert methods[0] == "signal" and backend.calls[0][2] == {"preempt:1": "intent"}
+    first_requeue = methods.index("requeue_hold")
+    assert "list_jobs" in methods[1:first_requeue]  # the grace period was waited out before the requeue-hold
+    assert methods.count("requeue_hold") == 1 and methods.count("signal") == 1
+    assert result.stopped == {"1"} and journal.store.job("1").state == "PENDING"
+    from tesserae_slurm.slurm import commands
+    # the backend's requeue-hold is Slurm's race-free form: an ended job stays ended
+    assert commands.scontrol_requeuehold_incomplete(1) == ["scontrol", "requeuehold", "Incomplete", "1"]
+
+
+def test_a_job_that_ends_in_the_grace_period_is_recorded_as_ended(tmp_path: Path) -> None:
+    running, done = SlurmJobState.RUNNING, SlurmJobState.COMPLETED
+    applier, backend, journal = _setup(tmp_path, {"1": [running, done]}, grace=5.0)
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    assert result.ended == {"1": "COMPLETED"} and result.stopped == set()
+    row = journal.store.job("1")
+    assert row.state == "COMPLETED" and row.gpus == "" and "not requeued" in row.reason
+
+
+def test_sigterm_in_the_grace_period_leaves_the_preemption_to_the_next_start(tmp_path: Path) -> None:
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running]}, grace=60.0)
+    threading.Timer(0.2, applier.stop.set).start()
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    assert "requeue_hold" not in [m for m, _, _ in backend.calls]
+    assert journal.store.job("1").state == "PREEMPTING" and "daemon stopping" in result.skipped["1"]
