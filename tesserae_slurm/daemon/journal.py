@@ -7,18 +7,14 @@ state or in the intended one, and its ``intent`` actions say which calls may or 
 
 from __future__ import annotations
 
-import copyreg
-import io
 import json
-import pickle
-import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
 
-from ..model import Placement, RoundDecision
+from ..model import InputError, Placement, RoundDecision
 from ..model.codec import decision_to_json, placement_from_json, placement_to_json
 from .calls import CallRecord
 from .observe import ManagedJob
@@ -34,10 +30,6 @@ class Intent:
     job_id: str
     detail: Mapping[str, Any]
     job_update: Mapping[str, Any]  # columns of the job row set in the same transaction
-
-
-def _mappingproxy(d: dict) -> types.MappingProxyType:
-    return types.MappingProxyType(d)
 
 
 class Journal:
@@ -161,19 +153,15 @@ class Journal:
         raw = self.store.get_kv(f"policy_state:{policy_key}")
         if raw is None:
             return None
+        from ..policies import state_codec
         try:
-            return pickle.loads(raw)  # noqa: S301 - our own file, written only by this daemon
-        except Exception:  # code changed under a stored state: start the policy afresh
+            return state_codec.decode(raw)  # JSON only: reading the database never runs code
+        except InputError:  # code changed under a stored state: start the policy afresh
             return None
 
     def save_policy_state(self, policy_key: str, state: Any) -> None:
-        buf = io.BytesIO()
-        pickler = pickle.Pickler(buf)
-        # Policies keep read-only mappings (MappingProxyType) in their frozen state; store them as dicts.
-        pickler.dispatch_table = {**copyreg.dispatch_table,
-                                  types.MappingProxyType: lambda m: (_mappingproxy, (dict(m),))}
-        pickler.dump(state)
-        self.store.set_kv(f"policy_state:{policy_key}", buf.getvalue())
+        from ..policies import state_codec
+        self.store.set_kv(f"policy_state:{policy_key}", state_codec.encode(state))
 
     def load_shadow(self) -> Placement | None:
         raw = self.store.get_kv("shadow_placement")
