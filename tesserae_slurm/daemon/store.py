@@ -28,7 +28,8 @@ class Base(DeclarativeBase):
     pass
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # kv schema_version, kept for tesserae from before migrations (they refuse != 2);
+# the schema itself is versioned by Alembic revisions (daemon/schema.py, daemon/migrations/versions)
 
 # Job states in the daemon's own accounting (Slurm's state is kept beside them in slurm_state).
 PENDING, STARTING, RUNNING, PREEMPTING, LOST = "PENDING", "STARTING", "RUNNING", "PREEMPTING", "LOST"
@@ -184,7 +185,8 @@ class Store:
         if not read_only:
             with engine.begin() as conn:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-            Base.metadata.create_all(engine)
+            from .schema import upgrade
+            upgrade(engine, path)  # every schema change is a migration: never create_all here
         store = Store(engine, read_only)
         try:
             store._check_schema(path)
@@ -204,15 +206,9 @@ class Store:
         self.engine.dispose()
 
     def _check_schema(self, path: Path) -> None:
-        raw = self.get_kv("schema_version")
-        if raw is None:
-            if self.read_only:
-                raise InputError(f"state database {path} has no tesserae schema (not a tesserae state file?)")
-            self.set_kv("schema_version", str(SCHEMA_VERSION).encode())
-            return
-        if int(raw.decode()) != SCHEMA_VERSION:
-            raise InputError(f"state database {path} has schema version {raw.decode()}, this tesserae uses "
-                             f"{SCHEMA_VERSION}; move it aside to start afresh")
+        from .schema import check_readable
+        with self.engine.connect() as conn:
+            check_readable(conn, path)
 
     def get_kv(self, key: str) -> bytes | None:
         with self.session() as s:
