@@ -70,6 +70,7 @@ def backup(path: Path, rev: str) -> Path:
     src, dst = sqlite3.connect(path), sqlite3.connect(dest)
     try:
         src.backup(dst)
+        dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal/-shm beside it
     finally:
         dst.close()
         src.close()
