@@ -75,6 +75,17 @@ class FeedbackSection:
 
 
 @dataclass(frozen=True)
+class RetentionSection:
+    """History pruned between rounds (daemon/retention.py); 0 = keep (the default: nothing pruned)."""
+
+    rounds_days: float = 0.0  # rounds (with their placements, actions, Slurm calls, events) older than this
+    max_rounds: int = 0  # ... or beyond the newest N rounds
+    jobs_days: float = 0.0  # job rows whose jobs ended more than this long ago
+    batch: int = 200  # rounds (or jobs) deleted per transaction: readers and the next round wait at most one
+    budget_s: float = 1.0  # most seconds spent pruning in one pause between rounds
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     slurm: SlurmSection = SlurmSection()
     scheduler: SchedulerSection = SchedulerSection()
@@ -84,13 +95,14 @@ class DaemonConfig:
     metrics: MetricsSection = MetricsSection()
     http: HttpSection = HttpSection()
     feedback: FeedbackSection = FeedbackSection()
+    retention: RetentionSection = RetentionSection()
     log_level: str = "INFO"
 
 
 _SECTIONS = {f.name: f.type for f in fields(DaemonConfig)}
 _SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "preemption": PreemptionSection,
                     "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
-                    "http": HttpSection, "feedback": FeedbackSection}
+                    "http": HttpSection, "feedback": FeedbackSection, "retention": RetentionSection}
 
 
 def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any:
@@ -212,6 +224,11 @@ def _validate_values(cfg: DaemonConfig, where: str) -> None:
     if cfg.metrics.listen and cfg.metrics.listen == cfg.http.listen and not cfg.http.listen.endswith(":0"):
         raise InputError(f"{where}: http.listen and metrics.listen must differ, both are {cfg.http.listen!r}")
     _validate_feedback(cfg.feedback, where)
+    r = cfg.retention
+    if r.rounds_days < 0 or r.max_rounds < 0 or r.jobs_days < 0:
+        raise InputError(f"{where}: retention.rounds_days, max_rounds and jobs_days must be >= 0 (0 = keep all)")
+    if r.batch < 1 or not r.budget_s > 0:
+        raise InputError(f"{where}: retention.batch must be >= 1 and retention.budget_s > 0")
 
 
 def _validate_feedback(fb: FeedbackSection, where: str) -> None:

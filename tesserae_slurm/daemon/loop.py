@@ -372,8 +372,19 @@ class Daemon:
             done += 1
             if max_rounds is not None and done >= max_rounds:
                 break
+            self._prune(t0 + self.cfg.scheduler.round_seconds)  # retention: only in the pause
             self.stop_event.wait(max(0.0, self.cfg.scheduler.round_seconds - (self.clock() - t0)))
         self.journal.event(self.clock(), "daemon", "stopped")
+
+    def _prune(self, next_round: float) -> None:
+        from .retention import prune
+        try:
+            done = prune(self.journal.store, self.cfg.retention, self.clock(), until=next_round, clock=self.clock)
+        except Exception:  # retention must never stop scheduling
+            log.exception("retention: pruning failed; trying again after the next round")
+            return
+        if done.rounds or done.jobs:
+            log.info("retention: pruned %d rounds and %d ended jobs", done.rounds, done.jobs)
 
     def _reload(self, load: Callable[[], DaemonConfig]) -> None:
         try:
