@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from ..daemon.connect import backend_from_config
     from ..daemon.loop import Daemon
     from ..daemon.metrics import serve
+    from ..daemon.sdnotify import Notifier
     from ..daemon.store import Store
 
     cfg, source = resolve_config(args.config)
@@ -49,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("tesserae_slurm.daemon")
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
     store = Store.open(cfg.state.database)
-    daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run)
+    notifier = Notifier()  # systemd Type=notify: READY/WATCHDOG/STOPPING; no-op elsewhere
+    daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run, sleep=notifier.sleep)
+    daemon.heartbeat, daemon.heartbeat_s = notifier.ping, notifier.slice_s
     if args.once:
         daemon.start()
         result = daemon.run_round()
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     def on_stop(signum: int, _frame: FrameType | None) -> None:
         log.info("signal %s: stopping after the current action", signal.Signals(signum).name)
+        notifier.stopping()
         daemon.request_stop()
 
     def on_hup(_signum: int, _frame: FrameType | None) -> None:
@@ -71,9 +75,11 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGHUP, on_hup)
     server = serve(daemon.metrics, cfg.metrics.listen) if cfg.metrics.listen else None
     web = _serve_web(cfg, log)
+    notifier.ready(f"scheduling partition {cfg.slurm.partition} every {cfg.scheduler.round_seconds:g} s")
     try:
         daemon.run_forever(args.rounds, reload=lambda: resolve_config(args.config)[0])
     finally:
+        notifier.stopping()
         for s in (server, web):
             if s is not None:
                 s.shutdown()

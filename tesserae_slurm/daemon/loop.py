@@ -83,6 +83,9 @@ class Daemon:
         self.journal = Journal(store)
         self.metrics = Metrics(slurm_calls=self.backend.calls, slurm_errors=self.backend.errors)
         self.dry_run, self.clock, self.sleep = dry_run, clock, sleep
+        # systemd watchdog (daemon/sdnotify.py): pinged in the pause between rounds, every heartbeat_s at most
+        self.heartbeat: Callable[[], None] = lambda: None
+        self.heartbeat_s = 1e9
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.configure(cfg)
@@ -373,8 +376,17 @@ class Daemon:
             if max_rounds is not None and done >= max_rounds:
                 break
             self._prune(t0 + self.cfg.scheduler.round_seconds)  # retention: only in the pause
-            self.stop_event.wait(max(0.0, self.cfg.scheduler.round_seconds - (self.clock() - t0)))
+            self._pause(max(0.0, self.cfg.scheduler.round_seconds - (self.clock() - t0)))
         self.journal.event(self.clock(), "daemon", "stopped")
+
+    def _pause(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self.stop_event.is_set():
+            self.heartbeat()
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self.stop_event.wait(min(left, self.heartbeat_s))
 
     def _prune(self, next_round: float) -> None:
         from .retention import prune
