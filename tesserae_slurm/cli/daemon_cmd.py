@@ -1,6 +1,6 @@
 """`tesserae daemon`: the scheduling daemon for the managed Slurm partition (systemd runs it).
 
-    tesserae daemon --config /etc/tesserae/tesserae.yaml [--once] [--dry-run]
+    tesserae daemon --config /etc/tesserae/tesserae.yaml [--once] [--dry-run] [--log-format json]
 
 SIGHUP re-reads the configuration between rounds (a bad file keeps the running one); SIGTERM and
 SIGINT stop it between actions. Logs go to stderr (journald under systemd).
@@ -32,12 +32,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="shadow mode: decide and record every round, send nothing to Slurm")
     p.add_argument("--rounds", type=int, default=None, metavar="N", help="stop after N rounds")
+    p.add_argument("--log-format", choices=("human", "json"), default="human",
+                   help="human (default) or json: one object a line with time, level, round, job, action, "
+                        "outcome, message")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..daemon.config import resolve_config
     from ..daemon.connect import backend_from_config
+    from ..daemon.logfmt import formatter
     from ..daemon.loop import Daemon
     from ..daemon.metrics import serve
     from ..daemon.sdnotify import Notifier
@@ -46,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     cfg, source = resolve_config(args.config)
     logging.getLogger().setLevel(cfg.log_level.upper())
     for h in logging.getLogger().handlers:
-        h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        h.setFormatter(formatter(args.log_format))
     log = logging.getLogger("tesserae_slurm.daemon")
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
     store = Store.open(cfg.state.database)

@@ -8,6 +8,7 @@ state or in the intended one, and its ``intent`` actions say which calls may or 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from .reconcile import JobFacts
 from .store import (
     ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store, TERMINAL_STATES, dumps,
 )
+
+_log = logging.getLogger("tesserae_slurm.daemon.actions")
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,11 @@ class Journal:
                       .values(status=status, finished_at=now, error=error))
             if job_id and job_update:
                 s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**job_update))
+            row = s.get(ActionRow, action_id)
+        if row is not None:  # one line per action outcome (round, job, action, outcome: --log-format json)
+            _log.log(logging.WARNING if status == "failed" else logging.INFO, "round %d: %s of job %s %s%s",
+                     row.round_id, row.kind, row.job_id, status, f": {error}" if error else "",
+                     extra={"round": row.round_id, "job": row.job_id, "action": row.kind, "outcome": status})
 
     def interrupt_stale_intents(self, now: float) -> list[ActionRow]:
         """Intents left by a previous process that died mid-round; reconciliation decides their effect."""
