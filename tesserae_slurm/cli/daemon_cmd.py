@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("tesserae_slurm.daemon")
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
     store = Store.open(cfg.state.database)
+    from ..daemon import admin
+    try:
+        admin.ensure_dir(admin.requests_dir(cfg))  # where `tesserae hold|drain|...` leave requests
+    except OSError as exc:
+        log.error("admin requests directory %s: %s; operators' commands will fail", admin.requests_dir(cfg), exc)
     notifier = Notifier()  # systemd Type=notify: READY/WATCHDOG/STOPPING; no-op elsewhere
     daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run, sleep=notifier.sleep)
     daemon.heartbeat, daemon.heartbeat_s = notifier.ping, notifier.slice_s

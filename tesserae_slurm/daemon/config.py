@@ -86,6 +86,14 @@ class RetentionSection:
 
 
 @dataclass(frozen=True)
+class AdminSection:
+    """Who may act through `tesserae hold|release|requeue|cancel|drain|resume` (docs/daemon.md)."""
+
+    operators: tuple[str, ...] = ()  # Unix user names, besides root and the daemon's own user
+    requests_dir: str = ""  # where those commands leave requests for the daemon; "" = <state dir>/requests
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     slurm: SlurmSection = SlurmSection()
     scheduler: SchedulerSection = SchedulerSection()
@@ -96,13 +104,15 @@ class DaemonConfig:
     http: HttpSection = HttpSection()
     feedback: FeedbackSection = FeedbackSection()
     retention: RetentionSection = RetentionSection()
+    admin: AdminSection = AdminSection()
     log_level: str = "INFO"
 
 
 _SECTIONS = {f.name: f.type for f in fields(DaemonConfig)}
 _SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "preemption": PreemptionSection,
                     "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
-                    "http": HttpSection, "feedback": FeedbackSection, "retention": RetentionSection}
+                    "http": HttpSection, "feedback": FeedbackSection, "retention": RetentionSection,
+                    "admin": AdminSection}
 
 
 def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any:
@@ -123,6 +133,10 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
         if not isinstance(value, str):
             raise InputError(f"{name} must be a string, got {value!r}")
         return value
+    if key == "operators":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            raise InputError(f"{name} must be a list of user names")
+        return tuple(value)
     if key == "policy_options":
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise InputError(f"{name} must be a mapping of option names to values")

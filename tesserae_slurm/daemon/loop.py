@@ -34,6 +34,7 @@ from .observe import Snapshot, build_snapshot
 from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
 from .profile import scheduling_profile
+from . import admin
 from .reconcile import ADMIN_HOLD, JobFacts, account, transition
 from .store import PENDING, PLACED_STATES, RUNNING, STARTING, JobRow, Store
 
@@ -86,6 +87,7 @@ class Daemon:
         # systemd watchdog (daemon/sdnotify.py): pinged in the pause between rounds, every heartbeat_s at most
         self.heartbeat: Callable[[], None] = lambda: None
         self.heartbeat_s = 1e9
+        self.admin = admin.Standing({}, {}, [])  # operators' holds and drains in force (daemon/admin.py)
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.configure(cfg)
@@ -111,7 +113,7 @@ class Daemon:
     def observe(self) -> Snapshot:
         jobs = self.backend.list_jobs(self.cfg.slurm.partition)
         nodes = self.backend.list_nodes(self.cfg.slurm.partition)
-        return build_snapshot(self.clock(), jobs, nodes, self.cfg)
+        return admin.drain_snapshot(build_snapshot(self.clock(), jobs, nodes, self.cfg), self.admin, self.cfg)
 
     # ---- 2. reconcile -------------------------------------------------------------------------------
     def reconcile(self, snap: Snapshot, round_id: int | None) -> tuple[list[StopItem], list[str]]:
@@ -180,6 +182,9 @@ class Daemon:
             if mj.slurm.reason == ADMIN_HOLD:
                 excluded[r.job_id] = "held by an administrator"
                 continue
+            if r.job_id in self.admin.holds:  # `tesserae hold`: never placed until released
+                excluded[r.job_id] = admin.hold_reason(self.admin.holds[r.job_id])
+                continue
             try:
                 job = JobMeta.decode(r.meta).job(r.job_id, r.user)
                 self.profile.job_class(job)
@@ -222,8 +227,14 @@ class Daemon:
         return RoundResult(rid, status, why)
 
     def _round(self, rid: int, t_round: float) -> RoundResult:
+        admin.ingest(self.journal.store, self.cfg, rid)  # operators' requests since the last round
+        self.admin = admin.standing(self.journal.store)
         snap = self.observe()
         requeue, hold = self.reconcile(snap, rid)
+        if self.admin.once and not self.dry_run and admin.carry_out(
+                self.admin.once, snap, self.applier, self.backend, self.journal.store, rid):
+            snap = self.observe()  # requeued or cancelled: decide on what Slurm says now
+            requeue, hold = self.reconcile(snap, rid)
         if (requeue or hold) and not self.dry_run:
             fixed = ApplyResult()
             self.applier.stop_jobs(rid, requeue, {j: m.slurm for j, m in snap.jobs.items()}, fixed)

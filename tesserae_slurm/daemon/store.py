@@ -158,6 +158,22 @@ class KvRow(Base):
     value: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class AdminRow(Base):
+    """An operator's request (`tesserae hold|release|requeue|cancel|drain|resume`) as the daemon took it in:
+    who (the request file's owner, set by the kernel) and when, and what became of it."""
+
+    __tablename__ = "admin_actions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Float)  # when the operator asked (the request's own stamp)
+    user: Mapped[str] = mapped_column(String)
+    uid: Mapped[int] = mapped_column(Integer)
+    command: Mapped[str] = mapped_column(String)  # hold|release|requeue|cancel|drain|resume
+    target: Mapped[str] = mapped_column(String, index=True)  # job id or node name
+    status: Mapped[str] = mapped_column(String, default="accepted")  # accepted|refused|done|failed
+    round_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # round that took it in
+    note: Mapped[str] = mapped_column(Text, default="")
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")

@@ -49,22 +49,32 @@ def test_newer_database_is_refused_by_daemon_and_readers(tmp_path):
     db = tmp_path / "state.db"
     Store.open(db).close()
     _set_rev(db, "9999")
-    with pytest.raises(InputError, match=r"is at schema 9999, newer than this tesserae \(0002\)") as exc:
+    with pytest.raises(InputError, match=r"is at schema 9999, newer than this tesserae \(" + schema.HEAD + r"\)") as exc:
         Store.open(db)
     assert "\n" not in str(exc.value)
-    with pytest.raises(InputError, match=r"is at schema 9999, newer than this tesserae \(0002\): use the newer"):
+    with pytest.raises(InputError, match=r"is at schema 9999, newer than this tesserae \(" + schema.HEAD + r"\): use the newer"):
         Store.open(db, read_only=True)
     assert [p.name for p in tmp_path.iterdir() if ".bak-" in p.name] == []  # refused before any backup
 
 
+def _at(db, rev):
+    """A database built by the migrations up to ``rev`` only (what that tesserae would have written)."""
+    from alembic import command
+
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.connect() as conn:
+        command.upgrade(schema._alembic_config(conn), rev)
+        conn.commit()
+    engine.dispose()
+
+
 def test_an_older_revision_is_upgraded_after_a_backup(tmp_path):
     db = tmp_path / "state.db"
-    s = Store.open(db)
-    s.set_kv("policy_state:x", b"\x80\x04N.")  # pickle of None, as before 0002
-    s.set_kv("schema_version", b"2")
-    s.close()
-    _set_rev(db, "0001")
-    with pytest.raises(InputError, match="at schema 0001, this tesserae reads 0002: start"):
+    _at(db, "0001")
+    with sqlite3.connect(db) as c:
+        c.execute("insert into kv values ('policy_state:x', ?)", (b"\x80\x04N.",))  # pickle of None, before 0002
+        c.execute("insert into kv values ('schema_version', ?)", (b"2",))
+    with pytest.raises(InputError, match=f"at schema 0001, this tesserae reads {schema.HEAD}: start"):
         Store.open(db, read_only=True)
     Store.open(db).close()
     (bak,) = [p for p in tmp_path.iterdir() if ".bak-" in p.name]
@@ -72,9 +82,10 @@ def test_an_older_revision_is_upgraded_after_a_backup(tmp_path):
     with sqlite3.connect(bak) as c:  # the backup holds the database as it was
         assert c.execute("select value from kv where key='policy_state:x'").fetchone() == (b"\x80\x04N.",)
     with sqlite3.connect(db) as c:
-        assert c.execute("select version_num from alembic_version").fetchall() == [("0002",)]
+        assert c.execute("select version_num from alembic_version").fetchall() == [(schema.HEAD,)]
         assert c.execute("select value from kv where key='policy_state:x'").fetchone() == \
             (b'{"version":1,"state":null}',)
+        assert c.execute("select count(*) from admin_actions").fetchone() == (0,)
 
 
 def test_unknown_pre_migration_schema_is_refused(tmp_path):
