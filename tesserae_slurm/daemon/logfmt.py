@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 FIELDS = ("round", "job", "action", "outcome")
 _ROUND = re.compile(r"\bround (\d+)\b")
 _JOB = re.compile(r"\bjob (\d+(?:_\d+)?)\b")
-_ROUND_OUTCOME = re.compile(r"\bround \d+ (applied|skipped|failed|dry-run|planned)\b")
+_ROUND_OUTCOME = re.compile(r"\bround \d+ (applied|partial|skipped|failed|dry-run|planned)\b")
 HUMAN = "%(levelname)s %(name)s: %(message)s"
 
 
