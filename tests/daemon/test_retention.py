@@ -90,3 +90,18 @@ def test_config_section():
     for bad in ({"max_rounds": -1}, {"batch": 0}, {"budget_s": 0}, {"keep": 3}, {"rounds_days": "30d"}):
         with pytest.raises(InputError, match="retention"):
             config_from_mapping({"retention": bad}, check_policy=False)
+
+
+@pytest.mark.slurm_live
+def test_the_running_daemon_prunes_between_rounds(env) -> None:  # noqa: ANN001
+    from .test_service import Background
+
+    env.write_config(scheduler={"round_seconds": 0.5}, retention={"max_rounds": 3, "batch": 1})
+    daemon = Background(env)
+    try:
+        daemon.wait_log(r"round 8 applied", timeout=90)
+        daemon.wait_log(r"retention: pruned [1-9]\d* rounds")
+    finally:
+        assert daemon.stop() == 0, daemon.text()[-2000:]
+    ids = [r.round_id for r in env.store().rounds(limit=100)]
+    assert len(ids) <= 4 and min(ids) >= 5, ids  # the newest 3 (+ the one that ran after the last pause)
