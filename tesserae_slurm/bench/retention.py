@@ -132,3 +132,14 @@ def run(workdir: Path, rounds: int = 10_000, jobs: int = 1_000, nodes: int = 64,
                           1000 * statistics.median(prune_s) if prune_s else 0.0,
                           1000 * max(prune_s) if prune_s else 0.0, medians))
     return out
+
+
+def report(results: list[Result], rounds: int, jobs: int, nodes: int, repeats: int) -> str:
+    lines = [f"{rounds} rounds at {jobs} active jobs, {4 * nodes} GPUs; admin commands: median of {repeats}"]
+    for r in results:
+        lines.append(f"\n{r.label}: {r.rounds_kept} rounds and {r.jobs_kept} job rows kept, database "
+                     f"{r.size_mb:.1f} MB (built in {r.build_s:.0f} s)"
+                     + (f"; prune per round median {r.prune_ms_median:.2f} ms, max {r.prune_ms_max:.1f} ms"
+                        if r.prune_ms_max else ""))
+        lines += [f"  tesserae {name:<22} {s:.3f} s" for name, s in r.commands.items()]
+    return "\n".join(lines)
