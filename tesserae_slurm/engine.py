@@ -10,13 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Literal
 
 import numpy as np
 
 from .model import (
-    Cluster, InputError, Job, PackedPair, PendingJob, Placement, RoundDecision, StageTimings,
+    Cluster,
+    InputError,
+    Job,
+    PackedPair,
+    PendingJob,
+    Placement,
+    RoundDecision,
+    StageTimings,
 )
 from .placement.consolidate import Unit, place_consolidated, place_units
 from .placement.migrate import MigrationAlgorithm, migrate
@@ -24,7 +31,6 @@ from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
 
 Clock = Callable[[], float]
-_ID = attrgetter("id")
 _SPEED = itemgetter(0)
 _STRATEGY = itemgetter(1)  # of best_isolated's (speed, strategy)
 _JOB_ID = itemgetter(0)  # of a PendingJob
@@ -94,33 +100,25 @@ def _units(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], home: dict[str
 
 
 def _with_partners(plan: Placement, pairs: Sequence[PackedPair]) -> Placement:
+    """The consolidation plan with each packed partner beside its host on the host's GPUs."""
     partner_of = {p.placed: p.partner for p in pairs}
     if not partner_of:
         return plan
     rows = plan.rows()
-    if rows is not None and not (rows.table[:, 1] >= 0).any():  # a table of lone jobs: partners go in column 1
-        number = dict(zip(rows.ids, range(len(rows.ids))))
-        partner = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # placed job number -> its partner's; -1 stays
-        partner[list(map(number.__getitem__, partner_of))] = np.arange(len(rows.ids), len(rows.ids) + len(partner_of))
-        table = rows.table.copy()
-        table[:, 1] = partner[table[:, 0]]
-        return Placement.from_rows(rows._replace(ids=rows.ids + tuple(partner_of.values()), table=table))
-    refs = dict(plan.job_gpus())
-    touched = set()  # only the nodes of packed jobs get new slots
-    for placed, partner in partner_of.items():
-        refs[partner] = refs[placed]
-        touched.update(node for node, _ in refs[placed])
-    return Placement.built({
-        node: tuple(slot | {partner_of[j] for j in slot if j in partner_of} for slot in gpus) if node in touched
-        else gpus
-        for node, gpus in plan.nodes.items()
-    }, refs)
+    number = dict(zip(rows.ids, range(len(rows.ids))))
+    partner = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # placed job number -> its partner's; -1 stays
+    partner[[number[j] for j in partner_of]] = np.arange(len(rows.ids), len(rows.ids) + len(partner_of))
+    table = rows.table.copy()
+    lone = (table[:, 0] >= 0) != (table[:, 1] >= 0)  # hosts of policy pairs hold their partner already
+    table[lone, 0] = table[lone].max(axis=1)  # the lone job in column 0, its partner (or none) in 1
+    table[lone, 1] = partner[table[lone, 0]]
+    return Placement.from_rows(rows._replace(ids=rows.ids + tuple(partner_of.values()), table=table))
 
 
 def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = None) -> RoundDecision:
     now = clock or _no_clock
     cluster, cfg = req.cluster, req.config
-    ids = [j.id for j in req.jobs]  # a comprehension reads slots faster than attrgetter
+    ids = [j.id for j in req.jobs]
     by_id = dict(zip(ids, req.jobs))
     if len(by_id) != len(ids):
         raise InputError("a job id appears twice in the job list")
@@ -155,16 +153,17 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
     t2 = now()
 
-    if req.current is None:
-        final, migrated, cost = logical, (), 0.0
-    else:
+    migrated: tuple[str, ...] = ()
+    cost = 0.0
+    final = logical
+    if req.current is not None:
         res = migrate(req.current, logical, algorithm=cfg.migration, node_types=node_type)
         final, migrated, cost = res.placement, res.migrated, res.cost
     t3 = now()
 
     strategies, speeds = _speeds(final, pairs, by_id, profile, node_type, only)
-    before = req.current.jobs() if req.current is not None else set()
-    after = final.jobs()  # all of them in ids: one pass in policy order sorts those sets
+    before: set[str] = req.current.jobs() if req.current is not None else set()
+    after = final.jobs()
     migrated_set = set(migrated)
     started, kept = after - before, (after & before) - migrated_set
     preempted = before - after  # may name jobs the policy no longer lists: those go last, by id
@@ -175,10 +174,10 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         preempted_sorted = ()
     return RoundDecision(
         placement=final,
-        started=tuple(filter(started.__contains__, ids)) if started else (),
+        started=tuple([j for j in ids if j in started]) if started else (),
         preempted=preempted_sorted,
-        migrated=tuple(filter(migrated_set.__contains__, ids)) if migrated_set else (),
-        kept=tuple(filter(kept.__contains__, ids)),
+        migrated=tuple([j for j in ids if j in migrated_set]) if migrated_set else (),
+        kept=tuple([j for j in ids if j in kept]),
         packed=tuple(pairs),
         pending=tuple(pending),
         strategies=strategies,
@@ -240,7 +239,7 @@ def _speeds(final: Placement, pairs: Sequence[PackedPair], by_id: dict[str, Job]
         if p.partner_strategy:
             strategies[p.partner] = p.partner_strategy
     node_of = final.job_nodes()
-    alone = list(filterfalse(speeds.__contains__, node_of))  # placement order; C-level: every placed job
+    alone = list(filterfalse(speeds.__contains__, node_of))  # unpacked jobs, in placement order
     if not by_id.keys() >= set(alone):
         alone = [j for j in alone if j in by_id]
     best = profile.best_isolated_many(list(map(by_id.__getitem__, alone)),

@@ -157,12 +157,12 @@ def test_job_class_key_separates_every_class_field_and_not_equality():
 
 
 def test_a_cluster_pickles_after_the_engine_used_it():
-    """Bench children and the daemon's state pickle clusters; the memo the stages fill each round
-    (read-only views among it) stays behind and is rebuilt on the other side."""
+    """Bench children and the daemon's state pickle clusters: as their nodes, the read-only views
+    derived from them rebuilt on the other side."""
     import pickle
 
     cluster = Cluster.from_spec("2x4:a100,1x2:v100")
     decide(RoundRequest(cluster, (Job("a", 2, "resnet50", "32"),)), load_profile("a100"))
-    assert cluster.node_types["node3"] == "v100" and cluster.memo()
+    assert cluster.node_types["node3"] == "v100"
     back = pickle.loads(pickle.dumps(cluster))
     assert back == cluster and back.node_types == cluster.node_types and back.total_gpus == 10

@@ -82,7 +82,8 @@ def _events(path: Path) -> list[dict]:
 def test_launcher_pins_gpus_forwards_signal_and_job_resumes(tmp_path):
     """Real torch payload: USR1 to the launcher -> checkpoint at a step boundary -> resume continues."""
     a = Assignment("77", 1, {"nodeX": (3,)}, partner="76", mps_percentage=50)
-    env = {**os.environ, "TESSERAE_ASSIGNMENT": a.encode(), "SLURMD_NODENAME": "nodeX", "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TESSERAE_ASSIGNMENT": a.encode(), "SLURMD_NODENAME": "nodeX",
+           "TESSERAE_MPS_BASE": str(tmp_path / "mps"), "TESSERAE_REQUEUE_WAIT": "0"}
     log, ckpt = tmp_path / "events.jsonl", tmp_path / "ckpt.pt"
     cmd = [sys.executable, "-m", "tesserae_slurm.harness", "launch", "--", sys.executable,
            str(ROOT / "jobscripts" / "toy_train.py"), "--steps", "400", "--step-time", "0.01",
@@ -107,3 +108,152 @@ def test_launcher_pins_gpus_forwards_signal_and_job_resumes(tmp_path):
     starts = [e for e in ev if e["event"] == "start"]
     assert starts[1]["step"] == ck[0]["step"]
     assert ev[-1]["event"] == "done" and ev[-1]["step"] == 400
+
+
+_LATE_HANDLER = """
+import signal, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+time.sleep(float(sys.argv[2]))  # a payload still importing its libraries: no handler yet
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+out.write_text("listening")
+deadline = time.time() + 20
+while not got and time.time() < deadline:
+    time.sleep(0.02)
+out.write_text("checkpointed" if got else "no signal")
+"""
+
+
+def _launch_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    a = Assignment("91", 1, {"nodeX": (0,)})
+    return {**os.environ, "TESSERAE_ASSIGNMENT": a.encode(), "SLURMD_NODENAME": "nodeX",
+            "TESSERAE_MPS_BASE": str(tmp_path / "mps"), **extra}
+
+
+def test_signal_recorded_before_the_launcher_listened_reaches_the_payload_once_it_listens(tmp_path):
+    """The batch shell trapped USR1 before the launcher existed and wrote it down: the launcher reads
+    the record, holds the signal while the payload ignores it, delivers it once the payload catches
+    it, then outlives the payload until the requeue-hold (here: its bounded wait)."""
+    record, out = tmp_path / "signals", tmp_path / "payload.txt"
+    record.write_text("USR1\n")
+    env = _launch_env(tmp_path, TESSERAE_SIGNAL_FILE=str(record), TESSERAE_REQUEUE_WAIT="1.5")
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "tesserae_slurm.harness", "launch", "--", sys.executable, "-c",
+                           _LATE_HANDLER, str(out), "0.7"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == "checkpointed", proc.stderr
+    assert "holding signal" in proc.stderr
+    assert time.time() - t0 >= 0.7 + 1.5  # waited for the requeue-hold after the payload checkpointed
+    rec = json.loads(next(line for line in proc.stderr.splitlines() if "tesserae-launch: record " in line)
+                     .split("record ", 1)[1])
+    assert rec["signals_before_launcher"] == ["USR1"]
+
+
+def test_signal_the_shell_records_later_is_followed_and_term_ends_the_wait(tmp_path):
+    """A USR1 appended to the record while the payload runs is delivered; a TERM recorded while the
+    launcher waits for the requeue-hold ends the job at once with the payload's exit code."""
+    record, out = tmp_path / "signals", tmp_path / "payload.txt"
+    record.write_text("")
+    env = _launch_env(tmp_path, TESSERAE_SIGNAL_FILE=str(record), TESSERAE_REQUEUE_WAIT="60")
+    proc = subprocess.Popen([sys.executable, "-m", "tesserae_slurm.harness", "launch", "--", sys.executable, "-c",
+                             _LATE_HANDLER, str(out), "0"], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not (out.exists() and out.read_text() == "listening"):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    with record.open("a") as fh:
+        fh.write("USR1\n")
+    while out.read_text() != "checkpointed":
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert proc.poll() is None  # the payload has exited; the launcher keeps the job alive
+    with record.open("a") as fh:
+        fh.write("TERM\n")
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+
+
+def test_packable_job_records_consistent_mps_settings_without_mps(tmp_path):
+    """Without nvidia-cuda-mps-control the launcher says so in its record and runs the payload; the
+    pipe directory depends on user, node and GPUs only, so a partner finds the same server."""
+    def launch(job: str, partner: str, pct: int) -> dict:
+        a = Assignment(job, 3, {"nodeX": (2, 3)}, partner=partner, mps_percentage=pct)
+        env = {**os.environ, "TESSERAE_ASSIGNMENT": a.encode(), "SLURMD_NODENAME": "nodeX",
+               "TESSERAE_MPS_BASE": str(tmp_path / "mps"), "TESSERAE_PACKABLE": "1"}
+        proc = subprocess.run([sys.executable, "-m", "tesserae_slurm.harness", "launch", "--", sys.executable, "-c",
+                               "import os; print(os.environ['CUDA_MPS_PIPE_DIRECTORY'], "
+                               "os.environ.get('CUDA_MPS_ACTIVE_THREAD_PERCENTAGE', ''), "
+                               "os.environ['CUDA_VISIBLE_DEVICES'])"],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        rec = json.loads(next(line for line in proc.stderr.splitlines() if "record " in line).split("record ", 1)[1])
+        pipe, pct_seen, cvd = proc.stdout.split(" ") if proc.stdout.count(" ") == 2 else (*proc.stdout.split(), "")
+        assert rec["mps"]["pipe_dir"] == pipe and cvd.strip() == "2,3"
+        return rec | {"pct_seen": pct_seen}
+
+    alone = launch("10", "", 0)  # packable, alone: already a client, no thread limit
+    joined = launch("11", "10", 50)
+    assert alone["mps"]["pipe_dir"] == joined["mps"]["pipe_dir"] == str(tmp_path / "mps" / str(os.getuid()) /
+                                                                        "nodeX" / "gpu2_3" / "pipe")
+    assert alone["mps"]["thread_percentage"] == 0 and joined["mps"]["thread_percentage"] == 50
+    assert joined["pct_seen"] == "50" and alone["pct_seen"] == ""
+    for rec in (alone, joined):
+        assert rec["packable"] and rec["mps"]["active"] is False and not rec["mps"]["started_server"]
+        assert "not found" in rec["mps"]["skipped"]
+
+
+def test_a_payload_that_ends_without_taking_the_signal_ends_the_job(tmp_path):
+    """A checkpoint signal the payload never took (no handler; or it had finished) does not keep the
+    job alive waiting for a requeue-hold: the payload's exit is the job's exit."""
+    record = tmp_path / "signals"
+    record.write_text("USR1\n")
+    env = _launch_env(tmp_path, TESSERAE_SIGNAL_FILE=str(record), TESSERAE_REQUEUE_WAIT="60")
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "tesserae_slurm.harness", "launch", "--", sys.executable, "-c",
+                           "import time; time.sleep(0.5); raise SystemExit(3)"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert time.time() - t0 < 20 and "waiting up to" not in proc.stderr, proc.stderr
+
+
+_FAKE_MPS = """#!/bin/bash
+# stands in for nvidia-cuda-mps-control: -d starts a "server" (a sleep) and writes its pid file; "quit" on stdin stops it
+pid="$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
+if [ "${1:-}" = -d ]; then
+    echo "start $CUDA_VISIBLE_DEVICES" >>"$CUDA_MPS_LOG_DIRECTORY/calls"
+    sleep 300 >/dev/null 2>&1 </dev/null & echo $! >"$pid"
+else
+    read -r cmd; echo "$cmd" >>"$CUDA_MPS_LOG_DIRECTORY/calls"; kill "$(cat "$pid")"; rm -f "$pid"
+fi
+"""
+
+
+def test_mps_server_is_shared_by_the_users_jobs_on_a_gpu_and_the_last_client_stops_it(tmp_path, monkeypatch):
+    """Lifecycle with a stand-in for nvidia-cuda-mps-control (no GPU here): the first packable job starts
+    the server for its GPUs, a partner joins it, the server outlives the first and stops with the last."""
+    from tesserae_slurm.harness.mps import join_mps, leave_mps
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nvidia-cuda-mps-control"
+    fake.write_text(_FAKE_MPS)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    base = str(tmp_path / "mps")
+    first = join_mps("1", (2,), 0, "n1", base=base, available=(True, ""))
+    second = join_mps("2", (2,), 50, "n1", base=base, available=(True, ""))
+    other_gpu = join_mps("3", (3,), 0, "n1", base=base, available=(True, ""))
+    assert first.record["started_server"] and not second.record["started_server"]
+    assert other_gpu.record["started_server"]  # one server per GPU (and user)
+    assert first.env["CUDA_MPS_PIPE_DIRECTORY"] == second.env["CUDA_MPS_PIPE_DIRECTORY"]
+    assert first.env["CUDA_VISIBLE_DEVICES"] == "0" and second.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    calls = first.root / "log" / "calls"
+    assert calls.read_text().splitlines() == ["start 2"]  # the server sees the job's physical GPU
+    pid = int((first.root / "pipe" / "nvidia-cuda-mps-control.pid").read_text())
+    assert leave_mps(first) is False  # the partner still runs
+    os.kill(pid, 0)
+    assert leave_mps(second) is True
+    assert calls.read_text().splitlines() == ["start 2", "quit"]
+    assert leave_mps(other_gpu) is True

@@ -10,7 +10,7 @@ from tesserae_slurm.daemon.profile import scheduling_profile
 from tesserae_slurm.model import InputError
 from tesserae_slurm.tsbatch.meta import UNPROFILED, JobMeta
 from tesserae_slurm.tsbatch.options import (
-    PartitionShape, Submission, build_meta, check_sbatch_options, make_submission, parse_argv, sbatch_args,
+    PartitionShape, Submission, build_meta, check_meta, check_sbatch_options, make_submission, parse_argv, sbatch_args,
     script_directives,
 )
 
@@ -112,6 +112,7 @@ def test_valid_metadata(own, expect):
     ({"--gpus": "2", "--model": "GPT2-Medium", "--parallelism": "9,9,9"}, "does not divide"),
     ({"--gpus": "2", "--model": "GPT2-Medium", "--parallelism": "11,13"}, "unknown strategy"),
     ({"--gpus": "1", "--model": "resnet50", "--batch-size": "64", "--parallelism": "TP24"}, "no parallelism"),
+    ({"--gpus": "1", "--model": "Bert-Large", "--batch-size": "999"}, "runs with batch 256/16"),
 ])
 def test_invalid_metadata(own, message):
     with pytest.raises(InputError, match=message):
@@ -141,6 +142,35 @@ def test_meta_roundtrips_through_the_comment(n, model, batch, par, no_pack):
     meta = JobMeta(n, model, batch, tuple(par), no_pack, no_profile=not model)
     text = meta.encode()
     assert "\n" not in text and JobMeta.decode(text) == meta
+
+
+def test_llm_batch_is_optional_but_must_be_the_profiles_when_given():
+    assert build_meta({"--gpus": "1", "--model": "Bert-Large"}, SHAPE, PROFILE).batch_size == ""
+    assert build_meta({"--gpus": "1", "--model": "Bert-Large", "--batch-size": "256/16"}, SHAPE, PROFILE)
+
+
+@pytest.mark.parametrize("comment,message", [
+    ('tesserae:v1:{"g":3,"m":"DCGAN","b":"32"}', "power of two"),
+    ('tesserae:v1:{"g":6,"nprof":true}', "power of two"),
+    ('tesserae:v1:{"g":32,"nprof":true}', "at most 16 GPUs"),
+    ('tesserae:v1:{"g":1,"m":"Bert-Large","b":"999"}', "runs with batch"),
+    ('tesserae:v1:{"g":1,"m":"DCGAN","b":"7"}', "unknown batch size"),
+    ('tesserae:v1:{"g":2,"m":"GPT2-Medium","p":["9,9,9"]}', "does not divide"),
+    ('tesserae:v1:{"g":1,"nprof":true,"b":"32"}', "drop --model"),
+])
+def test_hand_written_comments_meet_tsbatchs_rules(comment, message):
+    """The daemon's check (check_meta) is tsbatch's: what tsbatch refuses, a hand-written Comment cannot do."""
+    meta = JobMeta.decode(comment)
+    with pytest.raises(InputError, match=message):
+        check_meta(meta, SHAPE, PROFILE)
+
+
+@pytest.mark.parametrize("text", ['tesserae:v1:{"g":1,"m":"DCGAN","b":"32","np":"no"}',
+                                  'tesserae:v1:{"g":1,"nprof":1}', 'tesserae:v1:{"g":1,"m":5}',
+                                  'tesserae:v1:{"g":1,"nprof":true,"extra":1}'])
+def test_comment_fields_have_the_types_tsbatch_writes(text):
+    with pytest.raises(InputError, match="malformed"):
+        JobMeta.decode(text)
 
 
 @pytest.mark.parametrize("text", ["tesserae:v1:{", "tesserae:v1:[]", 'tesserae:v1:{"g":"2"}', "tesserae:v1:{}",

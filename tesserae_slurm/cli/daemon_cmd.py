@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     for h in logging.getLogger().handlers:
         h.setFormatter(formatter(args.log_format))
     log = logging.getLogger("tesserae_slurm.daemon")
+    store = Store.open(cfg.state.database)  # before any log line: a bad state file is one line
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
-    store = Store.open(cfg.state.database)
     from ..daemon import admin
     try:
         admin.ensure_dir(admin.requests_dir(cfg))  # where `tesserae hold|drain|...` leave requests

@@ -1,7 +1,7 @@
 """`tesserae launch [OPTIONS] -- CMD ...`: the job-side launcher (harness/launcher.py) as a subcommand.
 
-Runs inside a batch script on a compute node: reads the daemon's assignment, pins the GPUs, starts MPS
-for packed jobs, adds torchrun/Megatron arguments and forwards the checkpoint signal. Its options are
+Runs inside a batch script on a compute node: reads the daemon's assignment, pins the GPUs, joins MPS
+for packable jobs, adds torchrun/Megatron arguments and forwards the checkpoint signal. Its options are
 the launcher's own; `tesserae launch --help` lists them.
 """
 

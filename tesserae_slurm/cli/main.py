@@ -129,6 +129,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"tesserae {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("tesserae_slurm"):
+            raise  # our own module: a bug
+        top = (exc.name or "").split(".")[0]
+        extra = next((e for e, mods in EXTRAS.items() if top in mods), "")
+        hint = f": pip install 'tesserae-slurm[{extra}]'" if extra else ""
+        print(f"tesserae {args.command}: error: needs the Python package {exc.name!r}, which is not installed{hint}",
+              file=sys.stderr)
+        return EXIT_INPUT
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:

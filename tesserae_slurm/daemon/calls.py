@@ -15,7 +15,8 @@ from typing import Any
 
 from ..slurm import SlurmBackend, SlurmError
 
-WRITES = ("submit", "place", "release", "hold", "signal", "requeue_hold", "cancel", "update_comment")
+WRITES = ("submit", "place", "release", "hold", "admin_hold", "evict", "signal",
+          "requeue_hold", "cancel", "update_comment")
 READS = ("list_jobs", "list_nodes", "ping", "slurm_version")
 
 
@@ -92,6 +93,12 @@ class RecordingBackend:
 
     def hold(self, job_ids: Iterable[int]) -> None:
         self._call("hold", list(job_ids))
+
+    def admin_hold(self, job_ids: Iterable[int]) -> None:
+        self._call("admin_hold", list(job_ids))
+
+    def evict(self, job_id: int) -> None:
+        self._call("evict", job_id)
 
     def signal(self, job_id: int, sig: Any = "USR1", batch_only: bool = True) -> None:
         self._call("signal", job_id, sig, batch_only)

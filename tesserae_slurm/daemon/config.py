@@ -13,11 +13,14 @@ from ..model import InputError
 @dataclass(frozen=True)
 class SlurmSection:
     partition: str = "tesserae"  # the managed partition; the daemon is its only GPU arbiter
-    backend: str = "auto"  # auto | cli | pyslurm
+    # auto | cli | pyslurm. cli is tested live (Slurm 22.05 here, 24.11/26.05 lanes). pyslurm was never run
+    # against a live Slurm; auto uses it only when it imports and matches `sinfo --version`.
+    backend: str = "auto"
     command_timeout_s: float = 10.0
     retries: int = 2
     bin_dir: str = ""  # directory of squeue/scontrol/...; "" = PATH
     start_timeout_s: float = 120.0  # a released job Slurm has not started by then is held back again
+    guard_seconds: float = 5.0  # between rounds: stop hand-started jobs, admin-hold new ones; 0 = rounds only
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class PreemptionSection:
 @dataclass(frozen=True)
 class MpsSection:
     thread_percentage: int = 50  # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for each job of a packed pair
+    # pairs of two users' jobs: their MPS servers time-slice the GPU instead of sharing it
+    # (timeslice: pack them anyway; never: pack only jobs of one user)
+    cross_user: str = "timeslice"
 
 
 @dataclass(frozen=True)
@@ -222,12 +228,16 @@ def _validate_values(cfg: DaemonConfig, where: str) -> None:
         signal_name(cfg.preemption.signal)
     except InputError as exc:
         raise InputError(f"{where}: preemption.signal: {exc}") from None
+    if cfg.slurm.guard_seconds < 0:
+        raise InputError(f"{where}: slurm.guard_seconds must be >= 0")
     if cfg.slurm.start_timeout_s <= 0:
         raise InputError(f"{where}: slurm.start_timeout_s must be > 0")
     if cfg.preemption.grace_seconds < 0:
         raise InputError(f"{where}: preemption.grace_seconds must be >= 0")
     if not 0 < cfg.mps.thread_percentage <= 100:
         raise InputError(f"{where}: mps.thread_percentage must be in 1..100")
+    if cfg.mps.cross_user not in ("timeslice", "never"):
+        raise InputError(f"{where}: mps.cross_user must be timeslice or never, got {cfg.mps.cross_user!r}")
     if cfg.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise InputError(f"{where}: log_level must be DEBUG, INFO, WARNING or ERROR")
     for name, listen in (("metrics.listen", cfg.metrics.listen), ("http.listen", cfg.http.listen)):

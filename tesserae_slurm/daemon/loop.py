@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import func, update
 
@@ -24,18 +24,21 @@ from ..sim.configs import get_config
 from ..sim.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
 from ..tsbatch.meta import JobMeta
+from ..tsbatch.options import check_meta
+from ..tsbatch.submit import shape_from_nodes
 from .apply import Applier, ApplyResult, StopItem
 from .calls import RecordingBackend
 from .config import DaemonConfig
 from .gpuset import GpuMap, format_gpus, parse_gpus
+from .guard import load_holds, save_holds, still_held, to_secure
 from .journal import Intent, Journal
 from .metrics import Metrics
-from .observe import Snapshot, build_snapshot
+from .observe import Snapshot, build_snapshot, in_slurm_indices
 from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
 from .profile import scheduling_profile
 from . import admin
-from .reconcile import ADMIN_HOLD, JobFacts, account, transition
+from .reconcile import JobFacts, account, transition
 from .store import PENDING, PLACED_STATES, RUNNING, STARTING, JobRow, Store
 
 log = logging.getLogger(__name__)
@@ -59,16 +62,24 @@ class RoundInputs:
     actual: Mapping[str, GpuMap]  # GPUs each placed job holds (daemon accounting or shadow)
     current: Placement
     excluded: Mapping[str, str] = field(default_factory=dict)  # job -> why it is not scheduled
+    gpu_index: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # see Snapshot.gpu_index
+    held_by_others: tuple[str, ...] = ()  # GPUs of the managed nodes that foreign jobs hold
 
 
-def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap]) -> tuple[Placement, list[str]]:
-    """The accounting as a Placement over the schedulable nodes; returns problems found (never silent)."""
+def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],
+                      gpu_index: Mapping[str, tuple[int, ...]] | None = None) -> tuple[Placement, list[str]]:
+    """The accounting as a Placement over the schedulable nodes; returns problems found (never silent).
+
+    ``gpu_index`` maps the engine's GPU indices to Slurm's on nodes where foreign jobs hold some GPUs;
+    a job on a GPU a foreign job holds now is left out, so the plan moves or stops it."""
     slots = {n.name: [set() for _ in range(n.num_gpus)] for n in cluster.nodes}
+    engine = {n: {real: k for k, real in enumerate(idx)} for n, idx in (gpu_index or {}).items()}
     problems: list[str] = []
     for job, gpus in sorted(actual.items()):
         for node, idx in gpus.items():
-            for g in idx:
-                if node not in slots or g >= len(slots[node]):
+            for real in idx:
+                g = engine[node].get(real, -1) if node in engine else real
+                if node not in slots or g < 0 or g >= len(slots[node]):
                     continue  # its node is not schedulable now: the plan moves or stops the job
                 if len(slots[node][g]) >= 2:
                     problems.append(f"{node} GPU {g} would hold {sorted(slots[node][g] | {job})}")
@@ -111,13 +122,15 @@ class Daemon:
 
     # ---- 1. observe ---------------------------------------------------------------------------------
     def observe(self) -> Snapshot:
-        jobs = self.backend.list_jobs(self.cfg.slurm.partition)
+        jobs = self.backend.list_jobs()  # every partition: foreign jobs may share the managed nodes
         nodes = self.backend.list_nodes(self.cfg.slurm.partition)
         return admin.drain_snapshot(build_snapshot(self.clock(), jobs, nodes, self.cfg), self.admin, self.cfg)
 
     # ---- 2. reconcile -------------------------------------------------------------------------------
-    def reconcile(self, snap: Snapshot, round_id: int | None) -> tuple[list[StopItem], list[str]]:
-        """Bring every job row in line with Slurm; returns the preemptions to finish and jobs to hold."""
+    def reconcile(self, snap: Snapshot, round_id: int | None) -> tuple[list[StopItem], list[str], list[str]]:
+        """Bring every job row in line with Slurm; returns the preemptions to finish, the jobs to hold
+        and the jobs to requeue-hold at once (running without the daemon's assignment)."""
+        holds = self._own_holds(snap)
         facts = self.journal.facts(snap.jobs)
         for job_id, mj in snap.jobs.items():
             if job_id not in facts and mj.slurm.state.is_finished:
@@ -127,10 +140,11 @@ class Daemon:
                 facts[job_id] = JobFacts(job_id, num_gpus=mj.meta.num_gpus if mj.meta else 1)
         requeue: list[StopItem] = []
         hold: list[str] = []
+        evict: list[str] = []
         updates: dict[str, dict] = {}
         for job_id, f in facts.items():
             mj = snap.jobs.get(job_id)
-            t = transition(f, mj, snap.time, self.cfg.slurm.start_timeout_s)
+            t = transition(f, mj, snap.time, self.cfg.slurm.start_timeout_s, own_hold=job_id in holds)
             up: dict = {"state": t.state, "last_seen": snap.time}
             if t.reason or t.state != f.state:
                 up["reason"] = t.reason
@@ -162,8 +176,76 @@ class Daemon:
                 requeue.append(StopItem("requeue", job_id, parse_gpus_safe(f.assignment)))
             elif t.followup == "hold":
                 hold.append(job_id)
+            elif t.followup == "evict":
+                evict.append(job_id)
         self.journal.update_jobs(updates)
-        return requeue, hold
+        return requeue, hold, evict
+
+    # ---- users cannot bypass the daemon (guard.py) --------------------------------------------------
+    def _own_holds(self, snap: Snapshot) -> set[str]:
+        """The jobs the daemon itself holds as an administrator, as far as Slurm still shows them."""
+        holds = load_holds(self.journal.store)
+        kept = still_held(holds, snap.jobs)
+        if kept != holds:
+            save_holds(self.journal.store, kept)
+        return kept
+
+    def _admin_hold(self, rid: int | None, ids: list[str], kind: str, result: ApplyResult) -> None:
+        """Hold jobs so that only an operator can release them; recorded as the daemon's before the call."""
+        if not ids:
+            return
+        now = self.clock()
+        save_holds(self.journal.store, load_holds(self.journal.store) | set(ids))
+        intents = [Intent(kind, j, {}, {}) for j in ids]
+        actions = self.journal.record_intents(rid, intents, now) if rid is not None else []
+        try:
+            self.backend.admin_hold([int(j) for j in ids])
+            status, error = "done", ""
+        except SlurmError as exc:  # e.g. one of them started or finished meanwhile: the next look decides
+            status, error = "failed", str(exc)
+            result.failed.update({j: error for j in ids})
+        for aid in actions:
+            self.journal.finish_action(aid, status, self.clock(), error)
+
+    def _evict(self, rid: int | None, ids: list[str], result: ApplyResult) -> None:
+        """Requeue-hold jobs that run without the daemon's assignment, at once (no grace: it never placed them)."""
+        if not ids:
+            return
+        now = self.clock()
+        actions = dict(zip(ids, self.journal.record_intents(rid, [Intent("evict", j, {}, {"state": PENDING})
+                                                                 for j in ids], now))) if rid is not None else {}
+        stopped: list[str] = []
+        for j in ids:
+            try:
+                self.backend.evict(int(j))
+                stopped.append(j)
+                status, error = "done", ""
+            except SlurmError as exc:
+                status, error = "failed", str(exc)
+                result.failed[j] = error
+            if j in actions:
+                self.journal.finish_action(actions[j], status, self.clock(), error)
+        self._admin_hold(rid, stopped, "hold", ApplyResult())  # may race the requeue: the next look retries
+
+    def _secure(self, rid: int | None, snap: Snapshot, hold: list[str], evict: list[str],
+                result: ApplyResult) -> None:
+        """Evict hand-started jobs, hold hand-released ones, and turn user holds into administrator holds."""
+        self._evict(rid, evict, result)
+        self._admin_hold(rid, hold, "hold", result)
+        self._admin_hold(rid, to_secure(snap.jobs, skip=[*hold, *evict]), "secure", ApplyResult())
+
+    def guard(self) -> None:
+        """The light check between rounds: a job started by hand is stopped within ``guard_seconds``."""
+        if self.dry_run:
+            return
+        try:
+            snap = self.observe()
+            _, hold, evict = self.reconcile(snap, None)
+            self._secure(None, snap, hold, evict, ApplyResult())
+        except SlurmError as exc:
+            log.debug("guard check skipped: %s", exc)
+        finally:
+            self.journal.record_calls(None, self.backend.drain())
 
     # ---- 3. inputs of the decision ------------------------------------------------------------------
     def inputs(self, snap: Snapshot) -> RoundInputs:
@@ -172,21 +254,32 @@ class Daemon:
         actual: dict[str, GpuMap] = {}
         excluded: dict[str, str] = {}
         rows = sorted(self.journal.rows(SCHEDULABLE), key=lambda r: (r.submit_time, int(r.job_id)))
+        holds = load_holds(self.journal.store)
+        shape = shape_from_nodes(snap.nodes, self.cfg)
         for r in rows:
             placed = r.state in PLACED_STATES
             if placed and r.gpus:  # accounted even when it cannot be scheduled: the plan then stops it
                 actual[r.job_id] = parse_gpus(r.gpus)
             mj = snap.jobs.get(r.job_id)
+            if mj is not None and mj.meta is None:  # reconcile holds it, with the reason
+                log.warning("job %s not scheduled: invalid tesserae metadata: %s", r.job_id, mj.meta_error)
             if mj is None or mj.meta is None:
                 continue
-            if mj.slurm.reason == ADMIN_HOLD:
+            if mj.slurm.admin_held and r.job_id not in holds:
                 excluded[r.job_id] = "held by an administrator"
                 continue
             if r.job_id in self.admin.holds:  # `tesserae hold`: never placed until released
                 excluded[r.job_id] = admin.hold_reason(self.admin.holds[r.job_id])
                 continue
+            try:  # tsbatch's own rules: a hand-written Comment is never placed unchecked
+                meta = JobMeta.decode(r.meta)
+                check_meta(meta, shape, self.profile)
+            except InputError as exc:
+                excluded[r.job_id] = f"invalid tesserae metadata: {exc}"
+                log.warning("job %s not scheduled: invalid tesserae metadata: %s", r.job_id, exc)
+                continue
             try:
-                job = JobMeta.decode(r.meta).job(r.job_id, r.user)
+                job = meta.job(r.job_id, r.user, group=r.user if self.cfg.mps.cross_user == "never" else "")
                 self.profile.job_class(job)
             except InputError as exc:
                 excluded[r.job_id] = f"Unschedulable: {exc}"
@@ -197,11 +290,12 @@ class Daemon:
         if self.dry_run:
             shadow = self.journal.load_shadow()
             actual = {j: g for j, g in _gpu_maps(shadow).items() if j in jobs} if shadow is not None else {}
-        current, problems = current_placement(snap.cluster, actual)
+        current, problems = current_placement(snap.cluster, actual, snap.gpu_index)
         for p in problems:
             log.error("accounting inconsistency: %s", p)
             self.journal.event(snap.time, "error", f"accounting inconsistency: {p}")
-        return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded)
+        return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
+                           snap.held_by_others)
 
     # ---- the round ----------------------------------------------------------------------------------
     def run_round(self) -> RoundResult:
@@ -230,20 +324,22 @@ class Daemon:
         admin.ingest(self.journal.store, self.cfg, rid)  # operators' requests since the last round
         self.admin = admin.standing(self.journal.store)
         snap = self.observe()
-        requeue, hold = self.reconcile(snap, rid)
+        requeue, hold, evict = self.reconcile(snap, rid)
         if self.admin.once and not self.dry_run and admin.carry_out(
                 self.admin.once, snap, self.applier, self.backend, self.journal.store, rid):
             snap = self.observe()  # requeued or cancelled: decide on what Slurm says now
-            requeue, hold = self.reconcile(snap, rid)
-        if (requeue or hold) and not self.dry_run:
+            requeue, hold, evict = self.reconcile(snap, rid)
+        if not self.dry_run:
             fixed = ApplyResult()
+            self._secure(rid, snap, hold, evict, fixed)
             self.applier.stop_jobs(rid, requeue, {j: m.slurm for j, m in snap.jobs.items()}, fixed)
-            self.applier.hold_jobs(rid, hold, fixed)
             if fixed.failed:
                 return self._skip(rid, "reconciliation could not finish: " +
                                   "; ".join(f"job {j}: {e}" for j, e in sorted(fixed.failed.items())))
-            snap = self.observe()
-            self.reconcile(snap, rid)
+            if requeue or hold or evict:
+                snap = self.observe()
+                self.reconcile(snap, rid)
+                self._secure(rid, snap, [], [], ApplyResult())
         if self.cfg.feedback.enabled and not self.dry_run:
             self._collect_feedback(snap.time, rid)
         observe_ms = (time.perf_counter() - t_round) * 1e3
@@ -262,7 +358,11 @@ class Daemon:
         decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config),
                           profile, clock=time.perf_counter)
         decision_s = time.perf_counter() - t0
-        plan = plan_round(decision, inp.actual, ranking.order)
+        plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)
+        if inp.held_by_others:  # say which foreign jobs take GPUs, where a job waits (explain, round show)
+            note = "GPUs held by jobs tesserae does not manage: " + "; ".join(inp.held_by_others)
+            decision = replace(decision, placement=in_slurm_indices(decision.placement, snap), pending=tuple(
+                p._replace(detail=f"{p.detail}; {note}" if p.detail else note) for p in decision.pending))
         self.pstate = pstate
         self.journal.save_policy_state(self.policy_key, pstate)
         self._record_decision(rid, inp, decision, plan, (t1 - t0) * 1e3, ranking.order)
@@ -298,6 +398,9 @@ class Daemon:
             if a.kind == "start" and a.job_id in result.started:
                 self.metrics.action("start")
         self._record_outcome(plan, result)
+        # a requeue-hold is a user hold its owner could lift: make the preempted ones the daemon's at once
+        self._admin_hold(rid, [a.job_id for a in plan.stops if a.kind == "preempt" and a.job_id in result.stopped],
+                         "secure", ApplyResult())
         failures = {**result.failed, **result.skipped}
         self.journal.update_round(rid, apply_ms=(time.perf_counter() - t_apply) * 1e3)
         error = "; ".join(f"job {j}: {e}" for j, e in sorted(failures.items()))
@@ -387,17 +490,28 @@ class Daemon:
             if max_rounds is not None and done >= max_rounds:
                 break
             self._prune(t0 + self.cfg.scheduler.round_seconds)  # retention: only in the pause
-            self._pause(max(0.0, self.cfg.scheduler.round_seconds - (self.clock() - t0)))
+            self._between_rounds(t0 + self.cfg.scheduler.round_seconds)
         self.journal.event(self.clock(), "daemon", "stopped")
 
-    def _pause(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
+    def _between_rounds(self, next_round: float) -> None:
+        """Wait for the next round, running the guard check every ``slurm.guard_seconds`` meanwhile and
+        pinging the systemd watchdog (daemon/sdnotify.py) at least every ``heartbeat_s``."""
+        every = self.cfg.slurm.guard_seconds
+        next_guard = self.clock() + every if every > 0 else float("inf")
         while not self.stop_event.is_set():
             self.heartbeat()
-            left = end - time.monotonic()
+            left = next_round - self.clock()
             if left <= 0:
                 return
-            self.stop_event.wait(min(left, self.heartbeat_s))
+            if self.stop_event.wait(max(0.0, min(left, next_guard - self.clock(), self.heartbeat_s))) \
+                    or self.clock() >= next_round:
+                return
+            if self.clock() >= next_guard:
+                next_guard = self.clock() + every
+                try:
+                    self.guard()
+                except Exception:  # noqa: BLE001 - the next round reconciles anyway
+                    log.exception("guard check failed")
 
     def _prune(self, next_round: float) -> None:
         from .retention import prune

@@ -2,18 +2,19 @@
 
 A job is managed when it sits in the managed partition and its Comment carries tsbatch's tag. Its
 metadata comes from that Comment, and the daemon's last placement of it from its AdminComment. Nodes
-are schedulable when Slurm says they are up and no unmanaged job runs on them: the daemon is the
-only GPU arbiter of its partition, and a node someone else uses is left out rather than shared.
+are schedulable when Slurm says they are up. A job the daemon does not manage (untagged, or in another
+partition sharing the nodes) keeps exactly the GPUs Slurm gave it (its gres indices): those are left
+out and the rest of the node stays usable, so one foreign job cannot make the daemon evict everyone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ..harness.assignment import PREFIX as ASSIGN_PREFIX
 from ..harness.assignment import Assignment
-from ..model import Cluster, InputError
+from ..model import Cluster, InputError, Placement
 from ..slurm import SlurmJob, SlurmNode
 from ..tsbatch.meta import JobMeta, is_tagged
 from .config import DaemonConfig
@@ -39,7 +40,11 @@ class Snapshot:
     nodes: tuple[SlurmNode, ...]
     cluster: Cluster  # schedulable nodes with GPUs
     excluded: Mapping[str, str]  # node -> why it is not schedulable this round
-    foreign: tuple[SlurmJob, ...]  # active jobs in the partition that tsbatch did not submit
+    foreign: tuple[SlurmJob, ...]  # active jobs on the managed nodes that the daemon does not manage
+    # node -> the Slurm GPU indices the engine's indices 0..n-1 stand for, where foreign jobs hold some
+    gpu_index: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    held_by_others: tuple[str, ...] = ()  # "node2: 4 GPUs held by job 57 (user bob, not managed)"
+    taken: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # node -> GPU index -> foreign job
 
     def job(self, job_id: str) -> ManagedJob | None:
         return self.jobs.get(job_id)
@@ -60,16 +65,21 @@ def managed_job(j: SlurmJob) -> ManagedJob:
     return ManagedJob(j, meta, error, assignment)
 
 
+def _holder(j: SlurmJob) -> str:
+    return f"job {j.job_id} (user {j.user or '?'}, not managed)"
+
+
 def build_snapshot(now: float, jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode], cfg: DaemonConfig) -> Snapshot:
+    """``jobs``: every job Slurm lists (all partitions: a foreign job may share the managed nodes)."""
     partition = cfg.slurm.partition
+    names = {n.name for n in nodes}
     managed: dict[str, ManagedJob] = {}
     foreign: list[SlurmJob] = []
     for j in jobs:
-        if j.partition and j.partition != partition:
-            continue
-        if is_tagged(j.comment):
+        mine = not j.partition or j.partition == partition
+        if mine and is_tagged(j.comment):
             managed[str(j.job_id)] = managed_job(j)
-        elif j.state.is_active:
+        elif j.state.is_active and names.intersection(j.nodes):
             foreign.append(j)
     excluded: dict[str, str] = {}
     for n in nodes:
@@ -78,8 +88,55 @@ def build_snapshot(now: float, jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNo
         if not n.available:
             flags = "+".join(n.state_flags)
             excluded[n.name] = f"node {n.state}{'+' + flags if flags else ''}" + (f": {n.reason}" if n.reason else "")
+    taken: dict[str, dict[int, SlurmJob]] = {}  # node -> Slurm GPU index -> the foreign job holding it
     for j in foreign:
         for node in j.nodes:
-            excluded.setdefault(node, f"runs job {j.job_id}, which was not submitted with tsbatch")
+            gpus = next((n.gpus for n in nodes if n.name == node), 0)
+            idx = j.gpu_indices(node)
+            if not idx and j.gpus_per_node:  # asks for GPUs, indices unreadable: assume the whole node
+                idx = tuple(range(gpus))
+            for g in idx:
+                if 0 <= g < gpus:
+                    taken.setdefault(node, {}).setdefault(g, j)
+    held: list[str] = []
+    gpu_index: dict[str, tuple[int, ...]] = {}
+    for n in nodes:
+        if n.name not in taken:
+            continue
+        by_job: dict[int, list[int]] = {}
+        for g, j in taken[n.name].items():
+            by_job.setdefault(j.job_id, []).append(g)
+        holders = {j.job_id: j for j in taken[n.name].values()}
+        text = "; ".join(f"{len(g)} GPU{'s' if len(g) > 1 else ''} held by {_holder(holders[jid])}"
+                         for jid, g in sorted(by_job.items()))
+        held.append(f"{n.name}: {text}")
+        free = tuple(g for g in range(n.gpus) if g not in taken[n.name])
+        if not free:
+            excluded.setdefault(n.name, text)
+        else:
+            gpu_index[n.name] = free
     schedulable = [n for n in nodes if n.gpus > 0 and n.name not in excluded]
-    return Snapshot(now, managed, tuple(nodes), cluster_of(cfg, schedulable), excluded, tuple(foreign))
+    cluster = cluster_of(cfg, schedulable)
+    if gpu_index:
+        cluster = Cluster(tuple(replace(node, num_gpus=len(gpu_index[node.name])) if node.name in gpu_index else node
+                                for node in cluster.nodes))
+    ids = {node: {g: j.job_id for g, j in by_gpu.items()} for node, by_gpu in taken.items()}
+    return Snapshot(now, managed, tuple(nodes), cluster, excluded, tuple(foreign), gpu_index, tuple(held), ids)
+
+
+def in_slurm_indices(p: Placement, snap: Snapshot) -> Placement:
+    """The engine's placement in Slurm's GPU indices, for the record (``round show``): on nodes where
+    foreign jobs hold GPUs, those show as ``foreign:<job>`` and the managed jobs sit on the others."""
+    if not snap.gpu_index:
+        return p
+    total = {n.name: n.gpus for n in snap.nodes}
+    nodes = dict(p.nodes)
+    for node, index in snap.gpu_index.items():
+        if node not in nodes:
+            continue
+        slots = [frozenset({f"foreign:{snap.taken[node][g]}"}) if g in snap.taken.get(node, {}) else frozenset()
+                 for g in range(total[node])]
+        for k, slot in enumerate(nodes[node]):
+            slots[index[k]] = slot
+        nodes[node] = tuple(slots)
+    return Placement(nodes)

@@ -61,20 +61,24 @@ class RoundPlan:
         return tuple(a for a in self.actions if a.kind in ("start", "migrate"))
 
 
-def targets_of(decision: RoundDecision) -> dict[str, Target]:
+def targets_of(decision: RoundDecision, gpu_index: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, Target]:
+    """``gpu_index``: node -> the Slurm GPU indices the engine's 0..n-1 stand for (foreign jobs hold the rest)."""
     partner: dict[str, str] = {}
     for p in decision.packed:
         partner[p.placed], partner[p.partner] = p.partner, p.placed
+    index = gpu_index or {}
     return {
-        job: Target(from_refs(refs), partner.get(job, ""), decision.strategies.get(job, "") or "",
-                    float(decision.speeds.get(job, 0.0)))
+        job: Target(from_refs(tuple((n, index[n][g] if n in index else g) for n, g in refs)), partner.get(job, ""),
+                    decision.strategies.get(job, "") or "", float(decision.speeds.get(job, 0.0)))
         for job, refs in decision.placement.job_gpus().items()
     }
 
 
-def plan_round(decision: RoundDecision, actual: Mapping[str, GpuMap], order: tuple[str, ...] = ()) -> RoundPlan:
-    """``actual``: GPUs each job holds now (jobs holding none are absent); ``order``: policy order."""
-    targets = targets_of(decision)
+def plan_round(decision: RoundDecision, actual: Mapping[str, GpuMap], order: tuple[str, ...] = (),
+               gpu_index: Mapping[str, tuple[int, ...]] | None = None) -> RoundPlan:
+    """``actual``: GPUs each job holds now (jobs holding none are absent); ``order``: policy order;
+    ``gpu_index``: as for ``targets_of``."""
+    targets = targets_of(decision, gpu_index)
     rank = {j: i for i, j in enumerate(order)}
 
     def key(j: str) -> tuple[int, str]:

@@ -18,7 +18,7 @@ from .observe import ManagedJob
 from .store import LOST, PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, TERMINAL_STATES
 
 NEW = "NEW"  # not in the database yet
-Followup = Literal["", "requeue", "hold"]
+Followup = Literal["", "requeue", "hold", "evict"]
 ADMIN_HOLD = "JobHeldAdmin"
 
 
@@ -40,7 +40,8 @@ class JobFacts:
 class Transition:
     state: str
     reason: str = ""
-    followup: Followup = ""  # requeue: finish/perform a preemption; hold: put a released job back on hold
+    followup: Followup = ""  # requeue: finish/perform a preemption; hold: put a released job back on hold;
+    # evict: requeue-hold at once, no grace (it runs without an assignment from the daemon)
     event: str = ""  # something an admin should see (logged and stored as an event)
     adopt: bool = False  # take the assignment found in Slurm as the job's placement (database was lost)
     clear_placement: bool = False
@@ -50,7 +51,9 @@ def _finished_state(sj: SlurmJob) -> str:
     return sj.state.value if sj.state.value in TERMINAL_STATES else "FAILED"
 
 
-def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: float) -> Transition:
+def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: float,
+               own_hold: bool = False) -> Transition:
+    """``own_hold``: the daemon's store records an administrator hold of this job as the daemon's own."""
     if mj is None:
         if f.state in TERMINAL_STATES:
             return Transition(f.state)
@@ -85,12 +88,13 @@ def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: 
         if f.state == NEW and mj.assignment is not None and mj.assignment.job_id == f.job_id:
             return Transition(RUNNING, "adopted: running on the assignment found in Slurm", adopt=True,
                               event="adopted a running job the database did not know (state file replaced?)")
-        return Transition(PREEMPTING, "started outside tesserae", followup="requeue",
-                          event="running without the daemon's current assignment (released by hand?): requeue-held")
+        return Transition(PENDING, "started outside tesserae: stopped and held", followup="evict",
+                          event="running without the daemon's current assignment (released by hand?): requeue-held",
+                          clear_placement=True)
 
     # pending
     if sj.held:
-        if sj.reason == ADMIN_HOLD:
+        if (sj.admin_held or sj.reason == ADMIN_HOLD) and not own_hold:
             return Transition(PENDING, "held by an administrator (scontrol release to let tesserae schedule it)",
                               clear_placement=True)
         event = ""

@@ -188,7 +188,22 @@ class Store:
 
     @staticmethod
     def open(path: str | Path, read_only: bool = False) -> "Store":
+        """The state database; a file this user may not read or a directory it may not write is one
+        line (InputError), not a traceback."""
         path = Path(path).expanduser()
+        try:
+            return Store._open(path, read_only)
+        except OperationalError as exc:
+            why = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        if read_only:
+            raise InputError(f"cannot read state database {path}: {why} (may this user read it?)")
+        raise InputError(f"cannot open state database {path} for writing: {why} "
+                         f"(may this user write to {path.parent}?)")
+
+    @staticmethod
+    def _open(path: Path, read_only: bool) -> "Store":
         if read_only:
             if not path.exists():
                 raise InputError(f"state database {path} does not exist (has the daemon run yet?)")

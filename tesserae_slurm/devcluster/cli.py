@@ -31,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=int, default=4, help="number of fake nodes (default 4)")
     p.add_argument("--gpus", type=int, default=4, help="fake GPUs per node (default 4)")
     p.add_argument("--partition", default="tesserae", help="partition name (default tesserae)")
+    p.add_argument("--no-job-submit", action="store_true",
+                   help="run without etc/job_submit.lua (JobSubmitPlugins=lua is on by default, as on a site)")
     p.add_argument("--no-install", action="store_true", help="do not apt-get install missing Slurm packages")
     p.set_defaults(func=run)
 
@@ -38,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     root = args.dir if args.dir is not None else default_dir()
     try:
-        cluster = DevCluster(root, nodes=args.nodes, gpus_per_node=args.gpus, partition=args.partition)
+        cluster = DevCluster(root, nodes=args.nodes, gpus_per_node=args.gpus, partition=args.partition,
+                             job_submit=not args.no_job_submit)
     except ValueError as exc:
         print(f"tesserae devcluster: error: {exc}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ from .config import (
     DevClusterSpec,
     render_cgroup_conf,
     render_gres_conf,
+    render_job_submit_lua,
     render_slurm_conf,
 )
 from .errors import DevClusterError
@@ -60,6 +61,7 @@ class DevCluster:
         ctld_port: int | None = None,
         slurmd_base_port: int | None = None,
         start_timeout_s: float = 60.0,
+        job_submit: bool = True,
     ) -> None:
         self.root = Path(root_dir).expanduser().resolve()
         self.layout = DevClusterLayout(self.root)
@@ -70,6 +72,7 @@ class DevCluster:
         self.ctld_port = ctld_port
         self.slurmd_base_port = slurmd_base_port
         self.start_timeout_s = start_timeout_s
+        self.job_submit = job_submit
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         DevClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node, shards_per_gpu=shards_per_gpu, partition=partition)
 
@@ -237,18 +240,28 @@ class DevCluster:
             controller_host=socket.gethostname().split(".")[0],
             ctld_port=ctld_port,
             slurmd_ports=slurmd_ports,
+            job_submit=self.job_submit,
         )
 
     def _write_files(self, spec: DevClusterSpec) -> None:
         lay = self.layout
-        for d in lay.directories():
+        # Other local users submit jobs as on a site's cluster: they read the configs, reach munged's
+        # socket and run their batch scripts from the spool; the munge key and saved state stay root's.
+        for d in (lay.root, *lay.directories()):
             d.mkdir(parents=True, exist_ok=True)
-        lay.munge_dir.chmod(0o700)
+            d.chmod(0o700 if d == lay.state_save_dir else 0o755)
         for node in spec.node_names:
             (lay.spool_dir / node).mkdir(exist_ok=True)
+            (lay.spool_dir / node).chmod(0o755)
         lay.slurm_conf.write_text(render_slurm_conf(spec, lay))
         lay.gres_conf.write_text(render_gres_conf(spec, lay))
         lay.cgroup_conf.write_text(render_cgroup_conf())
+        if spec.job_submit:
+            lay.job_submit_lua.write_text(render_job_submit_lua(spec))
+        else:
+            lay.job_submit_lua.unlink(missing_ok=True)
+        for f in (lay.slurm_conf, lay.gres_conf, lay.cgroup_conf):
+            f.chmod(0o644)
         for i in range(spec.gpus_per_node):
             _make_fake_gpu(lay.fake_gpu(i))
         if not lay.munge_key.exists():

@@ -9,6 +9,7 @@ The settings are the ones seen working on Debian 12 / Slurm 22.05 without system
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 # AF_UNIX socket paths are limited to 108 bytes including the terminating NUL.
@@ -32,6 +33,11 @@ class DevClusterLayout:
     @property
     def cgroup_conf(self) -> Path:
         return self.root / "etc" / "cgroup.conf"
+
+    @property
+    def job_submit_lua(self) -> Path:
+        """slurmctld looks for job_submit.lua next to slurm.conf."""
+        return self.root / "etc" / "job_submit.lua"
 
     @property
     def state_file(self) -> Path:
@@ -109,6 +115,7 @@ class DevClusterSpec:
     controller_host: str = "localhost"
     ctld_port: int = 6817
     slurmd_ports: tuple[int, ...] = ()
+    job_submit: bool = True  # JobSubmitPlugins=lua with tesserae's job_submit.lua, as a site would run it
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -170,6 +177,7 @@ def render_slurm_conf(spec: DevClusterSpec, layout: DevClusterLayout) -> str:
         "SelectTypeParameters=CR_Core",
         f"GresTypes={gres_types}",
         "MpiDefault=none",
+        *(["JobSubmitPlugins=lua"] if spec.job_submit else []),
         "MailProg=/bin/true",
         "ReturnToService=2",
         "SchedulerParameters=sched_min_interval=100000,batch_sched_delay=0",
@@ -190,6 +198,15 @@ def render_slurm_conf(spec: DevClusterSpec, layout: DevClusterLayout) -> str:
         f"PartitionName={spec.partition} Nodes={spec.node_range} Default=YES MaxTime=INFINITE State=UP"
     )
     return "\n".join(lines) + "\n"
+
+
+def render_job_submit_lua(spec: DevClusterSpec) -> str:
+    """The shipped job_submit.lua (etc/job_submit.lua) with this cluster's managed partition filled in."""
+    text = (files("tesserae_slurm.data") / "job_submit.lua").read_text()
+    line = 'local MANAGED_PARTITION = "tesserae"'
+    if line not in text:
+        raise ValueError("job_submit.lua: the MANAGED_PARTITION line is missing")
+    return text.replace(line, f'local MANAGED_PARTITION = "{spec.partition}"', 1)
 
 
 def render_gres_conf(spec: DevClusterSpec, layout: DevClusterLayout) -> str:

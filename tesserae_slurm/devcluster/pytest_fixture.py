@@ -5,6 +5,10 @@
 If Slurm cannot be installed or started the tests FAIL with the reason (never skip): CI
 installs Slurm first (scripts/install-slurm.sh), so a missing cluster is a real defect.
 Set TESSERAE_DEVCLUSTER_NODES / TESSERAE_DEVCLUSTER_GPUS to change the shape.
+
+The fixture runs without job_submit.lua: the Slurm-layer tests drive Slurm's own mechanics with plain
+jobs (untagged, pinned, asking for GPUs), which the managed partition's script refuses by design. The
+daemon's tests (tests/daemon/conftest.py) run with it, as a site does.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ def devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]
     root = tmp_path_factory.mktemp("devcluster")
     problem = None
     try:
-        cluster = DevCluster(root, nodes=nodes, gpus_per_node=gpus)
+        cluster = DevCluster(root, nodes=nodes, gpus_per_node=gpus, job_submit=False)
         ensure_slurm_installed()
         cluster.up()
     except (DevClusterError, ValueError) as exc:

@@ -192,12 +192,3 @@ def _canon_batch(profile: ThroughputProfile, rec: IsolatedRecord) -> str:
         return profile.key(rec.key.model, rec.key.batch_size, rec.key.num_gpus).batch_size
     except InputError:
         return rec.key.batch_size
-
-
-def strategied_models(table: SpeedTable) -> frozenset[str]:
-    out = set()
-    for e in table:
-        for ep in (e.job, e.partner):
-            if ep is not None and ep.strategy:
-                out.add(ep.key.model)
-    return frozenset(out)

@@ -30,14 +30,6 @@ def parse_split(strategy: str) -> tuple[int, ...] | None:
     return split
 
 
-def strategy_layers(strategy: str) -> int | None:
-    s = strategy.strip().upper()
-    if s[:2] in ("TP", "DP"):
-        return int(s[2:]) if s[2:].isdigit() else None
-    split = parse_split(strategy)
-    return sum(split) if split else None
-
-
 def features(strategy: str, num_gpus: int) -> np.ndarray:
     """``num_gpus`` per-GPU layer fractions, then [is_tp, is_dp]."""
     s = strategy.strip().upper()

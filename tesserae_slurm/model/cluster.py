@@ -19,25 +19,37 @@ class Node:
 
 @dataclass(frozen=True)
 class Cluster:
+    """Nodes in order; the views the engine reads every round (by name, GPU types, shape) are
+    derived once, at construction, from the immutable node tuple."""
+
     nodes: tuple[Node, ...]
-    _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
+    _by_name: Mapping[str, Node] = field(init=False, repr=False, compare=False)
     _total: int = field(init=False, repr=False, compare=False)
-    _memo: dict = field(init=False, repr=False, compare=False)  # derived views of the immutable shape
+    _gpu_types: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _node_types: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    _node_sizes: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _shape: tuple[tuple[str, ...], tuple[int, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_name = {n.name: n for n in self.nodes}
         if len(by_name) != len(self.nodes):
             raise InputError("cluster: duplicate node names")
-        object.__setattr__(self, "_by_name", by_name)
-        object.__setattr__(self, "_total", sum(n.num_gpus for n in self.nodes))
-        object.__setattr__(self, "_memo", {})
         for n in self.nodes:
             if n.num_gpus <= 0:
                 raise InputError(f"cluster: node {n.name!r} has {n.num_gpus} GPUs (must be > 0)")
+        derived = {
+            "_by_name": MappingProxyType(by_name),
+            "_total": sum(n.num_gpus for n in self.nodes),
+            "_gpu_types": tuple(sorted({n.gpu_type for n in self.nodes})),
+            "_node_types": MappingProxyType({n.name: n.gpu_type for n in self.nodes}),
+            "_node_sizes": MappingProxyType({n.name: n.num_gpus for n in self.nodes}),
+            "_shape": (tuple(n.name for n in self.nodes), tuple(n.num_gpus for n in self.nodes)),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     def __reduce__(self) -> tuple[type[Cluster], tuple[tuple[Node, ...]]]:
-        """Pickled as its nodes alone (bench children, the daemon's state): the memo is derived, and
-        may hold views that do not pickle."""
+        """Pickled as its nodes alone (bench children, the daemon's state): the rest is derived."""
         return Cluster, (self.nodes,)
 
     @property
@@ -52,34 +64,25 @@ class Cluster:
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
-        types = self._memo.get("gpu_types")
-        if types is None:
-            types = self._memo["gpu_types"] = tuple(sorted({n.gpu_type for n in self.nodes}))
-        return types
+        return self._gpu_types
 
     @property
     def node_types(self) -> Mapping[str, str]:
-        """Node name -> GPU type (read only; the engine looks it up every round)."""
-        types = self._memo.get("node_types")
-        if types is None:
-            types = self._memo["node_types"] = MappingProxyType({n.name: n.gpu_type for n in self.nodes})
-        return types
+        """Node name -> GPU type (read only)."""
+        return self._node_types
+
+    @property
+    def node_sizes(self) -> Mapping[str, int]:
+        """Node name -> GPUs (read only)."""
+        return self._node_sizes
 
     @property
     def shape(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
         """(node names, GPUs per node), in node order: the GPU layout of plans built as tables."""
-        shape = self._memo.get("shape")
-        if shape is None:
-            shape = self._memo["shape"] = (tuple(n.name for n in self.nodes), tuple(n.num_gpus for n in self.nodes))
-        return shape
-
-    def memo(self) -> dict:
-        """Scratch space for views of this (immutable) cluster that stages derive every round,
-        e.g. consolidation's empty free map; keys are the deriving module's business."""
-        return self._memo
+        return self._shape
 
     @staticmethod
-    def from_spec(spec: str, prefix: str = "node") -> "Cluster":
+    def from_spec(spec: str, prefix: str = "node") -> Cluster:
         """Parse ``20x4``, ``20x4:a100`` or ``4x4:v100,4x4:k80`` (NODESxGPUS[:TYPE], comma-joined)."""
         nodes: list[Node] = []
         for part in spec.split(","):

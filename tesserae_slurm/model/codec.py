@@ -41,7 +41,7 @@ def cluster_from_json(raw: Any) -> Cluster:
     return Cluster(tuple(nodes))
 
 
-_JOB_KEYS = {"id", "num_gpus", "model", "batch_size", "user", "parallelism", "no_pack"}
+_JOB_KEYS = {"id", "num_gpus", "model", "batch_size", "user", "parallelism", "no_pack", "group"}
 
 
 def job_from_json(raw: Any, where: str) -> Job:
@@ -62,12 +62,8 @@ def job_from_json(raw: Any, where: str) -> Job:
     return Job(
         id=str(raw["id"]), num_gpus=n, model=str(raw["model"]), batch_size=str(raw.get("batch_size", "")),
         user=str(raw.get("user", "")), parallelism=tuple(par), no_pack=bool(raw.get("no_pack", False)),
+        group=str(raw.get("group", "")),
     )
-
-
-def job_to_json(j: Job) -> dict[str, Any]:
-    return {"id": j.id, "num_gpus": j.num_gpus, "model": j.model, "batch_size": j.batch_size,
-            "user": j.user, "parallelism": list(j.parallelism), "no_pack": j.no_pack}
 
 
 def pair_to_json(p: PackedPair) -> dict[str, Any]:

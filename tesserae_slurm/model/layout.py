@@ -15,7 +15,7 @@ import numpy as np
 
 class GpuLayout(NamedTuple):
     """Flat GPU rows of a node shape (node by node, GPU by GPU): every plan of one cluster shares
-    it, so a (node, GPU) reference maps to its row with one dict lookup, in C, and back by indexing."""
+    it, so a (node, GPU) reference maps to its row with one dict lookup, and back by indexing."""
 
     sizes: np.ndarray  # GPUs per node (read only)
     offset: np.ndarray  # row of each node's GPU 0 (read only)

@@ -1,10 +1,10 @@
-"""Placement plan: node -> GPU index -> set of at most two job ids.
+"""Placement plan: node -> GPU index -> set of at most two job ids, held as one table.
 
-A plan the engine builds is often held as arrays only (``PlanRows``: one row per GPU of the
-cluster's layout, the numbers of the at most two jobs on it): the engine's stages and the
-simulator's shell read that form, and the per-GPU sets (``nodes``) and per-job references
-(``job_gpus``) are built from it the first time someone asks. On the Philly set most of the
-engine's thousands of plans are never read GPU by GPU.
+A plan is a ``PlanRows`` table: one row per GPU of its node layout, the numbers of the at most two
+jobs on it. Every reader (the per-GPU sets ``nodes``, each job's GPUs ``job_gpus``, its first node
+``job_nodes``) is computed from the table when called; the engine's stages and the simulator read
+the table itself. A plan built from per-GPU sets (the daemon, the CLI, tests) is turned into a
+table once, when it is made.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from .cluster import Cluster
 from .errors import InputError
 from .layout import GpuLayout, gpu_layout
+from .plan_jit import first_nodes
 
 MAX_JOBS_PER_GPU = 2
 
@@ -28,8 +29,7 @@ _EMPTY: GpuSlot = frozenset()
 
 
 class PlanRows(NamedTuple):
-    """A plan as a table over its GPU rows. Built by the engine only (at most two jobs per GPU by
-    construction); every listed job holds at least one GPU."""
+    """A plan as a table over its GPU rows; every listed job holds at least one GPU."""
 
     names: tuple[str, ...]  # node names, in plan order
     sizes: tuple[int, ...]  # GPUs per node
@@ -44,7 +44,7 @@ class PlanRows(NamedTuple):
 class Placement:
     """Immutable placement. Node order is the order given (it matters for display only)."""
 
-    __slots__ = ("_nodes", "_rows", "_memo")
+    __slots__ = ("_rows",)
     __hash__ = None  # type: ignore[assignment]  # equal by value, and that value is a dict
 
     def __init__(self, nodes: Mapping[str, tuple[GpuSlot, ...]]) -> None:
@@ -54,16 +54,17 @@ class Placement:
                     raise InputError(
                         f"node {node!r} GPU {idx} holds {len(slot)} jobs (at most {MAX_JOBS_PER_GPU})"
                     )
-        self._nodes: Mapping[str, tuple[GpuSlot, ...]] | None = nodes
-        self._rows: PlanRows | None = None
-        self._memo: dict[str, Any] = {}
+        names = tuple(nodes)
+        sizes = tuple(map(len, nodes.values()))
+        gpus_of = _job_gpus_of_sets(nodes)
+        refs = list(gpus_of.values())
+        table = table_of_refs(gpu_layout(names, sizes), refs, np.fromiter(map(len, refs), np.int64, len(refs)))
+        self._rows = PlanRows(names, sizes, tuple(gpus_of), table)
 
     @property
     def nodes(self) -> Mapping[str, tuple[GpuSlot, ...]]:
-        nodes = self._nodes
-        if nodes is None:
-            nodes = self._nodes = _nodes_of(self._rows)  # type: ignore[arg-type]
-        return nodes
+        """The per-GPU job sets, node by node."""
+        return _nodes_of(self._rows)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Placement):
@@ -73,59 +74,51 @@ class Placement:
     def __repr__(self) -> str:
         return f"Placement(nodes={self.nodes!r})"
 
-    def __reduce__(self) -> tuple[Any, ...]:  # the nodes alone: memos hold read-only views
+    def __reduce__(self) -> tuple[Any, ...]:
         return Placement, (dict(self.nodes),)
-
-    def __setstate__(self, state: Any) -> None:  # pickles of the former dataclass: {"nodes", "_memo"}
-        d = state[1] if isinstance(state, tuple) else state
-        self._nodes, self._rows, self._memo = d["nodes"], None, {}
 
     # --- construction -------------------------------------------------------------------------
     @staticmethod
-    def empty(cluster: Cluster) -> "Placement":
-        return Placement({n.name: tuple(frozenset() for _ in range(n.num_gpus)) for n in cluster.nodes})
+    def empty(cluster: Cluster) -> Placement:
+        names, sizes = cluster.shape
+        return Placement.from_rows(PlanRows(names, sizes, (), np.full((sum(sizes), 2), -1, dtype=np.int64)))
 
     @staticmethod
     def built(nodes: Mapping[str, tuple[GpuSlot, ...]],
-              job_gpus: Mapping[str, tuple[GpuRef, ...]] | None = None) -> "Placement":
-        """A plan the engine built itself, slot by slot, so it holds at most two jobs per GPU by
-        construction: skips the per-GPU check (every GPU of the cluster, twice a round at scale).
-
-        ``job_gpus``: the builder knows every job's GPUs on the way (each job's GPUs sorted, as
-        ``job_gpus()`` returns them); handing them in saves walking every GPU again. A dict is taken
-        over, not copied (do not change it). Tests check handed-in maps against a recount."""
-        p = object.__new__(Placement)
-        p._nodes, p._rows = nodes, None
-        p._memo = {} if job_gpus is None else {"job_gpus": MappingProxyType(
-            job_gpus if type(job_gpus) is dict else dict(job_gpus))}
-        return p
+              job_gpus: Mapping[str, tuple[GpuRef, ...]] | None = None) -> Placement:
+        """``Placement(nodes)``, for callers written when plans could skip the check (``job_gpus``
+        is ignored: the table gives it)."""
+        return Placement(nodes)
 
     @staticmethod
-    def from_rows(rows: PlanRows) -> "Placement":
-        """A plan the engine built as a table (see ``PlanRows``); its sets are built when read."""
+    def from_rows(rows: PlanRows) -> Placement:
+        """A plan given as a table (see ``PlanRows``); checked: its shape, job numbers in range, no
+        job twice on a GPU, every listed job on at least one GPU."""
+        t = rows.table
+        if t.shape != (sum(rows.sizes), 2) or len(rows.names) != len(rows.sizes):
+            raise ValueError(f"plan table of shape {t.shape} for nodes of {rows.sizes} GPUs")
+        held = t[t >= 0]
+        if len(held) and held.max() >= len(rows.ids):
+            raise ValueError(f"plan table names job {int(held.max())} of {len(rows.ids)}")
+        if ((t[:, 0] == t[:, 1]) & (t[:, 0] >= 0)).any():
+            raise ValueError("plan table lists a job twice on one GPU")
+        if len(rows.ids) and np.bincount(held, minlength=len(rows.ids)).min() == 0:
+            raise ValueError("plan table lists a job without a GPU")
         p = object.__new__(Placement)
-        p._nodes, p._rows, p._memo = None, rows, {}
+        p._rows = rows
         return p
 
-    def rows(self) -> PlanRows | None:
-        """The table form, when the plan was built as one (else None: read ``nodes``)."""
+    def rows(self) -> PlanRows:
+        """The plan's table."""
         return self._rows
 
     def as_rows(self, names: tuple[str, ...], sizes: tuple[int, ...]) -> PlanRows | None:
-        """The plan as a table over nodes ``names`` of ``sizes`` GPUs (its own, when it has one), or
-        None when its nodes are not those. Jobs are numbered in ``job_gpus()`` order."""
+        """The plan's table when its nodes are ``names`` of ``sizes`` GPUs, in that order, else None."""
         rows = self._rows
-        if rows is not None:
-            return rows if rows.names == names and rows.sizes == sizes else None
-        if tuple(self.nodes) != names or tuple(map(len, self.nodes.values())) != sizes:
-            return None
-        gpus_of = self.job_gpus()
-        refs = list(gpus_of.values())
-        table = table_of_refs(gpu_layout(names, sizes), refs, np.fromiter(map(len, refs), np.int64, len(refs)))
-        return PlanRows(names, sizes, tuple(gpus_of), table)
+        return rows if rows.names == names and rows.sizes == sizes else None
 
     @staticmethod
-    def from_lists(raw: Mapping[str, Iterable[Iterable[str]]]) -> "Placement":
+    def from_lists(raw: Mapping[str, Iterable[Iterable[str]]]) -> Placement:
         nodes: dict[str, tuple[GpuSlot, ...]] = {}
         for node, gpus in raw.items():
             slots = []
@@ -145,72 +138,47 @@ class Placement:
 
     # --- queries ------------------------------------------------------------------------------
     def job_gpus(self) -> Mapping[str, tuple[GpuRef, ...]]:
-        """Each job's GPUs, sorted, as (node, index) pairs (computed once; read-only)."""
-        memo = self._memo.get("job_gpus")
-        if memo is None and self._rows is not None:
-            memo = self._memo["job_gpus"] = MappingProxyType(_job_gpus_of(self._rows))
-        elif memo is None:
-            out: dict[str, list[GpuRef]] = {}
-            for node, gpus in self.nodes.items():
-                for idx, slot in enumerate(gpus):
-                    if slot:
-                        for j in slot:
-                            refs = out.get(j)
-                            if refs is None:
-                                out[j] = [(node, idx)]
-                            else:
-                                refs.append((node, idx))
-            # refs come in index order within a node: only a job on several nodes needs sorting
-            memo = self._memo["job_gpus"] = MappingProxyType(
-                {j: tuple(refs) if refs[0][0] == refs[-1][0] else tuple(sorted(refs)) for j, refs in out.items()})
-        return memo
+        """Each job's GPUs, sorted, as (node, index) pairs (read-only)."""
+        return MappingProxyType(_job_gpus_of(self._rows))
 
     def busy_gpus(self) -> int:
-        """GPUs holding at least one job (computed once)."""
-        memo = self._memo.get("busy")
-        if memo is None and self._rows is not None:
-            t = self._rows.table
-            memo = self._memo["busy"] = int(np.count_nonzero((t[:, 0] >= 0) | (t[:, 1] >= 0)))
-        elif memo is None:
-            memo = self._memo["busy"] = sum(map(bool, chain.from_iterable(self.nodes.values())))
-        return memo
+        """GPUs holding at least one job."""
+        t = self._rows.table
+        return int(np.count_nonzero((t[:, 0] >= 0) | (t[:, 1] >= 0)))
 
     def jobs(self) -> set[str]:
-        if self._rows is not None:
-            return set(self._rows.ids)
-        return set(self.job_gpus())
+        return set(self._rows.ids)
 
     def job_nodes(self) -> Mapping[str, str]:
         """Each job's first node (``job_gpus()[job][0][0]``: by name for a job across nodes), in
         ``job_gpus()`` order: what the shells need per job (its GPU type) without every GPU
-        reference (computed once; read-only)."""
-        memo = self._memo.get("job_nodes")
-        if memo is None:
-            rows = self._rows
-            if rows is not None:
-                memo = dict(zip(rows.ids, _first_nodes(rows)))
-            else:
-                memo = {j: refs[0][0] for j, refs in self.job_gpus().items()}
-            memo = self._memo["job_nodes"] = MappingProxyType(memo)
-        return memo
+        reference (read-only)."""
+        rows = self._rows
+        return MappingProxyType(dict(zip(rows.ids, _first_nodes(rows))))
 
     def shape(self) -> tuple[int, ...]:
-        return tuple(len(g) for g in self.nodes.values())
+        return self._rows.sizes
 
     def check_fits(self, cluster: Cluster) -> None:
         """Raise InputError unless every node exists in ``cluster`` with the same GPU count."""
-        sizes = cluster.memo().get("node-sizes")  # checked every engine call: one C-level pass when it fits
-        if sizes is None:
-            sizes = cluster.memo()["node-sizes"] = {n.name: n.num_gpus for n in cluster.nodes}
-        rows = self._rows
-        if rows is not None and list(map(sizes.get, rows.names)) == list(rows.sizes):
+        rows, sizes = self._rows, cluster.node_sizes
+        if [sizes.get(n) for n in rows.names] == list(rows.sizes):  # an unknown node: None
             return
-        if list(map(sizes.get, self.nodes)) == list(map(len, self.nodes.values())):  # unknown node: None
-            return
-        for node, gpus in self.nodes.items():
+        for node, count in zip(rows.names, rows.sizes):
             n = cluster.node(node)
-            if len(gpus) != n.num_gpus:
-                raise InputError(f"node {node!r} lists {len(gpus)} GPUs but the cluster has {n.num_gpus}")
+            if count != n.num_gpus:
+                raise InputError(f"node {node!r} lists {count} GPUs but the cluster has {n.num_gpus}")
+
+
+def _job_gpus_of_sets(nodes: Mapping[str, tuple[GpuSlot, ...]]) -> dict[str, tuple[GpuRef, ...]]:
+    """Each job's GPUs, sorted, keys in order of first appearance walking the nodes GPU by GPU."""
+    out: dict[str, list[GpuRef]] = {}
+    for node, gpus in nodes.items():
+        for idx, slot in enumerate(gpus):
+            for j in sorted(slot):
+                out.setdefault(j, []).append((node, idx))
+    # refs come in index order within a node: only a job on several nodes needs sorting
+    return {j: tuple(refs) if refs[0][0] == refs[-1][0] else tuple(sorted(refs)) for j, refs in out.items()}
 
 
 # ---- the table form ---------------------------------------------------------------------------------
@@ -269,9 +237,7 @@ def _first_nodes(rows: PlanRows) -> list[str]:
     """Per job number, the first node of its sorted GPU references: the node whose name sorts first
     among the job's nodes (its only node, for most jobs)."""
     layout = rows.layout
-    job, row = _entries(rows)
-    best = np.full(len(rows.ids), len(rows.names), dtype=np.int64)
-    np.minimum.at(best, job, layout.name_rank[layout.node_of[row]])
+    best = first_nodes(rows.table, layout.node_of, layout.name_rank, len(rows.ids))
     return list(map(layout.by_name.__getitem__, best.tolist()))
 
 

@@ -31,4 +31,5 @@ def unique_ints(values: np.ndarray) -> np.ndarray:
 def runs(counts: np.ndarray) -> np.ndarray:
     """0, 1, .., c-1 for each count c, concatenated (the position of each item within its group)."""
     total = int(counts.sum())
-    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    out: np.ndarray = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return out

@@ -1,28 +1,32 @@
-"""Compiled consolidation walk (numba) for the common case: one GPU type, no sticky homes.
+"""Compiled consolidation walk (numba): the walk of ``consolidate.place_units``.
 
-Why: the walk visits every active job each round (hundreds on Philly, tens of thousands at scale)
-and each visit is a few heap operations in Python. The same rules as ``consolidate._FreeMap`` as
-loops over integer arrays, in one call: best fit is the node with the fewest free GPUs that still
-fit, lowest index first (what the heaps return); a job larger than any node takes whole idle nodes,
-largest size first and lowest index first, and the rest best fit on another node; a GPU count that
-failed fails again (GPUs are only taken). Integers only, so the result is exactly the Python walk's;
-tests compare the two. Python still builds the plan from the pieces (names, slots, reasons).
+The walk visits every active job each round (hundreds on Philly, tens of thousands at scale); as
+loops over integer arrays it is one call. Rules (paper Listing 1, lines 1-12): per unit, GPU types
+in the unit's order; on each type, a unit's sticky home when it still fits there, else best fit for a
+unit that fits in one node (the node of that type with the fewest free GPUs that still fit it,
+lowest index first), else whole idle nodes (largest size first, lowest index first) and the rest
+best fit on one more node; where nodes of different sizes make that more nodes than needed, the
+fewest nodes instead (most free GPUs first). A GPU count that failed on a type fails again (GPUs
+are only taken).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .migrate_jit import _jit, available
+from ..jit import jit as _jit
 
-__all__ = ["available", "walk"]
+__all__ = ["walk", "PLACED", "WAITS", "NOT_REACHED"]
 
 PLACED, WAITS, NOT_REACHED = 0, 1, 2
 
 
 @_jit
-def walk(sizes, need):  # pragma: no cover - compiled
-    """Walk units needing ``need[k]`` GPUs over nodes of ``sizes`` GPUs.
+def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cover - compiled
+    """Walk units needing ``need[k]`` GPUs over nodes of ``sizes`` GPUs of type ``node_type``.
+
+    Unit ``k`` tries the types ``type_list[type_start[k]:type_start[k + 1]]`` in order (-1: a type
+    the cluster lacks) and its node ``home[k]`` first (-1: none).
 
     Returns ``status`` per unit (PLACED, WAITS: it did not fit, NOT_REACHED: no GPU was left),
     ``free_at`` (free GPUs when the unit was walked), and its pieces ``first[k]:first[k + 1]`` of
@@ -30,18 +34,25 @@ def walk(sizes, need):  # pragma: no cover - compiled
     """
     nn = sizes.shape[0]
     nu = need.shape[0]
+    n_types = 0
+    for i in range(nn):
+        if node_type[i] + 1 > n_types:
+            n_types = node_type[i] + 1
     free = sizes.copy()
     total = 0
-    max_size = 0
+    top = 0
+    max_size = np.zeros(n_types, np.int64)
     for i in range(nn):
         total += sizes[i]
-        if sizes[i] > max_size:
-            max_size = sizes[i]
-    count_at = np.zeros(max_size + 1, np.int64)  # nodes per free count
+        if sizes[i] > max_size[node_type[i]]:
+            max_size[node_type[i]] = sizes[i]
+        if sizes[i] > top:
+            top = sizes[i]
+    count_at = np.zeros((n_types, top + 1), np.int64)  # nodes per (type, free count)
     for i in range(nn):
-        count_at[sizes[i]] += 1
+        count_at[node_type[i], sizes[i]] += 1
     idle_sizes = np.unique(sizes)[::-1]
-    status = np.full(nu, 2, np.int64)
+    status = np.full(nu, NOT_REACHED, np.int64)
     free_at = np.zeros(nu, np.int64)
     first = np.zeros(nu + 1, np.int64)
     p_node = np.empty(total + 1, np.int64)
@@ -49,12 +60,13 @@ def walk(sizes, need):  # pragma: no cover - compiled
     p_count = np.empty(total + 1, np.int64)
     excluded = np.zeros(nn, np.bool_)
     tmp_node = np.empty(nn, np.int64)
-    fails_from = max_size + 1
+    tmp_count = np.empty(nn, np.int64)
+    fails_from = max_size + 1  # per type: the smallest single-node count that found no node
     max_need = 0
     for k in range(nu):
         if need[k] > max_need:
             max_need = need[k]
-    fails_multi = np.zeros(max_need + 1, np.bool_)
+    fails_multi = np.zeros((n_types, max_need + 1), np.bool_)
     np_ = 0
     for k in range(nu):
         first[k] = np_
@@ -62,73 +74,116 @@ def walk(sizes, need):  # pragma: no cover - compiled
             break
         n = need[k]
         free_at[k] = total
+        status[k] = WAITS
         m = 0  # pieces of this unit, nodes in tmp_node (counts: whole nodes, then the rest)
         rest = n
-        if n <= max_size:
-            b = -1
-            if n < fails_from:
-                b = _best_fit(free, count_at, excluded, n, max_size)
-                if b < 0:
-                    fails_from = n
-            if b < 0:
-                status[k] = 1
-                first[k + 1] = np_
+        for q in range(type_start[k], type_start[k + 1]):
+            t = type_list[q]
+            if t < 0:
                 continue
-            tmp_node[0] = b
-            m = 1
-        else:
-            if fails_multi[n]:
-                status[k] = 1
-                first[k + 1] = np_
+            h = home[k]
+            if h >= 0 and node_type[h] == t and n <= free[h]:
+                tmp_node[0] = h
+                tmp_count[0] = n
+                m = 1
+                break
+            if n <= max_size[t]:  # one node suffices: best fit; never spread such a unit
+                if n < fails_from[t]:
+                    b = _best_fit(free, node_type, count_at[t], excluded, n, max_size[t], t)
+                    if b >= 0:
+                        tmp_node[0] = b
+                        tmp_count[0] = n
+                        m = 1
+                        break
+                    fails_from[t] = n
                 continue
+            if fails_multi[t, n]:
+                continue
+            rest = n
             for s in idle_sizes:
                 for i in range(nn):
                     if rest < s:
                         break
-                    if sizes[i] == s and free[i] == s:
+                    if node_type[i] == t and sizes[i] == s and free[i] == s:
                         excluded[i] = True
                         tmp_node[m] = i
+                        tmp_count[m] = s
                         m += 1
                         rest -= s
             if rest:
-                b = _best_fit(free, count_at, excluded, rest, max_size)
+                b = _best_fit(free, node_type, count_at[t], excluded, rest, max_size[t], t)
                 if b < 0:
-                    for q in range(m):
-                        excluded[tmp_node[q]] = False
-                    fails_multi[n] = True
-                    status[k] = 1
-                    first[k + 1] = np_
+                    for q2 in range(m):
+                        excluded[tmp_node[q2]] = False
+                    m = 0
+                    fails_multi[t, n] = True
                     continue
                 tmp_node[m] = b
+                tmp_count[m] = rest
                 m += 1
-            for q in range(m):
-                excluded[tmp_node[q]] = False
+            for q2 in range(m):
+                excluded[tmp_node[q2]] = False
+            m = _fewest_nodes(free, node_type, t, n, m, top, tmp_node, tmp_count)
+            break
+        if m == 0:
+            first[k + 1] = np_
+            continue
         for q in range(m):
             i = tmp_node[q]
-            c = n if m == 1 else (sizes[i] if q < m - 1 or rest == 0 else rest)
+            c = tmp_count[q]
             p_node[np_] = i
             p_start[np_] = sizes[i] - free[i]
             p_count[np_] = c
             np_ += 1
-            count_at[free[i]] -= 1
+            count_at[node_type[i], free[i]] -= 1
             free[i] -= c
-            count_at[free[i]] += 1
+            count_at[node_type[i], free[i]] += 1
             total -= c
-        status[k] = 0
+        status[k] = PLACED
         first[k + 1] = np_
     for k in range(nu):  # units after the walk stopped
-        if status[k] == 2:
+        if status[k] == NOT_REACHED:
             first[k + 1] = np_
     return status, free_at, first, p_node[:np_], p_start[:np_], p_count[:np_]
 
 
 @_jit
-def _best_fit(free, count_at, excluded, n, max_size):  # pragma: no cover - compiled
-    """The node with the fewest free GPUs >= ``n``, lowest index first, not excluded; -1 if none."""
+def _best_fit(free, node_type, count_at, excluded, n, max_size, t):  # pragma: no cover - compiled
+    """The node of type ``t`` with the fewest free GPUs >= ``n``, lowest index first, not excluded;
+    -1 if none (``count_at``: that type's nodes per free count)."""
     for f in range(n, max_size + 1):
         if count_at[f] == 0:
             continue
         for i in range(free.shape[0]):
-            if free[i] == f and not excluded[i]:
+            if free[i] == f and node_type[i] == t and not excluded[i]:
                 return i
     return -1
+
+
+@_jit
+def _fewest_nodes(free, node_type, t, n, m, top, tmp_node, tmp_count):  # pragma: no cover - compiled
+    """Pieces of ``n`` GPUs on the fewest nodes of type ``t``, when the ``m`` pieces chosen are more:
+    nodes by most free GPUs, lowest index first, each given all its free GPUs but the last. Returns
+    the number of pieces (``tmp_node``/``tmp_count`` rewritten when fewer)."""
+    nn = free.shape[0]
+    key = np.empty(nn, np.int64)
+    cnt = 0
+    for i in range(nn):
+        if node_type[i] == t and free[i] > 0:
+            key[cnt] = (top - free[i]) * nn + i
+            cnt += 1
+    order = np.sort(key[:cnt])
+    acc = 0
+    k = 0
+    while acc < n:
+        acc += free[order[k] % nn]
+        k += 1
+    if k >= m:
+        return m
+    left = n
+    for q in range(k):
+        i = order[q] % nn
+        tmp_node[q] = i
+        tmp_count[q] = min(free[i], left)
+        left -= tmp_count[q]
+    return k

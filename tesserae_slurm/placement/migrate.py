@@ -28,23 +28,20 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from itertools import chain, compress, permutations, repeat
-from operator import itemgetter
+from itertools import compress, permutations, repeat
 from typing import Literal
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..model import InputError, Placement, PlanRows
-from ..model.plan import table_of_refs
 from . import migrate_jit
-from .arrays import GpuLayout, gpu_layout, runs, unique_ints
+from .arrays import GpuLayout, runs, unique_ints
 
 MigrationAlgorithm = Literal["tesserae", "flat", "gavel"]
 ALGORITHMS: tuple[str, ...] = ("tesserae", "flat", "gavel")
-_PERMUTATION_LIMIT = 6  # nodes of up to 6 GPUs: enumerate the g! GPU matchings in one numpy batch
+_PERMUTATION_LIMIT = 6  # nodes of up to 6 GPUs enumerate the g! GPU matchings; bigger ones solve one assignment
 _EPS = 1e-12
-_SIZE = itemgetter(0)  # of a (node size, GPU type) key
 
 
 @dataclass(frozen=True)
@@ -74,92 +71,42 @@ class _Slots:
 
 
 def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tesserae",
-            node_types: Mapping[str, str] | None = None, *, _jit: bool | None = None) -> MigrationResult:
-    """Map ``new`` (logical) onto ``old`` (physical); ``node_types`` keeps GPU types apart.
-
-    ``_jit`` (tests only): None runs ``tesserae`` through the compiled core where it gives the same
-    result (numba installed, every job on 2^k GPUs, nodes of at most 6 GPUs); False never; True
-    wherever it applies, even without numba (the core then runs as plain Python)."""
+            node_types: Mapping[str, str] | None = None) -> MigrationResult:
+    """Map ``new`` (logical) onto ``old`` (physical); ``node_types`` keeps GPU types apart."""
     if algorithm not in ALGORITHMS:
         raise InputError(f"migration algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     types = node_types or {}
-    if algorithm == "tesserae" and (migrate_jit.available() if _jit is None else _jit):
-        fast = _tesserae_tables(old, new, types)
-        if fast is not None:
-            return fast
-    old_key = list(zip(map(len, old.nodes.values()), map(types.get, old.nodes)))
-    new_key = list(zip(map(len, new.nodes.values()), map(types.get, new.nodes)))
+    ro, rn = old.rows(), new.rows()
+    old_key = list(zip(ro.sizes, map(types.get, ro.names)))
+    new_key = list(zip(rn.sizes, map(types.get, rn.names)))
     if old_key != new_key and Counter(old_key) != Counter(new_key):
         raise InputError(f"shape mismatch: the two plans must have the same node sizes (and GPU types); "
                          f"old {_shape_text(old_key)}, new {_shape_text(new_key)}")
-
-    old_gpus, new_gpus = old.job_gpus(), new.job_gpus()
-    common = sorted(set(old_gpus) & set(new_gpus))
-    old_refs, new_refs = list(map(old_gpus.__getitem__, common)), list(map(new_gpus.__getitem__, common))
-    n_old = np.fromiter(map(len, old_refs), np.int64, len(common))
-    n_new = np.fromiter(map(len, new_refs), np.int64, len(common))
-    w_old, w_new = 1.0 / (2 * n_old), 1.0 / (2 * n_new)
-    o = _slots(old, old_refs, n_old, w_old)
-    n = _slots(new, new_refs, n_new, w_new)
-
-    compiled = False
-    if algorithm == "gavel":
-        node_map = _identity_nodes(old, new)
-        src = _identity_rows(o, n, node_map)
-    elif algorithm == "tesserae":
-        use_jit = migrate_jit.available() if _jit is None else _jit
-        if use_jit and _exact_sums(n_old, n_new) and max(map(_SIZE, old_key), default=0) <= _PERMUTATION_LIMIT:
-            node_map, src = _tesserae_jit(o, n, w_old, w_new, old_key, new_key)
-            compiled = True
-        else:
-            node_map, src = _tesserae(o, n, w_old, w_new, old_key, new_key)
-    else:
-        src = _flat(o, n, w_old, w_new, old_key, new_key)
-        node_map = {}
-
-    # src[r]: the new plan's GPU row that lands on physical GPU row r
-    new_flat = list(chain.from_iterable(map(new.nodes.__getitem__, n.names)))
-    landed = list(map(new_flat.__getitem__, src.tolist()))
-    final_gpus = _landed_gpus(o, n, src, new_gpus)
-    final = Placement.built({name: tuple(landed[off:off + size])
-                             for name, off, size in zip(o.names, o.offset.tolist(), o.sizes.tolist())}, final_gpus)
-    if compiled:
-        cost, moved = migrate_jit.final_stats(o.jobs, n.jobs[src], w_old, w_new)
-        return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
-    migrated = tuple(j for j in common if final_gpus[j] != old_gpus[j])
-    return MigrationResult(final, migrated, _table_cost(o.jobs, n.jobs[src], w_old, w_new), dict(node_map))
-
-
-def _tesserae_tables(old: Placement, new: Placement, types: Mapping[str, str]) -> MigrationResult | None:
-    """``tesserae`` through the compiled core for two plans held as tables over the same nodes (the
-    simulator's rounds): the tables are the array form already, and the final plan is the new
-    table with its rows moved, so no GPU reference is looked up or built. The same plan, cost,
-    migrated jobs and node map as the general path (tests compare); None where that path applies
-    and this one does not (other nodes, nodes over 6 GPUs, jobs not on 2^k GPUs)."""
-    rn = new.rows()
-    ro = old.as_rows(rn.names, rn.sizes) if rn is not None else None  # the shells' current plan: a table
-    if ro is None or rn is None or max(ro.sizes, default=0) > _PERMUTATION_LIMIT:  # from the 2nd round on
-        return None
     common = sorted(set(ro.ids).intersection(rn.ids))
     number = dict(zip(common, range(len(common))))
     o_jobs, n_old = _common_table(ro, number)
     n_jobs, n_new = _common_table(rn, number)
-    if not _exact_sums(n_old, n_new):
-        return None
     w_old, w_new = 1.0 / (2 * n_old), 1.0 / (2 * n_new)
-    layout = ro.layout
-    o = _Slots(ro.names, o_jobs, _row_weight(o_jobs, w_old), layout)
-    n = _Slots(rn.names, n_jobs, _row_weight(n_jobs, w_new), layout)
-    key = list(zip(ro.sizes, map(types.get, ro.names)))
-    node_map, src = _tesserae_jit(o, n, w_old, w_new, key, key)
-    final = _by_first_gpu(rn._replace(table=rn.table[src]))
+    o = _Slots(ro.names, o_jobs, _row_weight(o_jobs, w_old), ro.layout)
+    n = _Slots(rn.names, n_jobs, _row_weight(n_jobs, w_new), rn.layout)
+
+    node_map: dict[str, str] = {}
+    if algorithm == "gavel":
+        node_map = _identity_nodes(old, new)
+        src = _identity_rows(o, n, node_map)
+    elif algorithm == "tesserae":
+        node_map, src = _tesserae(o, n, w_old, w_new, old_key, new_key)
+    else:
+        src = _flat(o, n, w_old, w_new, old_key, new_key)
+    # src[r]: the new plan's GPU row that lands on physical GPU row r
+    final = _by_first_gpu(PlanRows(ro.names, ro.sizes, rn.ids, rn.table[src]))
     cost, moved = migrate_jit.final_stats(o.jobs, n.jobs[src], w_old, w_new)
     return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
 
 
 def _by_first_gpu(rows: PlanRows) -> Placement:
     """The plan of the table with its jobs renumbered by first GPU row (then by number: a packed
-    pair's placed job before its partner), the key order ``_landed_gpus`` gives the final plan."""
+    pair's placed job before its partner): ``job_gpus()`` in physical order."""
     table, old_of, found = migrate_jit.renumber_by_first(rows.table, len(rows.ids))
     if found != len(rows.ids):  # a listed job without a GPU: not a plan the engine builds
         raise ValueError(f"table lists {len(rows.ids)} jobs but {found} hold a GPU")
@@ -168,43 +115,17 @@ def _by_first_gpu(rows: PlanRows) -> Placement:
 
 def _common_table(rows: PlanRows, number: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """A table's (GPUs, 2) common-job numbers (``number``; -1: none or not common), a GPU's lower
-    number in column 0 (as ``_slots`` orders them), and each common job's GPU count."""
+    number in column 0, and each common job's GPU count."""
     common_of = np.fromiter(map(number.get, rows.ids, repeat(-1)), np.int64, len(rows.ids))
-    return migrate_jit.common_table(rows.table, common_of, len(number))
+    table, counts = migrate_jit.common_table(rows.table, common_of, len(number))
+    return table, counts
 
 
 def _row_weight(jobs: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Per GPU row, the summed weight of the common jobs on it (``_Slots.weight``)."""
     w = np.append(weight, 0.0)  # -1 -> the appended 0
-    return w[jobs[:, 0]] + w[jobs[:, 1]]
-
-
-def _landed_gpus(o: _Slots, n: _Slots, src: np.ndarray,
-                 new_gpus: Mapping[str, tuple[tuple[str, int], ...]]) -> dict[str, tuple[tuple[str, int], ...]]:
-    """``job_gpus()`` of the final plan, from the new plan's and the row map: per job, not per GPU.
-
-    The same value and key order as ``Placement.job_gpus`` would compute (keys by first GPU in
-    node order, each job's GPUs sorted); tests compare the two."""
-    dst = np.empty_like(src)
-    dst[src] = np.arange(len(src))  # new row -> physical row
-    ids = list(new_gpus)
-    counts = np.fromiter(map(len, new_gpus.values()), np.int64, len(ids))
-    rows = np.fromiter(map(n.layout.row_of.__getitem__, chain.from_iterable(new_gpus.values())), np.int64,
-                       int(counts.sum()))
-    phys = dst[rows]
-    owner = np.repeat(np.arange(len(ids)), counts)
-    phys = phys[np.lexsort((phys, owner))]  # by job, then physical row (node order, then GPU index)
-    refs = list(map(o.layout.refs.__getitem__, phys.tolist()))
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    by_first = np.argsort(phys[starts], kind="stable") if len(ids) else starts
-    starts, ends = starts[by_first], ends[by_first]
-    mine = list(map(tuple, map(refs.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
-    # a job on one node has its GPUs in index order already; one on several is sorted by name
-    node_of = np.repeat(np.arange(len(o.names)), o.sizes)
-    for i in np.flatnonzero(node_of[phys[starts]] != node_of[phys[ends - 1]]).tolist():
-        mine[i] = tuple(sorted(mine[i]))
-    return dict(zip(map(ids.__getitem__, by_first.tolist()), mine))
+    out: np.ndarray = w[jobs[:, 0]] + w[jobs[:, 1]]
+    return out
 
 
 def _place_rows(src: np.ndarray, o: _Slots, n: _Slots, x: np.ndarray, y: np.ndarray, perm: np.ndarray) -> None:
@@ -228,14 +149,6 @@ def _identity_rows(o: _Slots, n: _Slots, node_map: Mapping[str, str]) -> np.ndar
     return src
 
 
-def _table_cost(before: np.ndarray, after: np.ndarray, w_old: np.ndarray, w_new: np.ndarray) -> float:
-    """``mapping_cost`` on the (GPU, slot) job tables: weights of the jobs leaving and entering each GPU."""
-    eq = (before[:, :, None] == after[:, None, :]) & (before[:, :, None] >= 0)
-    leaving = (before >= 0) & ~eq.any(axis=2)
-    entering = (after >= 0) & ~eq.any(axis=1)
-    return float(np.append(w_old, 0.0)[before][leaving].sum() + np.append(w_new, 0.0)[after][entering].sum())
-
-
 def mapping_cost(old: Placement, final: Placement) -> float:
     """The paper's cost of moving from ``old`` to ``final`` (same node names), GPU by GPU."""
     old_gpus, new_gpus = old.job_gpus(), final.job_gpus()
@@ -250,16 +163,6 @@ def mapping_cost(old: Placement, final: Placement) -> float:
 
 
 # ---- array form ------------------------------------------------------------------------------------
-def _slots(p: Placement, refs: Sequence[tuple[tuple[str, int], ...]], counts: np.ndarray,
-           weight: np.ndarray) -> _Slots:
-    """Built from each common job's GPUs (``refs``, ``counts`` of them), not GPU by GPU: most GPUs
-    of a big cluster hold none."""
-    names = tuple(p.nodes)
-    layout = gpu_layout(names, tuple(map(len, p.nodes.values())))
-    jobs = table_of_refs(layout, refs, counts)
-    return _Slots(names, jobs, _row_weight(jobs, weight), layout)
-
-
 def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -> np.ndarray:
     """Savings of putting GPU b onto GPU a: total (old + new) weight of the jobs both hold.
 
@@ -267,7 +170,8 @@ def _common_savings(a_jobs: np.ndarray, b_jobs: np.ndarray, w_sum: np.ndarray) -
     """
     eq = (a_jobs[..., :, None] == b_jobs[..., None, :]) & (a_jobs[..., :, None] >= 0)
     w = np.append(w_sum, 0.0)[a_jobs]  # -1 -> the appended 0
-    return (eq * w[..., :, None]).sum(axis=(-1, -2))
+    out: np.ndarray = (eq * w[..., :, None]).sum(axis=(-1, -2))
+    return out
 
 
 def _groups(keys: Sequence[tuple[int, str | None]]) -> dict[tuple[int, str | None], list[int]]:
@@ -303,13 +207,7 @@ def _max_savings_matching(edges_a: np.ndarray, edges_b: np.ndarray, savings: np.
         # edges in component order, as lists: a component's edges are a slice of each
         ea_l, eb_l, sv_l = edges_a[order].tolist(), edges_b[order].tolist(), savings[order].tolist()
         for s, e in zip(bounds[:-1][sizes > 1].tolist(), bounds[1:][sizes > 1].tolist()):
-            ea, eb, sv = ea_l[s:e], eb_l[s:e], sv_l[s:e]
-            if e - s <= 4:  # most components: two old and two new nodes (jobs swapped between them)
-                two = _two_by_two(ea, eb, sv)
-                if two is not None:
-                    pairs += two
-                    continue
-            pairs += _dense_component(ea, eb, sv)
+            pairs += _dense_component(ea_l[s:e], eb_l[s:e], sv_l[s:e])
     used_a = {a for a, _ in pairs}
     used_b = {b for _, b in pairs}
     free_a = [i for i in range(na) if i not in used_a]
@@ -352,41 +250,9 @@ def _component_of_edges(edges_a: np.ndarray, edges_b: np.ndarray, na: int, nb: i
         np.minimum.at(nxt, edges_a, label_b[edges_b])
         nxt = nxt[nxt]  # a label's label is in the same component and no larger (labels only fall)
         if (nxt == label_a).all():  # then a plain sweep changes nothing either: labels are the minima
-            return label_a[edges_a]
+            out: np.ndarray = label_a[edges_a]
+            return out
         label_a = nxt
-
-
-def _two_by_two(ea: list[int], eb: list[int], sv: list[float]) -> list[tuple[int, int]] | None:
-    """A component on two a-items and two b-items, solved without numpy, exactly as the general
-    path (``linear_sum_assignment``) solves it; None when it is not such a component, or when the
-    solver's float arithmetic could settle it differently.
-
-    The better matching wins when the two differ by more than 1e-9. They tie often (jobs swapped
-    between two nodes), and a tie is settled as scipy's shortest-augmenting-path solver settles it:
-    row 0 takes column 0 unless column 1 saves strictly more, row 1 the other. That rule is only
-    used when every saving is a dyadic fraction (weights 1/(2 x GPUs) of jobs on 2^k GPUs), so that
-    every sum the solver forms is exact; a property test holds the shortcut to the solver.
-    """
-    ra, rb = sorted(set(ea)), sorted(set(eb))
-    if len(ra) != 2 or len(rb) != 2:
-        return None
-    d = [[0.0, 0.0], [0.0, 0.0]]
-    for a, b, v in zip(ea, eb, sv):
-        d[a != ra[0]][b != rb[0]] = v
-    diag, anti = d[0][0] + d[1][1], d[0][1] + d[1][0]
-    if abs(diag - anti) > 1e-9:
-        cols = (0, 1) if diag > anti else (1, 0)
-    elif diag == anti and all(_dyadic(v) for v in sv):
-        cols = (0, 1) if d[0][0] >= d[0][1] else (1, 0)
-    else:
-        return None
-    return [(ra[i], rb[c]) for i, c in enumerate(cols) if d[i][c] > _EPS]
-
-
-def _dyadic(v: float) -> bool:
-    """``v`` is k / 2^20 with |v| < 2^10: sums and differences of a few such numbers are exact."""
-    scaled = v * 1048576.0
-    return abs(v) < 1024.0 and scaled == int(scaled)
 
 
 # ---- algorithms ------------------------------------------------------------------------------------
@@ -401,41 +267,6 @@ def _identity_nodes(old: Placement, new: Placement) -> dict[str, str]:
             raise InputError(f"gavel: new node {nn!r} has {len(new.nodes[nn])} GPUs but physical node {on!r} has "
                              f"{len(old.nodes[on])}; without relabeling the i-th nodes must match")
     return mapping
-
-
-def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
-              old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
-              ) -> tuple[dict[str, str], np.ndarray]:
-    w_sum = w_old + w_new
-    node_map: dict[str, str] = {}
-    src = np.empty(len(o.jobs), dtype=np.int64)
-    for g, old_nodes, new_nodes, oi, ni, rows_o, rows_n in _node_groups(o, n, old_key, new_key):
-        o_jobs, n_jobs = o.jobs[rows_o], n.jobs[rows_n]  # (node, GPU, slot) job tables of this group
-        po, pn = _sharing_pairs(o_jobs, n_jobs)  # sorted by (po, pn)
-        perms = np.zeros((0, g), dtype=np.int64)
-        savings = np.zeros(len(po))
-        if len(po):
-            a = o.weight[rows_o[po]]  # (P, g) weight on each old GPU
-            b = n.weight[rows_n[pn]]
-            sav = _common_savings(o_jobs[po][:, :, None, :], n_jobs[pn][:, None, :, :], w_sum)  # (P, g, g)
-            cost = a[:, :, None] + b[:, None, :] - sav
-            best_cost, perms = _batch_assignment(cost)
-            savings = a.sum(axis=1) + b.sum(axis=1) - best_cost
-        pairs = _max_savings_matching(po, pn, savings, [o.names[i] for i in old_nodes],
-                                      [n.names[i] for i in new_nodes])
-        xy = np.array(pairs, dtype=np.int64).reshape(-1, 2)  # (old node, new node) rows
-        x, y = xy[:, 0], xy[:, 1]
-        # GPU matching: the sharing pair's, or (no shared job: every matching costs the same) the identity
-        perm = np.broadcast_to(np.arange(g), (len(pairs), g)).copy()
-        if len(po):
-            width = len(new_nodes)
-            keys = po * width + pn  # ascending
-            want = x * width + y
-            at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-            hit = keys[at] == want
-            perm[hit] = perms[at[hit]]
-        _land_group(node_map, src, o, n, oi[x], ni[y], perm)
-    return node_map, src
 
 
 def _node_groups(o: _Slots, n: _Slots, old_key: Sequence[tuple[int, str | None]],
@@ -460,22 +291,16 @@ def _land_group(node_map: dict[str, str], src: np.ndarray, o: _Slots, n: _Slots,
     _place_rows(src, o, n, x, y, perm)
 
 
-def _exact_sums(*gpu_counts: np.ndarray) -> bool:
-    """Every weight 1/(2 x GPUs) is 2^-k (k <= 20): then every sum of a few of them is exact in
-    float64, whatever its order, and the compiled core decides every comparison as numpy does."""
-    return all(((c & (c - 1)) == 0).all() and (c <= 1 << 19).all() for c in gpu_counts)
-
-
-def _tesserae_jit(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
-                  old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
-                  ) -> tuple[dict[str, str], np.ndarray]:
-    """``_tesserae`` through ``migrate_jit``: the same plan, cost and node map (tests compare)."""
+def _tesserae(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
+              old_key: Sequence[tuple[int, str | None]], new_key: Sequence[tuple[int, str | None]],
+              ) -> tuple[dict[str, str], np.ndarray]:
+    """Node bijection (new node -> physical node) and row map, group by group of equal nodes."""
     w_sum = w_old + w_new
     node_map: dict[str, str] = {}
     src = np.empty(len(o.jobs), dtype=np.int64)
     for g, old_nodes, new_nodes, oi, ni, rows_o, rows_n in _node_groups(o, n, old_key, new_key):
-        perms = _permutations(g)
-        po, pn, best, pa, pb = migrate_jit.group_core(
+        perms = _permutations(g) if g <= _PERMUTATION_LIMIT else np.zeros((0, g), dtype=np.int64)
+        po, pn, pair_perm, pa, pb = migrate_jit.group_core(
             o.jobs[rows_o], n.jobs[rows_n], o.weight[rows_o], n.weight[rows_n], w_sum, perms, len(w_sum))
         if old_nodes is new_nodes and o.names == n.names:  # two tables over the cluster's nodes: names agree
             n_name = np.arange(len(new_nodes), dtype=np.int64)
@@ -483,9 +308,9 @@ def _tesserae_jit(o: _Slots, n: _Slots, w_old: np.ndarray, w_new: np.ndarray,
             at_name = {o.names[i]: k for k, i in enumerate(old_nodes)}
             n_name = np.fromiter(map(at_name.get, map(n.names.__getitem__, new_nodes), repeat(-1)), np.int64,
                                  len(new_nodes))
-        x, y, perm_of = migrate_jit.group_finish(pa, pb, po, pn, best, perms,
-                                                 np.arange(len(old_nodes), dtype=np.int64), n_name, len(old_nodes))
-        _land_group(node_map, src, o, n, oi[x], ni[y], perms[perm_of])
+        x, y, perm = migrate_jit.group_finish(pa, pb, po, pn, pair_perm,
+                                              np.arange(len(old_nodes), dtype=np.int64), n_name, len(old_nodes))
+        _land_group(node_map, src, o, n, oi[x], ni[y], perm)
     return node_map, src
 
 
@@ -509,26 +334,6 @@ def _sharing_pairs(o_jobs: np.ndarray, n_jobs: np.ndarray) -> tuple[np.ndarray, 
     width = n_jobs.shape[0]
     keys = unique_ints(on[rep] * width + nn[np.repeat(lo, counts) + runs(counts)])
     return keys // width, keys % width
-
-
-def _batch_assignment(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Minimum-cost perfect matching of each (g x g) matrix in a batch; returns costs and perms.
-
-    ``perm[u] = v``: old GPU ``u`` receives new GPU ``v``. Ties go to the first permutation in
-    lexicographic order, so the identity (GPU indices kept) wins when it is optimal.
-    """
-    p, g, _ = cost.shape
-    if g <= _PERMUTATION_LIMIT:
-        perms = _permutations(g)  # (g!, g), identity first
-        totals = cost[:, np.arange(g), perms].sum(axis=2)  # (P, g!)
-        best = np.argmin(totals, axis=1)
-        return totals[np.arange(p), best], perms[best]
-    costs, out = np.empty(p), np.empty((p, g), dtype=np.int64)
-    for i in range(p):
-        r, c = linear_sum_assignment(cost[i])
-        costs[i] = cost[i][r, c].sum()
-        out[i] = c
-    return costs, out
 
 
 @cache

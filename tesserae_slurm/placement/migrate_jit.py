@@ -1,63 +1,33 @@
 """Compiled core of ``migrate``'s ``tesserae`` algorithm for one group of equal nodes (numba).
 
-Why: on big traces a round's migration is a few hundred tiny numpy calls (sharing pairs, per-pair
-GPU matchings, components, 2x2 matchings), each paying numpy's per-call overhead; the simulator
-spends about a third of the Philly run there. The same steps as loops, compiled once, do it in one
-call. Components larger than two nodes a side are solved by ``lsap_max``, scipy's
-``linear_sum_assignment`` algorithm step for step (``migrate._max_savings_matching`` calls scipy).
-
-Identical results, not merely equally good ones: the caller uses this path only when every job
-weight is a dyadic fraction (jobs on 2^k GPUs), so every sum below is exact whatever its order, and
-every comparison and tie falls as in the numpy path. Ties are broken as there: GPU matchings by the
-first permutation in lexicographic order, components in the order of their smallest old node, the
-2x2 rule of ``_two_by_two``. Tests hold the two paths to the same plans, costs and node maps.
-
-numba is optional (``pip install tesserae-slurm[fast]``): without it ``available()`` is False and
-``migrate`` runs the numpy path alone.
+A round's migration is many tiny problems (sharing node pairs, a GPU matching per pair, connected
+components, a small assignment per component); as loops compiled once they cost one call instead
+of hundreds of numpy calls each paying its overhead (the simulator's big traces run thousands of
+rounds). Ties are broken deterministically (GPU matchings: the first permutation in lexicographic
+order, so GPU indices stay when that is optimal); tests hold the result to brute-force minima.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-try:  # optional: the numpy path is the reference and the fallback
-    from numba import njit as _njit
-except ImportError:  # pragma: no cover - exercised where numba is not installed
-    _njit = None
+from ..jit import jit as _jit
 
 EPS = 1e-12
-TIE = 1e-9  # _two_by_two: matchings closer than this are a tie
-
-
-def available() -> bool:
-    return _njit is not None
-
-
-def _jit(fn: Any) -> Any:
-    """Compiled, with numba's on-disk cache where it can write one (next to the module, or the user's
-    cache directory, or ``NUMBA_CACHE_DIR``). Without any (a read-only install under systemd's
-    ProtectSystem/ProtectHome), numba refuses ``cache=True`` at import: compile once per process instead."""
-    if _njit is None:
-        return fn
-    try:
-        return _njit(cache=True, nogil=True)(fn)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return _njit(nogil=True)(fn)
 
 
 @_jit
 def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no cover - compiled
     """Sharing pairs of one group, their savings and best GPU matching, and the node matching of
-    every component the 2x2 rule settles.
+    the sharing graph's components.
 
     ``o_jobs``/``n_jobs``: (nodes, g, 2) common-job indices (-1: none); ``o_w``/``n_w``: (nodes, g)
-    weight on each GPU; ``perms``: the g! GPU matchings, identity first.
+    weight on each GPU; ``perms``: the g! GPU matchings, identity first, or none (0 rows) for nodes
+    too big to enumerate: then each pair's GPU matching is one assignment.
 
-    Returns ``po, pn`` (sharing pairs sorted by old, then new node), ``best`` (index in ``perms``
-    per pair) and ``pair_a, pair_b`` (the node matching of the sharing components, in the numpy
-    path's order: one-edge components, then each larger one by the 2x2 rule or one dense assignment).
+    Returns ``po, pn`` (sharing pairs sorted by old, then new node), ``pair_perm`` (per pair, the
+    new GPU each old GPU receives) and ``pair_a, pair_b`` (the node matching of the components that
+    save anything: a one-edge component is its edge, a larger one takes one assignment).
     """
     nx, g = o_jobs.shape[0], o_jobs.shape[1]
     ny = n_jobs.shape[0]
@@ -105,7 +75,7 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
     p = len(po_l)
     po, pn = _ints(po_l), _ints(pn_l)
     # per pair: the cheapest GPU matching (first in lexicographic order) and the savings it gives
-    best = np.zeros(p, np.int64)
+    pair_perm = np.empty((p, g), np.int64)
     savings = np.zeros(p)
     cost = np.empty((g, g))
     n_perm = perms.shape[0]
@@ -128,15 +98,22 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
                             sav += w_sum[j]
                 cost[u, v] = o_w[x, u] + n_w[y, v] - sav
         top = np.inf
-        arg = 0
-        for q in range(n_perm):
-            tot = 0.0
+        if n_perm:
+            arg = 0
+            for q in range(n_perm):
+                tot = 0.0
+                for u in range(g):
+                    tot += cost[u, perms[q, u]]
+                if tot < top:
+                    top = tot
+                    arg = q
+            pair_perm[i] = perms[arg]
+        else:
+            _, cols = lsap_max(-cost)
+            top = 0.0
             for u in range(g):
-                tot += cost[u, perms[q, u]]
-            if tot < top:
-                top = tot
-                arg = q
-        best[i] = arg
+                top += cost[u, cols[u]]
+            pair_perm[i] = cols
         savings[i] = sa + sb - top
     # components of the sharing graph: per edge, the smallest old node of its component
     label_a = np.arange(nx)
@@ -182,20 +159,15 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
             pair_b_l.append(e_b[bounds_l[c]])
     for c in range(n_comp):
         s, e = bounds_l[c], bounds_l[c + 1]
-        if e - s == 1:
-            continue
-        settled = False
-        if e - s <= 4:
-            settled = _two_by_two(e_a, e_b, e_s, s, e, pair_a_l, pair_b_l)
-        if not settled:
+        if e - s > 1:
             _dense_component(e_a, e_b, e_s, s, e, pair_a_l, pair_b_l)
-    return po, pn, best, _ints(pair_a_l), _ints(pair_b_l)
+    return po, pn, pair_perm, _ints(pair_a_l), _ints(pair_b_l)
 
 
 @_jit
 def _dense_component(e_a, e_b, e_s, s, e, pair_a, pair_b):  # pragma: no cover - compiled
-    """``migrate._dense_component`` on edges ``s:e``: one dense assignment over the component's
-    old and new nodes (sorted), by ``lsap_max`` (scipy's algorithm), keeping pairs that save."""
+    """The saving-maximizing node matching of the component on edges ``s:e``: one dense assignment
+    over its old and new nodes (sorted), keeping the pairs that save."""
     ra = np.unique(e_a[s:e])
     rb = np.unique(e_b[s:e])
     dense = np.zeros((ra.shape[0], rb.shape[0]))
@@ -218,56 +190,12 @@ def _ints(values):  # pragma: no cover - compiled
 
 
 @_jit
-def _two_by_two(e_a, e_b, e_s, s, e, pair_a, pair_b):  # pragma: no cover - compiled
-    """``migrate._two_by_two`` on edges ``s:e``: appends the pairs and returns True, or False when
-    the component is not 2x2 or its tie is not the dyadic kind the rule may settle."""
-    a0, b0 = e_a[s], e_b[s]
-    a1 = b1 = -1
-    for i in range(s, e):  # exactly two old and two new nodes, or not this rule's case
-        if e_a[i] != a0 and e_a[i] != a1:
-            if a1 >= 0:
-                return False
-            a1 = e_a[i]
-        if e_b[i] != b0 and e_b[i] != b1:
-            if b1 >= 0:
-                return False
-            b1 = e_b[i]
-    if a1 < 0 or b1 < 0:
-        return False
-    ra0, ra1 = (a0, a1) if a0 < a1 else (a1, a0)
-    rb0, rb1 = (b0, b1) if b0 < b1 else (b1, b0)
-    d = np.zeros((2, 2))
-    dyadic = True
-    for i in range(s, e):
-        d[0 if e_a[i] == ra0 else 1, 0 if e_b[i] == rb0 else 1] = e_s[i]
-        v = e_s[i]
-        scaled = v * 1048576.0
-        if not (abs(v) < 1024.0 and scaled == np.floor(scaled)):
-            dyadic = False
-    diag = d[0, 0] + d[1, 1]
-    anti = d[0, 1] + d[1, 0]
-    if abs(diag - anti) > TIE:
-        c0 = 0 if diag > anti else 1
-    elif diag == anti and dyadic:
-        c0 = 0 if d[0, 0] >= d[0, 1] else 1
-    else:
-        return False
-    if d[0, c0] > EPS:
-        pair_a.append(ra0)
-        pair_b.append(rb0 if c0 == 0 else rb1)
-    if d[1, 1 - c0] > EPS:
-        pair_a.append(ra1)
-        pair_b.append(rb1 if c0 == 0 else rb0)
-    return True
-
-
-@_jit
-def group_finish(pair_a, pair_b, po, pn, best, perms, o_name, n_name, n_names):  # pragma: no cover - compiled
-    """Pair the nodes no component matched (same name first, then in order, as the numpy path) and
-    give every pair its GPU matching: the sharing pair's best one, else the identity.
+def group_finish(pair_a, pair_b, po, pn, pair_perm, o_name, n_name, n_names):  # pragma: no cover - compiled
+    """Pair the nodes no component matched (same name first, so idle nodes stay put, then in order)
+    and give every pair its GPU matching: the sharing pair's best one, else the identity.
 
     ``o_name``/``n_name``: per node of the group, an index into one table of names (-1: a name the
-    other plan lacks). Returns the full pair lists and each pair's permutation row."""
+    other plan lacks). Returns the full pair lists and each pair's GPU matching (m, g)."""
     nx = o_name.shape[0]
     ny = n_name.shape[0]
     used_a = np.zeros(nx, np.bool_)
@@ -305,7 +233,11 @@ def group_finish(pair_a, pair_b, po, pn, best, perms, o_name, n_name, n_names): 
             ys.append(j)
             r += 1
     m = len(xs)
-    perm_of = np.zeros(m, np.int64)  # row of ``perms``; 0 is the identity
+    g = pair_perm.shape[1]
+    perm = np.empty((m, g), np.int64)
+    for i in range(m):
+        for u in range(g):
+            perm[i, u] = u
     # sharing pairs of old node x: po is sorted, so they are a run
     first = np.full(nx + 1, 0, np.int64)
     for i in range(po.shape[0]):
@@ -315,9 +247,9 @@ def group_finish(pair_a, pair_b, po, pn, best, perms, o_name, n_name, n_names): 
         x, y = xs[i], ys[i]
         for q in range(first[x], first[x + 1]):
             if pn[q] == y:
-                perm_of[i] = best[q]
+                perm[i] = pair_perm[q]
                 break
-    return _ints(xs), _ints(ys), perm_of
+    return _ints(xs), _ints(ys), perm
 
 
 @_jit
@@ -403,11 +335,9 @@ def renumber_by_first(table, n):  # pragma: no cover - compiled
 
 @_jit
 def lsap_max(value):  # pragma: no cover - compiled
-    """``scipy.optimize.linear_sum_assignment(value, maximize=True)``, step for step: the shortest
-    augmenting path method of scipy's ``rectangular_lsap.cpp`` (Crouse 2016), with its order of
-    float operations, its column order (remaining columns filled in reverse) and its tie rules, so
-    that ties fall as scipy lets them fall. Returns (rows, columns), rows ascending; a property test
-    holds it to scipy on tie-heavy matrices."""
+    """A maximum-value assignment of a rectangular matrix (every row or every column matched), by
+    the shortest augmenting path method (Crouse 2016, as scipy's ``linear_sum_assignment``), for
+    callers that are compiled themselves. Returns (rows, columns), rows ascending."""
     nr0, nc0 = value.shape
     transpose = nc0 < nr0
     if transpose:

@@ -2,15 +2,16 @@
 
 One matching problem per GPU count (only jobs of the same GPU count can share GPUs). An edge joins
 a pending and a placed job when the profile measured them together, both speeds are > 0 (no OOM),
-neither job is ``no_pack``, the placed job has no partner yet, and packing raises total normalized
+neither job is ``no_pack``, both are of one ``group`` (``Job.group``; "" everywhere: no restriction),
+the placed job has no partner yet, and packing raises total normalized
 throughput over the placed job alone: the edge weight -- the pair's speed sum under the best
 strategies both jobs allow (paper "Parallelism Strategy") -- exceeds the placed job's best isolated
 speed.
 
 Jobs fall into a few profile classes, and jobs of one class are interchangeable, so the job-level
 matrix only repeats a small (class, GPU type) x class matrix cut from the profile's memoized class
-matrices: medium problems go to ``scipy.optimize.linear_sum_assignment`` on the job-level matrix
-(capped to the jobs that can matter), large ones to the equivalent transportation LP between groups
+matrices: medium problems go to one assignment on the job-level matrix (capped to the jobs that can
+matter; compiled in ``pack_jit``), large ones to the equivalent transportation LP between groups
 (HiGHS; integral at its vertices), which keeps memory linear in jobs.
 
 Objectives, for a fixed set of placed jobs (they run whether packed or not):
@@ -38,21 +39,20 @@ from operator import attrgetter
 from typing import Literal, NamedTuple
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
+from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
 from ..profiles import JobClass, PairMatrix, ThroughputProfile
 from ..profiles.classes import pair_matrix_at, universe_rows
 from . import pack_jit
-from .arrays import unique_ints
 
 PackingMode = Literal["off", "on", "single"]
 Objective = Literal["throughput", "paper-sum"]
 MODES: tuple[str, ...] = ("off", "on", "single")
 OBJECTIVES: tuple[str, ...] = ("throughput", "paper-sum")
 RESOLUTION = 1e-6  # a gain below this is no gain
-ASSIGNMENT_LIMIT = 40_000  # job-level matrices up to ~200 x 200 go to the Hungarian (faster there); larger to the LP
+ASSIGNMENT_LIMIT = 40_000  # job-level matrices up to ~200 x 200 go to one assignment; larger ones to the LP
 
 
 @dataclass(frozen=True)
@@ -63,20 +63,16 @@ class PackingResult:
 
 def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfile,
          gpu_type_of: Mapping[str, str], *, mode: PackingMode = "on", objective: Objective = "throughput",
-         exclude: Collection[str] = (), _assignment_limit: int | None = ASSIGNMENT_LIMIT,
-         _jit: bool | None = None) -> PackingResult:
+         exclude: Collection[str] = (), _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
     """Pack pending jobs onto placed ones; ``exclude``: placed ids that already have a partner.
 
     ``_assignment_limit`` (tests only): largest job-level matrix solved directly; None = always.
-    ``_jit`` (tests only): None matches through ``pack_jit`` when numba is installed; False never;
-    True always (without numba the core runs as plain Python).
     """
-    match = _match_compiled if (pack_jit.available() if _jit is None else _jit) else _match_class
     if mode not in MODES:
         raise InputError(f"packing mode must be one of {', '.join(MODES)}, got {mode!r}")
     if objective not in OBJECTIVES:
         raise InputError(f"packing objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    all_pending = tuple([j.id for j in pending])  # comprehensions read slots faster than attrgetter
+    all_pending = tuple([j.id for j in pending])
     if mode == "off":
         return PackingResult((), all_pending)
     hosts, guests = _packable(placed, mode, set(exclude)), _packable(pending, mode)
@@ -101,9 +97,8 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n, guest_n = np.array(host_gpus, dtype=np.int64), np.array(guest_gpus, dtype=np.int64)
     pairs: list[PackedPair] = []
-    for n in counts:
-        rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
-        for r, c in match(host_cls[rows], host_type[rows], guest_cls[cols], table.values, _assignment_limit):
+    for n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests):
+        for r, c in _match(host_cls[rows], host_type[rows], guest_cls[cols], table.values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
             mat = table.matrices[host_type[h]]
             opt = mat.options[int(mat.option[host_cls[h], guest_cls[g]])]
@@ -117,9 +112,22 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     return PackingResult(tuple(pairs), tuple(filterfalse(packed.__contains__, all_pending)))
 
 
+def _problems(counts: Sequence[int], host_n: np.ndarray, guest_n: np.ndarray, hosts: Sequence[Job],
+              guests: Sequence[Job]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """One matching problem per GPU count, and per ``group`` when jobs carry groups (a pair never
+    spans two groups): (count, placed rows, pending columns)."""
+    groups = {j.group for j in hosts} | {j.group for j in guests}
+    if len(groups) <= 1:
+        return [(n, np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)) for n in counts]
+    host_g = np.array([j.group for j in hosts], dtype=object)
+    guest_g = np.array([j.group for j in guests], dtype=object)
+    return [(n, np.flatnonzero((host_n == n) & (host_g == g)), np.flatnonzero((guest_n == n) & (guest_g == g)))
+            for n in counts for g in sorted(groups)]
+
+
 def _packable(jobs: Sequence[Job], mode: PackingMode, skip: Collection[str] = ()) -> list[Job]:
     """The jobs that may take part in packing, in order: not ``no_pack``, not in ``skip``, and in
-    ``single`` mode on one GPU. One comprehension in the common case (every job of a big trace, every round)."""
+    ``single`` mode on one GPU."""
     if mode == "on" and not skip:
         return [j for j in jobs if not j.no_pack]
     return [j for j in jobs if not j.no_pack and j.id not in skip and (mode == "on" or j.num_gpus == 1)]
@@ -179,8 +187,8 @@ class _ClassIds:
         return ids
 
     def of_jobs(self, jobs: Sequence[Job]) -> np.ndarray:
-        """Class numbers of ``jobs``: one C-level pass of dict hits, Python only for unseen fields."""
-        raws = [j.class_key for j in jobs]  # CLASS_FIELDS
+        """Class numbers of ``jobs`` (a class is numbered the first time it is seen)."""
+        raws = [j.class_key for j in jobs]
         found = list(map(self.by_raw.get, raws))
         if None in found:
             for i, raw in enumerate(raws):
@@ -221,50 +229,17 @@ def _edge_values(mat: PairMatrix, objective: Objective) -> np.ndarray:
     return np.where(edge, gain if objective == "throughput" else mat.total, 0.0)
 
 
-def _match_class(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray, values: np.ndarray,
-                 assignment_limit: int | None) -> list[tuple[int, int]]:
+def _match(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray, values: np.ndarray,
+           assignment_limit: int | None) -> list[tuple[int, int]]:
     """One matching problem: placed jobs (rows) x pending jobs (columns) of one GPU count;
-    ``values[t]``: ``_edge_values`` on GPU type t.
-
-    Returns (row, column) positions of the chosen pairs.
-    """
-    types = len(values)
-    row_group = host_cls * types + host_type
-    # Group-level values: a row group is (class, GPU type), a column group a class. Jobs of one group
-    # are interchangeable, so the job-level problem only repeats these rows and columns.
-    groups, classes = unique_ints(row_group), unique_ints(guest_cls)
-    group_value = values[(groups % types)[:, None], (groups // types)[:, None], classes]
-    if not (group_value > 0.0).any():  # most problems on big traces: no pair gains anything
-        return []
-    group_of_row, class_of_col = np.searchsorted(groups, row_group), np.searchsorted(classes, guest_cls)
-    # At most min(rows, columns) jobs get a partner: only the earliest that many of each group matter.
-    rows = np.flatnonzero(_rank_in_group(row_group) < len(guest_cls))
-    cols = np.flatnonzero(_rank_in_group(guest_cls) < len(rows))
-    if assignment_limit is None or rows.size * cols.size <= assignment_limit:
-        return _assign_jobs(group_value, group_of_row, class_of_col, rows, cols, row_group, guest_cls)
-    return _transport(group_value, group_of_row, class_of_col)
-
-
-def _match_compiled(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray, values: np.ndarray,
-                    assignment_limit: int | None) -> list[tuple[int, int]]:
-    """``_match_class`` through ``pack_jit.match``: the same pairs (tests compare the two)."""
+    ``values[t]``: ``_edge_values`` on GPU type t. Returns (row, column) positions of the pairs:
+    by one job-level assignment in ``pack_jit.match``, or, for problems over ``assignment_limit``,
+    the transportation LP between groups."""
     status, rows, cols, group_value, group_of_row, class_of_col = pack_jit.match(
         host_cls, host_type, guest_cls, values, -1 if assignment_limit is None else assignment_limit)
     if status == pack_jit.TRANSPORT:
         return _transport(group_value, group_of_row, class_of_col)
     return list(zip(rows.tolist(), cols.tolist()))
-
-
-def _assign_jobs(group_value: np.ndarray, group_of_row: np.ndarray, class_of_col: np.ndarray, rows: np.ndarray,
-                 cols: np.ndarray, row_group: np.ndarray, col_class: np.ndarray) -> list[tuple[int, int]]:
-    """Job-level Hungarian on the (capped) rows x columns; fastest for small and medium problems."""
-    value = group_value[np.ix_(group_of_row[rows], class_of_col[cols])]
-    edge = value > 0.0  # every edge's value exceeds RESOLUTION (paper-sum: weight > alone >= 0)
-    if not edge.any():
-        return []
-    r_idx, c_idx = linear_sum_assignment(value, maximize=True)
-    keep = edge[r_idx, c_idx]
-    return list(zip(_earliest(rows[r_idx[keep]], row_group), _earliest(cols[c_idx[keep]], col_class)))
 
 
 def _transport(group_value: np.ndarray, group_of_row: np.ndarray, class_of_col: np.ndarray) -> list[tuple[int, int]]:
@@ -298,34 +273,3 @@ def _transport(group_value: np.ndarray, group_of_row: np.ndarray, class_of_col: 
             next_host[g] += x
             next_guest[c] += x
     return chosen
-
-
-def _rank_in_group(groups: np.ndarray) -> np.ndarray:
-    """Position of each element among the elements of its group, in input order."""
-    order = np.argsort(groups, kind="stable")
-    ordered = groups[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    sizes = np.diff(np.r_[starts, groups.size])
-    rank = np.empty(groups.size, dtype=np.int64)
-    rank[order] = np.arange(groups.size) - np.repeat(starts, sizes)
-    return rank
-
-
-def _earliest(chosen: np.ndarray, groups: np.ndarray) -> list[int]:
-    """Swap each chosen index for the earliest index of its group, keeping positions.
-
-    Jobs of one group (same class, and for placed jobs the same GPU type) have identical weights,
-    so which of them the solver matched is arbitrary: give the partners to the earliest ones (policy
-    priority order). The matching's value is unchanged.
-    """
-    out = chosen.tolist()
-    by_group: dict[int, list[int]] = {}
-    for pos, i in enumerate(out):
-        by_group.setdefault(int(groups[i]), []).append(pos)
-    for g, positions in by_group.items():
-        members = np.flatnonzero(groups == g)[: len(positions)].tolist()
-        olds = sorted(out[p] for p in positions)
-        new = dict(zip(olds, members))
-        for p in positions:
-            out[p] = new[out[p]]
-    return out

@@ -1,27 +1,26 @@
-"""Compiled core of ``pack``'s matching for one GPU count (numba, the optional ``fast`` extra).
+"""Compiled core of ``pack``'s matching for one GPU count (numba).
 
-Why: every engine call solves one matching per GPU count, each a dozen numpy calls on arrays of a
-few hundred jobs (groups, ranks, the job-level matrix, the earliest jobs of each group) plus
-scipy's call overhead; on the Philly set packing became the engine's largest stage. The same steps
-as loops, and scipy's assignment algorithm itself (``migrate_jit.lsap_max``, ported step for step
-with its float order and tie rules), give the same pairs in one call. Problems too large for a
-job-level assignment still go to the transportation LP in Python.
+Every engine call solves one matching per GPU count over a few hundred jobs (groups of
+interchangeable jobs, ranks within groups, the job-level matrix, the earliest jobs of each group);
+as loops compiled once that is one call rather than a dozen numpy and scipy calls each paying its
+overhead. Problems too large for a job-level assignment go to the transportation LP in Python.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .migrate_jit import _jit, available, lsap_max
+from ..jit import jit as _jit
+from .migrate_jit import lsap_max
 
-__all__ = ["available", "match"]
+__all__ = ["match"]
 
 NONE, PAIRS, TRANSPORT = 0, 1, 2  # what ``match`` found: no pair, pairs, a problem for the LP
 
 
 @_jit
 def match(host_cls, host_type, guest_cls, values, limit):  # pragma: no cover - compiled
-    """``pack._match_class`` up to the solver: returns (status, chosen rows, chosen columns,
+    """``pack._match`` up to the solver: returns (status, chosen rows, chosen columns,
     group values, group of each row, class of each column); with ``TRANSPORT`` the caller solves
     the LP on the last three. ``limit`` < 0: no limit on the job-level matrix."""
     types = values.shape[0]

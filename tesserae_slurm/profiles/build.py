@@ -8,8 +8,9 @@ Loaders only parse; this module decides what the rows mean, the same way for eve
   spelling is kept as ``written_batch`` so a writer can reproduce it;
 * a model without strategies that appears only in pair rows runs alone at 1.0 (normalization);
 * a pair is stored once, its smaller (key, strategy) first; one measured more than once, in either
-  order, is the mean of its measurements, and infeasible (0.0) if any measurement was. The A100 table measured 36 same-model pairs in both orders; a
-  measured pair of identical jobs is made symmetric the same way.
+  order, is the mean of its measurements, and infeasible (0.0) if any measurement was. The A100 table
+  measured 36 same-model pairs in both orders; a measured pair of identical jobs is made symmetric
+  the same way.
 """
 
 from __future__ import annotations

@@ -26,14 +26,14 @@ if TYPE_CHECKING:
     from .table import ThroughputProfile
 
 
-# what a job's profile class depends on, read in C: the engine keys per-job memos on it every round
-# (``Job.class_key``, the repr of (model, batch size, GPUs, parallelism): one string, hashed once)
+# what a job's profile class depends on: ``Job.class_key``, the repr of (model, batch size, GPUs,
+# parallelism), one string that per-job memos key on
 CLASS_FIELDS = attrgetter("class_key")
 
 
 def job_class(profile: ThroughputProfile, job: Job) -> JobClass:
     memo_key = ("class", CLASS_FIELDS(job))
-    hit = profile._memo.get(memo_key)
+    hit: JobClass | None = profile._memo.get(memo_key)
     if hit is not None:
         return hit
     key = profile.key(job.model, job.batch_size, job.num_gpus)
@@ -72,7 +72,7 @@ def class_isolated(profile: ThroughputProfile, cls: JobClass, gpu_type: str) -> 
     """(best normalized speed alone, its strategy); ties go to the strategy listed first."""
     gpu = profile._gpu(gpu_type)
     memo_key = ("isolated", gpu, cls)
-    hit = profile._memo.get(memo_key)
+    hit: tuple[float, str | None] | None = profile._memo.get(memo_key)
     if hit is not None:
         return hit
     runs = _runs(profile, cls, gpu)
@@ -90,7 +90,8 @@ def class_best_pair(profile: ThroughputProfile, a: JobClass, b: JobClass, gpu_ty
     gpu = profile._gpu(gpu_type)
     memo_key = ("pair", gpu, a, b)
     if memo_key in profile._memo:
-        return profile._memo[memo_key]
+        known: PairOption | None = profile._memo[memo_key]
+        return known
     best: PairOption | None = None
     if a.key.num_gpus == b.key.num_gpus and _runs(profile, a, gpu) and _runs(profile, b, gpu):
         for opt in profile._ix.options.get((gpu, a.key, b.key), ()):
@@ -152,7 +153,8 @@ def pair_matrix_at(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_
 
 
 def _universe(profile: ThroughputProfile, gpu: str) -> _Universe:
-    return profile._memo.setdefault(("universe", gpu), _Universe())
+    universe: _Universe = profile._memo.setdefault(("universe", gpu), _Universe())
+    return universe
 
 
 def _cut(gpu: str, universe: _Universe, classes: Sequence[JobClass], ix: np.ndarray) -> PairMatrix:

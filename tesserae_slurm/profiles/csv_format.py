@@ -61,8 +61,9 @@ def parse_profile_csv(text: str, source: str, name: str | None = None) -> Throug
     missing = [c for c in COLUMNS if c not in header]
     unknown = [c for c in header if c not in COLUMNS + OPTIONAL]
     if missing or unknown:
-        raise InputError(f"{source}:1: header " + (f"lacks {', '.join(missing)}" if missing else "")
-                         + ("; " if missing and unknown else "") + (f"has unknown {', '.join(unknown)}" if unknown else ""))
+        lacks = f"lacks {', '.join(missing)}" if missing else ""
+        extra = f"has unknown {', '.join(unknown)}" if unknown else ""
+        raise InputError(f"{source}:1: header " + lacks + ("; " if missing and unknown else "") + extra)
     col = {c: i for i, c in enumerate(header)}
     isolated: list[IsolatedRecord] = []
     pairs: list[PairRecord] = []

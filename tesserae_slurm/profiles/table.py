@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -68,7 +68,8 @@ def _index(isolated: Sequence[IsolatedRecord], pairs: Sequence[PairRecord], name
         counts.setdefault(k.model, set()).add(k.num_gpus)
         rl = runs.setdefault((r.gpu_type, k), [])
         if any(s == r.strategy for s, _ in rl):
-            raise InputError(f"profile {name}: duplicate isolated entry for {k} strategy {r.strategy!r} on {r.gpu_type}")
+            raise InputError(
+                f"profile {name}: duplicate isolated entry for {k} strategy {r.strategy!r} on {r.gpu_type}")
         rl.append((r.strategy, r.speed))
         if r.throughput is not None:
             throughput.setdefault((r.gpu_type, k), r.throughput)
@@ -250,15 +251,13 @@ class ThroughputProfile:
         return hit
 
     def best_isolated_many(self, jobs: Sequence[Job], gpu_types: Sequence[str]) -> list[tuple[float, str | None]]:
-        """``best_isolated`` of each job on the matching GPU type, in one C-level pass of memo hits
-        (the engine asks for every placed job every round); Python only for what is not memoized."""
-        keys = list(zip([j.class_key for j in jobs], gpu_types))  # CLASS_FIELDS, read faster in a comprehension
-        found = list(map(self._memo.get, keys))
-        if None in found:
-            for i, hit in enumerate(found):
-                if hit is None:
-                    found[i] = self.best_isolated(jobs[i], keys[i][1])
-        return found
+        """``best_isolated`` of each job on the matching GPU type (the engine asks for every placed
+        job every round): memo hits in one pass, the rest looked up."""
+        keys = list(zip([j.class_key for j in jobs], gpu_types))
+        found: list[tuple[float, str | None] | None] = list(map(self._memo.get, keys))
+        if None not in found:
+            return cast("list[tuple[float, str | None]]", found)
+        return [self.best_isolated(jobs[i], keys[i][1]) if hit is None else hit for i, hit in enumerate(found)]
 
     def best_pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
         if a.num_gpus != b.num_gpus:

@@ -70,7 +70,7 @@ def _mps_env(config: ProfilerConfig) -> tuple[dict[str, str], Any]:
     """Start a private MPS control daemon for CUDA pairs when asked/possible (untested: no GPU here)."""
     if config.device == "cpu" or config.mps == "off":
         return {}, None
-    from ..harness.mps import mps_available, start_mps
+    from ..harness.mps import join_mps, mps_available
 
     ok, why = mps_available()
     if not ok:
@@ -78,7 +78,7 @@ def _mps_env(config: ProfilerConfig) -> tuple[dict[str, str], Any]:
             raise InputError(f"--mps on: {why}")
         log.info("profiling without MPS: %s", why)
         return {}, None
-    setup = start_mps(f"profiler-{os.getpid()}", 0)
+    setup = join_mps(f"profiler-{os.getpid()}", (), 0, "profiler", available=(ok, why))
     return dict(setup.env), setup
 
 
@@ -118,9 +118,9 @@ def run_profile(config: ProfilerConfig, results_path: str | Path, resume: bool =
                         progress(finished, total, planned.run_id)
         finally:
             if mps is not None:
-                from ..harness.mps import stop_mps
+                from ..harness.mps import leave_mps
 
-                stop_mps(mps)
+                leave_mps(mps)
     recs = [done[r.run_id] for r in plan if r.run_id in done]
     return profile_from_runs(recs, config.gpu_type, name), measured
 

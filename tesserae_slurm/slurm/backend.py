@@ -47,6 +47,10 @@ class SlurmBackend(Protocol):
 
     def hold(self, job_ids: Iterable[int]) -> None: ...
 
+    def admin_hold(self, job_ids: Iterable[int]) -> None: ...
+
+    def evict(self, job_id: int) -> None: ...
+
     def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None: ...
 
     def requeue_hold(self, job_id: int) -> None: ...
@@ -77,16 +81,23 @@ class SlurmCliBackend:
         timeout_s: float = 10.0,
     ) -> None:
         self.runner = runner if runner is not None else SlurmRunner(env, timeout_s=timeout_s)
+        self._version: tuple[int, int] | None = None
 
     # ---- queries -----------------------------------------------------------------------------
 
     def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:
+        version = self.slurm_version()
         out = self.runner.run(commands.squeue_json())
-        return _reported_as_unavailable(lambda: parse.parse_squeue_json(out, partition))
+        return _reported_as_unavailable(lambda: parse.parse_squeue_json(out, partition, version))
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
+        """22.05: `sinfo --json`; 23.02 and later: `scontrol show node --json` (docs/slurm-versions.md)."""
+        version = self.slurm_version()
+        if parse.nodes_source(version) == "scontrol":
+            out = self.runner.run(commands.scontrol_nodes_json())
+            return _reported_as_unavailable(lambda: parse.parse_scontrol_nodes_json(out, partition, version))
         out = self.runner.run(commands.sinfo_json())
-        return _reported_as_unavailable(lambda: parse.parse_sinfo_json(out, partition))
+        return _reported_as_unavailable(lambda: parse.parse_sinfo_json(out, partition, version))
 
     def ping(self) -> None:
         """Return if slurmctld answers; raise SlurmUnavailable with Slurm's own line otherwise."""
@@ -105,7 +116,10 @@ class SlurmCliBackend:
             raise SlurmUnavailable(f"slurmctld unreachable: {first} (scontrol ping)")
 
     def slurm_version(self) -> tuple[int, int]:
-        return parse.parse_version(self.runner.run(commands.sinfo_version(), retries=0))
+        """(major, minor) of the Slurm clients, asked once: it picks the readers for every later call."""
+        if self._version is None:
+            self._version = parse.parse_version(self.runner.run(commands.sinfo_version(), retries=0))
+        return self._version
 
     # ---- actions -----------------------------------------------------------------------------
 
@@ -136,6 +150,16 @@ class SlurmCliBackend:
 
     def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
         self.runner.run(commands.scancel_signal(job_id, sig, batch_only))
+
+    def admin_hold(self, job_ids: Iterable[int]) -> None:
+        """Turn held (or pending) jobs into administrator-held ones, which only an operator releases."""
+        ids = list(job_ids)
+        if ids:
+            self.runner.run(commands.scontrol_admin_hold(ids))
+
+    def evict(self, job_id: int) -> None:
+        """Requeue-hold a job that runs without the daemon's placement (refused once it has finished)."""
+        self.runner.run(commands.scontrol_requeuehold_incomplete(job_id))
 
     def requeue_hold(self, job_id: int) -> None:
         self.runner.run(commands.scontrol_requeuehold(job_id))

@@ -66,12 +66,18 @@ def signal_name(sig: int | str | _signal.Signals) -> str:
 
 
 def squeue_json() -> list[str]:
-    # 22.05 ignores -p/-j/-t with --json; the parser filters by partition.
-    return ["squeue", "--json"]
+    """All jobs Slurm still knows, finished ones included (23.02+ drop those without --states=all;
+    22.05 ignores -p/-j/-t with --json). The parser filters by partition."""
+    return ["squeue", "--json", "--states=all"]
 
 
 def sinfo_json() -> list[str]:
     return ["sinfo", "--json"]
+
+
+def scontrol_nodes_json() -> list[str]:
+    """Per-node JSON on 23.02 and later, where `sinfo --json` groups nodes into entries."""
+    return ["scontrol", "show", "node", "--json"]
 
 
 def sinfo_version() -> list[str]:
@@ -126,8 +132,21 @@ def scontrol_hold(job_ids: Iterable[int | str]) -> list[str]:
     return ["scontrol", "uhold", ",".join(ids)]
 
 
+def scontrol_admin_hold(job_ids: Iterable[int | str]) -> list[str]:
+    """Hold pending jobs as root or an operator (JobHeldAdmin): their owners cannot release them."""
+    ids = [job_id_arg(j) for j in job_ids]
+    if not ids:
+        raise InputError("scontrol hold: no job ids")
+    return ["scontrol", "hold", ",".join(ids)]
+
+
 def scontrol_requeuehold(job_id: int | str) -> list[str]:
     return ["scontrol", "requeuehold", job_id_arg(job_id)]
+
+
+def scontrol_requeuehold_incomplete(job_id: int | str) -> list[str]:
+    """`Incomplete`: a job that has finished meanwhile is refused, never brought back."""
+    return ["scontrol", "requeuehold", "Incomplete", job_id_arg(job_id)]
 
 
 def scancel(job_id: int | str) -> list[str]:

@@ -3,8 +3,8 @@
 pyslurm links libslurm of one exact major.minor; a mismatch fails at import or, worse, talks a
 wrong protocol. So `create` compares pyslurm's version with `sinfo --version` first and refuses
 otherwise. Only the frequent calls (job listing and job updates) go through pyslurm; submission,
-node listing and ping stay on the CLI. UNTESTED against a live Slurm: no matching pyslurm can
-be built here (PyPI has 25.11, Debian 12 ships Slurm 22.05) -- see docs/devcluster.md.
+node listing and ping stay on the CLI. UNTESTED against a live Slurm: PyPI's pyslurm 25.11 refuses
+to build against any Slurm Debian ships ("requires Slurm 25.11, found 26.5") -- docs/slurm-versions.md.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class PyslurmBackend(SlurmCliBackend):
 
     def __init__(self, cli: SlurmCliBackend, module: Any) -> None:
         super().__init__(runner=cli.runner)
+        self._version = cli._version  # asked once already by `create`
         self._py = module
 
     @classmethod
@@ -84,6 +85,13 @@ class PyslurmBackend(SlurmCliBackend):
         name = "SIG" + signal_name(sig)
         steps = "batch" if batch_only else "all"
         self._call(f"signal job {job_id}", lambda: self._py.Job(int(job_id_arg(job_id))).send_signal(name, steps=steps))
+
+    def admin_hold(self, job_ids: Iterable[int]) -> None:
+        for jid in job_ids:  # pyslurm's hold() without mode="user" is an administrator's hold
+            self._call(f"hold job {jid}", lambda j=jid: self._py.Job(int(job_id_arg(j))).hold())
+
+    def evict(self, job_id: int) -> None:
+        self.requeue_hold(job_id)
 
     def requeue_hold(self, job_id: int) -> None:
         self._call(f"requeue job {job_id}", lambda: self._py.Job(int(job_id_arg(job_id))).requeue(hold=True))
@@ -146,6 +154,7 @@ def _job_from_pyslurm(job: Any) -> SlurmJob:
         requeue=bool(job.is_requeueable),
         exit_code=job.exit_code if state.is_finished else None,
         exit_signal=job.exit_code_signal if state.is_finished else None,
+        state_reason="" if job.state_reason in (None, "None") else str(job.state_reason),
     )
 
 

@@ -124,6 +124,13 @@ class SlurmJob:
     requeue: bool = False
     exit_code: int | None = None
     exit_signal: int | None = None
+    state_reason: str = ""  # Slurm's reason code alone (JobHeldAdmin stays visible under a description)
+    state_flags: tuple[str, ...] = ()  # the other names in Slurm's job_state (e.g. REQUEUED), 23.11+
+
+    @property
+    def admin_held(self) -> bool:
+        """Held by root or an operator: only they can release it (JobHeldAdmin, not JobHeldUser)."""
+        return self.state is SlurmJobState.PENDING and self.state_reason == "JobHeldAdmin"
 
     @property
     def held(self) -> bool:

@@ -60,18 +60,28 @@ class JobMeta:
             g = body["g"]
             if not isinstance(g, int) or isinstance(g, bool):
                 raise TypeError("g must be an integer")
-            return JobMeta(num_gpus=g, model=str(body.get("m", "")), batch_size=str(body.get("b", "")),
-                           parallelism=tuple(par), no_pack=bool(body.get("np", False)),
-                           no_profile=bool(body.get("nprof", False)))
+            unknown = set(body) - {"g", "m", "b", "p", "np", "nprof"}
+            if unknown:
+                raise TypeError(f"unknown keys {sorted(unknown)}")
+            for k in ("m", "b"):  # what tsbatch writes, exactly: a hand-made "np":"no" is not true
+                if not isinstance(body.get(k, ""), str):
+                    raise TypeError(f"{k} must be a string")
+            for k in ("np", "nprof"):
+                if not isinstance(body.get(k, False), bool):
+                    raise TypeError(f"{k} must be true or false")
+            return JobMeta(num_gpus=g, model=body.get("m", ""), batch_size=body.get("b", ""),
+                           parallelism=tuple(par), no_pack=body.get("np", False),
+                           no_profile=body.get("nprof", False))
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"malformed tesserae job comment ({exc}): {text[:80]!r}") from None
 
-    def job(self, job_id: str, user: str = "") -> Job:
-        """The engine's view. Jobs without a profile get a model the daemon's profile maps to 1.0, alone."""
+    def job(self, job_id: str, user: str = "", group: str = "") -> Job:
+        """The engine's view. Jobs without a profile get a model the daemon's profile maps to 1.0, alone.
+        ``group``: packed only with jobs of the same group (``mps.cross_user: never`` passes the user)."""
         if self.no_profile:
-            return Job(job_id, self.num_gpus, UNPROFILED, "", user=user, no_pack=True)
+            return Job(job_id, self.num_gpus, UNPROFILED, "", user=user, no_pack=True, group=group)
         return Job(job_id, self.num_gpus, self.model, self.batch_size, user=user,
-                   parallelism=self.parallelism, no_pack=self.no_pack)
+                   parallelism=self.parallelism, no_pack=self.no_pack, group=group)
 
 
 def is_tagged(comment: str) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..harness.megatron import parse_strategy
 from ..model import InputError
 from ..profiles import ThroughputProfile
-from ..profiles.keys import fold
+from ..profiles.keys import fold, normalize_batch
 from .meta import UNPROFILED, JobMeta
 
 # sbatch long options -> whether they take a value: "req", "opt" (only as --opt=value) or "no".
@@ -226,13 +226,43 @@ def script_directives(text: str) -> list[str]:
 # ---- validation ------------------------------------------------------------------------------
 
 
-def _gpus(text: str | bool | None, shape: PartitionShape) -> int:
+def _gpus(text: str | bool | None) -> int:
     if text is None:
         return 1
     try:
-        n = int(str(text))
+        return int(str(text))
     except ValueError:
         raise InputError(f"--gpus {text!r}: expected a whole number of GPUs") from None
+
+
+def build_meta(own: dict[str, str | bool], shape: PartitionShape, profile: ThroughputProfile) -> JobMeta:
+    """The command line's metadata, checked by ``check_meta`` (the daemon's check of every job)."""
+    n = _gpus(own.get("--gpus"))
+    model = str(own.get("--model", "")).strip()
+    batch = str(own.get("--batch-size", "")).strip()
+    no_profile = bool(own.get("--no-profile"))
+    raw_par = own.get("--parallelism")
+    if no_profile and (model or batch or raw_par):
+        raise InputError("--no-profile runs the job without a throughput profile: drop --model, "
+                         "--batch-size and --parallelism")
+    if not no_profile and not model:
+        known = [m for m in profile.models() if m != UNPROFILED]
+        raise InputError(f"--model is required (one of: {', '.join(known)}), "
+                         "or --no-profile for a job that is scheduled alone and never packed")
+    parallelism: tuple[str, ...] = ()
+    if raw_par is not None:
+        parallelism = tuple(s.strip() for s in str(raw_par).split(";"))
+    if n <= 0:
+        raise InputError(f"--gpus {n}: the GPU count must be a power of two (1, 2, 4, 8, ...)")
+    meta = JobMeta(n, model, batch, parallelism, no_pack=bool(own.get("--no-pack")), no_profile=no_profile)
+    check_meta(meta, shape, profile)
+    return meta
+
+
+def check_meta(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile) -> None:
+    """tsbatch's rules for a job's metadata, in one place: tsbatch applies them before submitting and
+    the daemon to every job's Comment every round (a hand-written Comment gets no other check)."""
+    n = meta.num_gpus
     if n <= 0 or n & (n - 1):
         raise InputError(f"--gpus {n}: the GPU count must be a power of two (1, 2, 4, 8, ...)")
     if not shape.node_gpus:
@@ -242,39 +272,28 @@ def _gpus(text: str | bool | None, shape: PartitionShape) -> int:
         raise InputError(f"--gpus {n}: a job larger than one node ({node} GPUs) must use whole nodes")
     if n > shape.capacity:
         raise InputError(f"--gpus {n}: the managed partition has at most {shape.capacity} GPUs of one type")
-    return n
-
-
-def build_meta(own: dict[str, str | bool], shape: PartitionShape, profile: ThroughputProfile) -> JobMeta:
-    n = _gpus(own.get("--gpus"), shape)
-    model = str(own.get("--model", "")).strip()
-    batch = str(own.get("--batch-size", "")).strip()
-    no_profile = bool(own.get("--no-profile"))
-    raw_par = own.get("--parallelism")
-    if no_profile and (model or batch or raw_par):
-        raise InputError("--no-profile runs the job without a throughput profile: drop --model, "
-                         "--batch-size and --parallelism")
+    if meta.no_profile:
+        if meta.batch_size or meta.parallelism:
+            raise InputError("--no-profile runs the job without a throughput profile: drop --model, "
+                             "--batch-size and --parallelism")
+        return
     known = [m for m in profile.models() if m != UNPROFILED]
-    if not no_profile and not model:
-        raise InputError(f"--model is required (one of: {', '.join(known)}), "
-                         "or --no-profile for a job that is scheduled alone and never packed")
-    if model and fold(model) not in {fold(m) for m in known} and not any(
+    model, batch = meta.model, meta.batch_size
+    if fold(model) not in {fold(m) for m in known} and not any(
             fold(m).startswith(fold(model) + "(batchsize") for m in known):
         raise InputError(f"unknown model {model!r} in profile {profile.name} (known: {', '.join(known)}); "
                          "use --no-profile for a job without a throughput profile")
-    if batch and not model:
-        raise InputError("--batch-size needs --model")
-    parallelism: tuple[str, ...] = ()
-    if raw_par is not None:
-        parallelism = tuple(s.strip() for s in str(raw_par).split(";"))
-        if not parallelism or any(not s for s in parallelism):
-            raise InputError(f"--parallelism {raw_par!r}: expected strategies separated by ';', e.g. \"10,14;TP24\"")
-        for s in parallelism:
-            parse_strategy(s, n)  # stages must divide the GPUs, Megatron must express the split
-    meta = JobMeta(n, model, batch, parallelism, no_pack=bool(own.get("--no-pack")), no_profile=no_profile)
-    if not no_profile:
-        profile.job_class(meta.job("tsbatch"))  # unknown model / batch / strategy: the profile's own message
-    return meta
+    if any(not s for s in meta.parallelism):
+        raise InputError(f"--parallelism {';'.join(meta.parallelism)!r}: expected strategies separated by ';', "
+                         "e.g. \"10,14;TP24\"")
+    for s in meta.parallelism:
+        parse_strategy(s, n)  # stages must divide the GPUs, Megatron must express the split
+    key = profile.key(model, batch, n)  # unknown batch of an ordinary model: the profile's own message
+    if batch and profile.is_strategied(key.model) and normalize_batch(batch) not in (
+            key.batch_size, key.batch_size.split("/")[0]):
+        raise InputError(f"--batch-size {batch}: {key.model} runs with batch {key.batch_size} on {n} GPU(s) in "
+                         f"profile {profile.name}; omit --batch-size or use --no-profile")
+    profile.job_class(meta.job("tsbatch"))  # unknown strategy / GPU count: the profile's own message
 
 
 def check_command_line(own: dict[str, str | bool], sbatch: Sequence[str], script: Sequence[str],

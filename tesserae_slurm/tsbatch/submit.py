@@ -41,8 +41,12 @@ def read_script(path: str) -> str:
 
 
 def shape_of(backend: SlurmBackend, cfg) -> PartitionShape:  # type: ignore[no-untyped-def]
+    return shape_from_nodes(backend.list_nodes(cfg.slurm.partition), cfg)
+
+
+def shape_from_nodes(nodes, cfg) -> PartitionShape:  # type: ignore[no-untyped-def]
+    """The partition's shape for tsbatch's checks (``options.check_meta``), which the daemon shares."""
     from ..daemon.connect import gpu_type_of
-    nodes = backend.list_nodes(cfg.slurm.partition)
     return PartitionShape(tuple((gpu_type_of(cfg, n.name), n.gpus) for n in nodes if n.gpus > 0))
 
 

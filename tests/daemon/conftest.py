@@ -7,9 +7,12 @@ left behind. Slurm missing or not starting is a failure, never a skip.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,8 +24,10 @@ from .helpers import Env
 
 
 @pytest.fixture(scope="session")
-def daemon_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    root = tmp_path_factory.mktemp("daemon-devcluster")
+def daemon_cluster() -> Iterator[DevCluster]:
+    # Not under pytest's tmp dirs (mode 0700): other local users submit to it too (test_bypass_live.py).
+    root = Path(tempfile.mkdtemp(prefix="tesserae-dc-", dir="/tmp"))
+    root.chmod(0o755)
     cluster = DevCluster(root, nodes=2, gpus_per_node=4)
     problem = None
     try:
@@ -39,6 +44,7 @@ def daemon_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevClus
             cluster.down()
         except (DevClusterError, OSError):
             pass
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -57,6 +57,7 @@ BROKEN = [
     ("preemption: {signal: USR9}\n", "preemption.signal"),
     ("preemption: {grace_seconds: -1}\n", "grace_seconds must be >= 0"),
     ("mps: {thread_percentage: 150}\n", "thread_percentage must be in 1..100"),
+    ("mps: {cross_user: sometimes}\n", "mps.cross_user must be timeslice or never"),
     ("metrics: {listen: localhost}\n", "metrics.listen must be HOST:PORT"),
     ("log_level: LOUD\n", "log_level must be"),
     ("state: {database: 5}\n", "state.database must be a string"),

@@ -29,7 +29,7 @@ from tesserae_slurm.daemon.gpuset import parse_gpus
 
 from .helpers import Env, completed, done, progressed, wait_for
 
-STEPS = {"phase1": 40, "short": 20, "long": 600, "E": 200, "P": 30}  # at 0.05 s per step
+STEPS = {"phase1": 40, "short": 20, "long": 1500, "E": 200, "P": 30}  # at 0.05 s per step
 
 
 @dataclass
@@ -175,6 +175,50 @@ def test_packed_pairs_ran_together_on_the_same_gpus_with_mps(scenario: Scenario)
             assert s.get("tesserae_strategy", "") == want
             strategies += bool(want)
     assert strategies >= 2  # the GPT2 jobs ran with the pair's pipeline split
+
+
+def _launch_records(env: Env, job: str) -> list[dict[str, Any]]:
+    """What the launcher recorded about each run of the job (its output file; one line per run)."""
+    marker = "tesserae-launch: record "
+    return [json.loads(line.split(marker, 1)[1]) for line in env.job_output(job).splitlines() if marker in line]
+
+
+def test_both_members_of_every_pair_got_consistent_mps_settings(scenario: Scenario) -> None:
+    """Every packable job is an MPS client from its start: both members of each pair use one pipe
+    directory (one per user, node and GPUs) with the assigned thread percentage. No GPU here: the
+    launcher says MPS was skipped, and why, and the payload ran anyway."""
+    env, store = scenario.env, scenario.env.store()
+    rows = {r.job_id: r for r in store.jobs()}
+    records = {job: _launch_records(env, job) for job in scenario.jobs.values()}
+    pipe_of: dict[tuple[str, tuple[int, ...]], set[str]] = {}
+    for job, runs in records.items():
+        assert runs and len(runs) == len(_starts(env, job)), (job, runs)
+        for rec in runs:
+            packable = not rows[job].no_pack and rows[job].model != "(no profile)"
+            assert rec["packable"] == packable, (job, rec)
+            if not packable:
+                assert rec["mps"] is None, (job, rec)
+                continue
+            mps = rec["mps"]
+            assert mps["active"] is False and "nvidia-cuda-mps-control not found" in mps["skipped"], rec
+            assert mps["started_server"] is False
+            pipe_of.setdefault((rec["node"], tuple(rec["gpus"])), set()).add(mps["pipe_dir"])
+    assert pipe_of and all(len(dirs) == 1 for dirs in pipe_of.values()), pipe_of  # one server per user and GPUs
+    pairs = 0
+    for a in store.actions(status="done"):
+        detail = json.loads(a.detail)
+        if a.kind != "start" or not detail.get("partner"):
+            continue
+        partner = detail["partner"]
+        mine = [r for r in records[a.job_id] if r["round"] == a.round_id]
+        theirs = [r for r in records[partner] if r["partner"] == a.job_id]
+        if not mine or not theirs:  # stopped again before its program ran (see _check_runs_match_starts)
+            continue
+        assert mine[0]["mps"]["pipe_dir"] == theirs[-1]["mps"]["pipe_dir"], (a.job_id, partner)
+        assert mine[0]["mps"]["thread_percentage"] == 50  # mps.thread_percentage of the test config
+        assert mine[0]["gpus"] == theirs[-1]["gpus"] and mine[0]["node"] == theirs[-1]["node"]
+        pairs += 1
+    assert pairs >= 8, pairs  # both members of at least four pairs
 
 
 def test_preempted_jobs_resumed_from_their_checkpoints(scenario: Scenario) -> None:

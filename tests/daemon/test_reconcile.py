@@ -38,15 +38,15 @@ CASES = [
     ("STARTING", OURS, sj(S.PENDING, admin=OURS), "STARTING", "", False),  # released, not started yet
     ("STARTING", OURS, sj(S.PENDING, admin=OURS, **HELD), "PENDING", "", True),  # crash before the release
     ("STARTING", OURS, sj(S.PENDING, admin=OLD, **HELD), "PENDING", "", True),  # crash before the comment
-    ("PENDING", "", sj(S.RUNNING, admin=OLD), "PREEMPTING", "requeue", True),  # released by hand: stale GPUs
-    ("RUNNING", OURS, sj(S.RUNNING, admin=OLD), "PREEMPTING", "requeue", True),  # AdminComment changed by hand
+    ("PENDING", "", sj(S.RUNNING, admin=OLD), "PENDING", "evict", True),  # released by hand: stale GPUs
+    ("RUNNING", OURS, sj(S.RUNNING, admin=OLD), "PENDING", "evict", True),  # AdminComment changed by hand
     ("PENDING", "", sj(S.PENDING, admin=OLD), "PENDING", "hold", True),  # released by hand, not started
     ("PENDING", "", sj(S.PENDING, **HELD), "PENDING", "", False),
     ("PENDING", "", sj(S.PENDING, reason="JobHeldAdmin", priority=0), "PENDING", "", False),
     ("COMPLETED", "", sj(S.PENDING, **HELD), "PENDING", "", True),  # requeued by hand: scheduled again
     (NEW, "", sj(S.PENDING, **HELD), "PENDING", "", False),
     (NEW, "", sj(S.RUNNING, admin=OURS), "RUNNING", "", True),  # adopted (database replaced)
-    (NEW, "", sj(S.RUNNING), "PREEMPTING", "requeue", True),  # running without any assignment
+    (NEW, "", sj(S.RUNNING), "PENDING", "evict", True),  # running without any assignment
     ("PENDING", "", sj(S.PENDING, comment="tesserae:v1:{broken", **HELD), "PENDING", "", False),
     ("RUNNING", OURS, sj(S.RUNNING, comment="tesserae:v1:{broken", admin=OURS), "PREEMPTING", "requeue", True),
 ]
@@ -64,6 +64,18 @@ def test_transition_table(state, assignment, slurm, want, followup, event):
     assert (t.state, t.followup, bool(t.event)) == (want, followup, event)
     if want in ("PENDING", "LOST", "COMPLETED", "FAILED", "CANCELLED") and state != want:
         assert t.clear_placement
+
+
+def test_an_admin_hold_is_the_daemons_own_only_when_its_store_says_so():
+    # after a requeue-hold Slurm describes the job as "job requeued in held state" whoever holds it;
+    # only the reason code says it is an administrator's hold, and only the store says whose
+    held = SlurmJob(7, "j", "u", S.PENDING, reason="job requeued in held state", priority=0, comment=META,
+                    state_reason="JobHeldAdmin")
+    f = JobFacts("7", "PENDING")
+    theirs = transition(f, managed_job(held), NOW, start_timeout_s=60)
+    ours = transition(f, managed_job(held), NOW, start_timeout_s=60, own_hold=True)
+    assert "administrator" in theirs.reason and theirs.followup == ""
+    assert ours.state == "PENDING" and "administrator" not in ours.reason and ours.followup == ""
 
 
 def test_a_released_job_slurm_does_not_start_is_held_back_after_the_timeout():

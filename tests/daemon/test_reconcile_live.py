@@ -41,19 +41,19 @@ def test_hand_changes_are_reconciled_on_restart(env: Env) -> None:
     d.reconcile(d.observe(), None)  # what the start of the next round does first, before any followup
     rows = {r.job_id: r for r in env.store().jobs()}
     assert rows[requeued].state == "PENDING"
-    assert rows[edited].state == "PREEMPTING" and rows[edited].reason == "started outside tesserae"
+    assert rows[edited].state == "PENDING" and rows[edited].reason == "started outside tesserae: stopped and held"
     assert rows[cancelled].state == "CANCELLED"
     assert rows[admin_held].state == "PENDING" and "administrator" in rows[admin_held].reason
     assert rows[late].state == "PENDING"
     assert rows[waiting].state == "RUNNING"
 
-    result = d.run_round()  # followups (requeue-hold the edited one, hold the late one), then decide
+    result = d.run_round()  # followups (requeue-hold the edited one at once, hold the late one), then decide
     assert result.status == "applied", result.error
     store = env.store()
     kinds = {(a.kind, a.job_id) for a in store.actions(round_id=result.round_id)}
-    assert ("requeue", edited) in kinds and ("hold", late) in kinds
+    assert ("evict", edited) in kinds and ("hold", late) in kinds
     slurm = env.squeue()
-    # held back (as its owner would: JobHeldUser, not mistaken for an admin hold), then placed by the daemon
+    # held back (an administrator's hold the daemon records as its own), then placed by the daemon
     assert {a.status for a in store.actions(job_id=late)} == {"done"}
     assert slurm[admin_held]["state"] == "PENDING" and slurm[admin_held]["reason"] == "JobHeldAdmin"
     rows = {r.job_id: r for r in store.jobs()}

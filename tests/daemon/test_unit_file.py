@@ -29,7 +29,7 @@ def test_notify_with_watchdog_and_what_slurm_needs_stays_open():
     assert {"AF_UNIX", "AF_INET", "AF_INET6"} <= set(families)  # munge socket; slurmctld, /metrics, web page
     assert "/var/lib/tesserae" in s["ReadWritePaths"][0] and s["StateDirectory"] == ["tesserae"]
     assert "PrivateUsers" not in s and "PrivateNetwork" not in s  # report ownership checks; slurmctld over TCP
-    assert "MemoryDenyWriteExecute" not in s  # numba's JIT (the fast extra)
+    assert "MemoryDenyWriteExecute" not in s  # numba's JIT
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")

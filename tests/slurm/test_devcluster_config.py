@@ -15,6 +15,7 @@ from tesserae_slurm.devcluster.config import (
     DevClusterSpec,
     render_cgroup_conf,
     render_gres_conf,
+    render_job_submit_lua,
     render_slurm_conf,
 )
 from tesserae_slurm.devcluster.errors import DevClusterError
@@ -49,6 +50,15 @@ def test_slurm_conf_nodes_ports_partition():
     assert conf["PartitionName"] == ["tesserae Nodes=node[1-3] Default=YES MaxTime=INFINITE State=UP"]
     # no hard-coded default ports anywhere
     assert "6817" not in render_slurm_conf(spec, LAYOUT)
+
+
+def test_job_submit_lua_is_on_by_default_as_on_a_site():
+    assert "JobSubmitPlugins=lua" in render_slurm_conf(DevClusterSpec(), LAYOUT).splitlines()
+    assert "JobSubmitPlugins=lua" not in render_slurm_conf(DevClusterSpec(job_submit=False), LAYOUT)
+    lua = render_job_submit_lua(DevClusterSpec(partition="gpu-sched"))
+    assert 'local MANAGED_PARTITION = "gpu-sched"' in lua and '"tesserae"' not in lua.split("local TAG")[0]
+    shipped = (Path(__file__).resolve().parents[2] / "etc" / "job_submit.lua").read_text()
+    assert render_job_submit_lua(DevClusterSpec()) == shipped  # the file a site installs, unchanged
 
 
 def test_gres_conf_fake_devices():

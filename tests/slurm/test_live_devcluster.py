@@ -80,7 +80,7 @@ def test_controller_outage_ping_fails_then_recovers(devcluster):
 
 
 def test_second_cluster_up_is_idempotent_and_down_leaves_nothing(devcluster, tmp_path):
-    other = DevCluster(tmp_path / "dc", nodes=1, gpus_per_node=1, shards_per_gpu=0)
+    other = DevCluster(tmp_path / "dc", nodes=1, gpus_per_node=1, shards_per_gpu=0, job_submit=False)
     other.up()
     try:
         pids = {k: p for k, p, _ in other.status().daemons}

@@ -213,6 +213,20 @@ def test_no_pack_exclude_and_unmeasured_jobs():
     assert r.unmatched == ("q1", "q8")
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_groups_are_never_packed_together(jit):
+    """Job.group (mps.cross_user: never): a pair never spans two groups; "" groups pack with each other."""
+    a100 = load_profile("a100")
+    placed = [Job("p1", 1, "vgg19", "128", group="alice"), Job("p2", 1, "vgg19", "128", group="bob")]
+    pending = [Job("q1", 1, "PointNet", "32", group="bob"), Job("q2", 1, "PointNet", "32", group="carol")]
+    gpu = {j.id: "a100" for j in placed}
+    r = pack(placed, pending, a100, gpu, _jit=jit)
+    assert [(p.placed, p.partner) for p in r.pairs] == [("p2", "q1")]
+    assert r.unmatched == ("q2",)
+    same = [Job(j.id, j.num_gpus, j.model, j.batch_size) for j in placed]
+    assert len(pack(same, [Job(j.id, 1, j.model, j.batch_size) for j in pending], a100, gpu, _jit=jit).pairs) == 2
+
+
 def test_ties_go_to_earlier_jobs():
     """Identical jobs: the first pending ones in priority order get the partners, placed in order."""
     a100 = load_profile("a100")

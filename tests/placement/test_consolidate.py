@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import itertools
 
 import pytest
 from hypothesis import given, settings
@@ -81,10 +81,7 @@ def test_properties_against_replay(spec, sizes):
     for j in r.placed:
         assert len(gpus[j]) == by_id[j].num_gpus
         used = {n for n, _ in gpus[j]}
-        sizes_of = {cluster.node(n).num_gpus for n in used}
-        k = max(sizes_of)
-        # consolidation: one node if it fits one node, else the fewest nodes (ceil(n / node size))
-        assert len(used) == max(1, math.ceil(by_id[j].num_gpus / k))
+        # the node count itself: test_placed_jobs_use_the_fewest_nodes_possible_when_their_turn_came
         assert len({cluster.node(n).gpu_type for n in used}) == 1
     # replay oracle for the reasons: GPUs free when each job's turn came
     free = cluster.total_gpus
@@ -106,3 +103,32 @@ def test_properties_against_replay(spec, sizes):
             for n in cluster.nodes:
                 by_type[n.gpu_type] = by_type.get(n.gpu_type, 0) + n.num_gpus
             assert job.num_gpus > max(by_type.values())
+
+
+def _fewest_nodes(cluster: Cluster, free: dict[str, int], n: int) -> int:
+    """Brute force: the fewest nodes of one GPU type whose free GPUs add up to ``n`` (0: none)."""
+    for k in range(1, len(cluster.nodes) + 1):
+        for group in itertools.combinations(cluster.nodes, k):
+            if len({node.gpu_type for node in group}) == 1 and sum(free[node.name] for node in group) >= n:
+                return k
+    return 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["3x4", "2x8,2x4", "1x8,2x4,3x2", "2x4:a,1x2:b,2x2:a", "1x6,2x4,1x2"]),
+       st.lists(st.sampled_from([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12]), min_size=1, max_size=12))
+def test_placed_jobs_use_the_fewest_nodes_possible_when_their_turn_came(spec, sizes):
+    """Replay the walk: each placed job spans the minimum number of nodes that could hold it given
+    the GPUs free at its turn (brute force over node subsets), on clusters of mixed node sizes."""
+    cluster = Cluster.from_spec(spec)
+    order = jobs(*sizes)
+    r = place_consolidated(cluster, order)
+    gpus = r.placement.job_gpus()
+    free = {node.name: node.num_gpus for node in cluster.nodes}
+    for job in order:
+        if job.id not in gpus:
+            continue
+        used = {name for name, _ in gpus[job.id]}
+        assert len(used) == _fewest_nodes(cluster, free, job.num_gpus), (job, free, gpus[job.id])
+        for name, _ in gpus[job.id]:
+            free[name] -= 1

@@ -1,6 +1,7 @@
-"""The compiled migration core (``placement/migrate_jit.py``) against the numpy path it replaces:
-the same plan, job map (keys in the same order), cost, migrated jobs and node map (in the same
-order), on random cluster-like plans where most jobs stay, some swap nodes, some come and go."""
+"""The compiled migration core (``placement/migrate_jit.py``) on random cluster-like plans where most
+jobs stay, some swap nodes, some come and go: results that are valid node relabelings, costed as the
+paper costs them, the same by cost whether the plans come as tables or as sets; its assignment
+solver against scipy's by value (test_migrate.py holds small plans to brute-force minima)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,7 @@ from hypothesis import strategies as st
 
 from tesserae_slurm.model import Placement
 from tesserae_slurm.placement import migrate_jit
-from tesserae_slurm.placement.migrate import _exact_sums, migrate
-
-
-def test_the_test_setup_installs_numba():
-    # ./dev test installs the [fast] extra: without numba the compiled path below would run as plain
-    # Python and this file would not test what the simulator runs
-    assert migrate_jit.available()
-
-
-def test_only_dyadic_weights_take_the_compiled_path():
-    assert _exact_sums(np.array([1, 2, 4, 8, 64]), np.array([1 << 19]))
-    assert not _exact_sums(np.array([1, 2, 3]))
-    assert not _exact_sums(np.array([1 << 20]))
+from tesserae_slurm.placement.migrate import mapping_cost, migrate
 
 
 @st.composite
@@ -69,28 +58,24 @@ def cluster_plans(draw):
     return plan(old), plan(new, relabel.__getitem__)
 
 
-def _same(a, b):
-    assert a.placement == b.placement
-    assert list(a.placement.job_gpus().items()) == list(b.placement.job_gpus().items())
-    assert a.cost == b.cost
-    assert a.migrated == b.migrated
-    assert list(a.node_map.items()) == list(b.node_map.items())
-
-
-@settings(max_examples=400, deadline=None)
-@given(cluster_plans(), st.booleans())
-def test_compiled_core_gives_the_numpy_paths_result(pair, typed):
-    old, new = pair
-    types = {n: ("a100" if len(g) == 4 else "v100") for n, g in old.nodes.items()} if typed else None
-    _same(migrate(old, new, node_types=types, _jit=True), migrate(old, new, node_types=types, _jit=False))
+def _valid(old, new, res):
+    """Every new node lands whole on one physical node of its size (GPUs possibly reordered); the
+    reported cost and migrated jobs are those of the final plan."""
+    assert sorted(res.node_map.values()) == sorted(old.nodes) and sorted(res.node_map) == sorted(new.nodes)
+    for nn, on in res.node_map.items():
+        assert sorted(map(sorted, new.nodes[nn])) == sorted(map(sorted, res.placement.nodes[on]))
+    assert res.cost == mapping_cost(old, res.placement) or abs(res.cost - mapping_cost(old, res.placement)) < 1e-9
+    before, after = old.job_gpus(), res.placement.job_gpus()
+    assert res.migrated == tuple(sorted(j for j in set(before) & set(after) if before[j] != after[j]))
+    assert dict(res.placement.job_gpus()) == dict(Placement(res.placement.nodes).job_gpus())
 
 
 @settings(max_examples=300, deadline=None)
 @given(cluster_plans(), st.booleans(), st.booleans())
 def test_plans_held_as_tables_migrate_as_plans_of_sets(pair, typed, old_table):
     """The simulator's path: the logical plan (and, from the second round on, the current one) is a
-    table over the cluster's nodes; migration reads and returns tables, and must give what it gives
-    for the same plans as sets: plan, job map (keys in order), cost, migrated jobs and node map."""
+    table over the cluster's nodes; migration reads and returns tables, and must find a mapping as
+    cheap as for the same plans as sets, and as valid."""
     old, new = pair
     new = Placement({n: new.nodes[n] for n in old.nodes})  # a logical plan names the nodes in cluster order
     names, sizes = tuple(old.nodes), tuple(map(len, old.nodes.values()))
@@ -98,26 +83,27 @@ def test_plans_held_as_tables_migrate_as_plans_of_sets(pair, typed, old_table):
     table_new = Placement.from_rows(new.as_rows(names, sizes))
     table_old = Placement.from_rows(old.as_rows(names, sizes)) if old_table else old
     got = migrate(table_old, table_new, node_types=types)
-    _same(got, migrate(old, new, node_types=types))
-    counts = [len(g) for plan in (old, new) for g in plan.job_gpus().values()]
-    if _exact_sums(np.array(counts, dtype=np.int64)):
-        assert got.placement.rows() is not None  # the table path ran
+    assert got.placement.rows() is not None  # the table path ran
+    sets = migrate(old, new, node_types=types)
+    _valid(old, new, got)
+    _valid(old, new, sets)
+    assert abs(got.cost - sets.cost) < 1e-9
     gpus = got.placement.job_gpus()
     assert list(got.placement.job_nodes().items()) == [(j, g[0][0]) for j, g in gpus.items()]
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.integers(1, 6), st.integers(1, 6), st.data())
-def test_the_compiled_assignment_is_scipys_ties_included(rows, cols, data):
-    """Components beyond the 2x2 rule are solved in the core by ``lsap_max``; it must pick what
-    scipy's ``linear_sum_assignment(maximize=True)`` picks, ties included (dyadic savings tie often)."""
+def test_the_compiled_assignment_is_optimal_on_ties(rows, cols, data):
+    """Components are solved in the core by ``lsap_max``: a full matching as valuable as scipy's
+    ``linear_sum_assignment(maximize=True)`` finds (dyadic savings tie often)."""
     from scipy.optimize import linear_sum_assignment
 
     cells = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0])
     value = np.array(data.draw(st.lists(cells, min_size=rows * cols, max_size=rows * cols))).reshape(rows, cols)
     want_r, want_c = linear_sum_assignment(value, maximize=True)
     got_r, got_c = migrate_jit.lsap_max(value)
-    assert got_r.tolist() == want_r.tolist() and got_c.tolist() == want_c.tolist()
+    _optimal(value, got_r, got_c, value[want_r, want_c].sum())
 
 
 def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
@@ -134,7 +120,8 @@ def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
         importlib.reload(migrate_jit)
         importlib.reload(consolidate_jit)
         assert consolidate_jit.walk._cache.__class__.__name__ == "NullCache"  # really uncached
-        status, _, _, p_node, p_start, p_count = consolidate_jit.walk(np.array([4, 4]), np.array([2, 4, 1]))
+        status, _, _, p_node, p_start, p_count = consolidate_jit.walk(
+            np.array([4, 4]), np.zeros(2, np.int64), np.array([2, 4, 1]), np.full(3, -1), np.arange(4), np.zeros(3, np.int64))
         assert status.tolist() == [0, 0, 0] and p_node.tolist() == [0, 1, 0] and p_count.tolist() == [2, 4, 1]
     finally:
         monkeypatch.undo()
@@ -144,13 +131,18 @@ def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 9), st.integers(1, 9), st.integers(0, 2**32 - 1))
-def test_the_compiled_assignment_is_scipys_on_any_floats(rows, cols, seed):
-    """Packing's matrices are sums of measured speeds, not dyadic: the port must still be scipy's,
-    bit for bit (the same float operations in the same order), ties among repeated values included."""
+def test_the_compiled_assignment_is_optimal_on_any_floats(rows, cols, seed):
+    """Packing's matrices are sums of measured speeds, not dyadic: still an optimal full matching."""
     from scipy.optimize import linear_sum_assignment
 
     rng = np.random.default_rng(seed)
     value = rng.choice(rng.random(4) * 2.0, size=(rows, cols)) * (rng.random((rows, cols)) < 0.7)
     want_r, want_c = linear_sum_assignment(value, maximize=True)
     got_r, got_c = migrate_jit.lsap_max(value)
-    assert got_r.tolist() == want_r.tolist() and got_c.tolist() == want_c.tolist()
+    _optimal(value, got_r, got_c, value[want_r, want_c].sum())
+
+
+def _optimal(value, rows, cols, best):
+    assert len(rows) == min(value.shape) and len(set(rows.tolist())) == len(set(cols.tolist())) == len(rows)
+    assert rows.tolist() == sorted(rows.tolist())
+    assert abs(value[rows, cols].sum() - best) < 1e-9

@@ -1,8 +1,8 @@
 """Straightforward implementations of the three placement stages, kept as references.
 
 They follow the paper's text literally (Python loops, one dense assignment problem per stage) and are
-slow on large clusters. Tests compare the fast paths in ``consolidate.py``, ``pack.py`` and
-``migrate.py`` with these on random states; nothing in the engine calls them.
+slow on large clusters. Tests compare ``consolidate.py``, ``pack.py`` and ``migrate.py`` with these
+on random states.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ..model import Cluster, Job, PackedPair, PendingJob, PendingReason, Placement
-from ..profiles import ThroughputProfile
-from .consolidate import ConsolidationResult, Unit
+from tesserae_slurm.model import Cluster, Job, PackedPair, PendingJob, PendingReason, Placement
+from tesserae_slurm.profiles import ThroughputProfile
+from tesserae_slurm.placement.consolidate import ConsolidationResult, Unit
 
 
 # ---- Listing 1, lines 1-12 -------------------------------------------------------------------------
@@ -80,6 +80,18 @@ def _choose_in(cluster: Cluster, free: list[list[int]], nodes: list[int], n: int
             return None
         best = min(rest, key=lambda i: (len(free[i]), i))
         pieces.append((best, remaining))
+    # nodes of different sizes: whole idle nodes may take more nodes than needed; then the fewest,
+    # most free GPUs first
+    most = sorted((i for i in nodes if free[i]), key=lambda i: (-len(free[i]), i))
+    k, acc = 0, 0
+    while acc < n:
+        acc += len(free[most[k]])
+        k += 1
+    if k < len(pieces):
+        left, pieces = n, []
+        for i in most[:k]:
+            pieces.append((i, min(len(free[i]), left)))
+            left -= pieces[-1][1]
     return pieces
 
 
@@ -103,6 +115,8 @@ def pack_value_reference(placed: Sequence[Job], pending: Sequence[Job], profile:
             gpu = gpu_type_of[a.id]
             alone = profile.best_isolated(a, gpu)[0]
             for c, b in enumerate(cols):
+                if a.group != b.group:  # Job.group: never packed across groups
+                    continue
                 opt = profile.best_pair(a, b, gpu)
                 if opt is None or opt.total - alone <= 1e-6:
                     continue

@@ -1,0 +1,1 @@
+../tesserae_slurm/data/job_submit.lua

@@ -1,0 +1,267 @@
+"""Users cannot bypass the daemon or evict others, tried as a second Unix user on the real dev cluster.
+
+The test makes a Unix user, has it submit and release jobs with Slurm's own commands (as a user on a
+site's login node would), and removes it afterwards. The dev cluster runs the shipped job_submit.lua.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tesserae_slurm.daemon.config import load_config
+from tesserae_slurm.daemon.connect import backend_from_config
+from tesserae_slurm.tsbatch.submit import prepare
+
+from .helpers import BIN, Env, submit_tick, wait_for
+
+pytestmark = pytest.mark.slurm_live
+
+PLAIN = '#!/bin/bash\necho "start $(date +%s.%N) job=$SLURM_JOB_ID gpus=${CUDA_VISIBLE_DEVICES-unset}"\nsleep 600\n'
+
+
+@dataclass
+class User:
+    name: str
+    home: Path
+    env: Env
+
+    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """A Slurm command as this user: its own uid, HOME and cwd; only SLURM_CONF from the test."""
+        return subprocess.run(["runuser", "-u", self.name, "--", "env", "-i", f"HOME={self.home}",
+                               "PATH=/usr/bin:/bin", f"SLURM_CONF={self.env.cluster.slurm_conf}", *argv],
+                              cwd=self.home, capture_output=True, text=True, timeout=60, check=False)
+
+    @property
+    def script(self) -> str:
+        return str(self.home / "plain.sh")
+
+    def tsbatch_args(self, gpus: int) -> list[str]:
+        """What tsbatch hands to sbatch for this user's script (the user cannot run the test's Python)."""
+        cfg = load_config(self.env.config, check_policy=False)
+        backend = backend_from_config(cfg, self.env.cluster.env())
+        prepared, _ = prepare(["--gpus", str(gpus), "--no-profile", "-o", f"{self.home}/%j.out", self.script],
+                              lambda _c: backend, lambda _p: cfg)
+        return ["sbatch", "--parsable", *prepared.extra_args, self.script]
+
+    def submit_managed(self, gpus: int = 1) -> str:
+        proc = self.run(*self.tsbatch_args(gpus))
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    def starts(self, job: str) -> list[float]:
+        out = self.home / f"{job}.out"
+        text = out.read_text() if out.exists() else ""
+        return [float(line.split()[1]) for line in text.splitlines() if line.startswith("start ")]
+
+
+@pytest.fixture
+def user(env: Env) -> Iterator[User]:
+    name = f"tsby{os.getpid() % 100000}"
+    subprocess.run(["useradd", "-m", "-s", "/bin/bash", name], check=True, capture_output=True)
+    home = Path(pwd.getpwnam(name).pw_dir)
+    u = User(name, home, env)
+    try:
+        (home / "plain.sh").write_text(PLAIN)
+        os.chown(home / "plain.sh", pwd.getpwnam(name).pw_uid, pwd.getpwnam(name).pw_gid)
+        (home / "plain.sh").chmod(0o755)
+        yield u
+    finally:
+        subprocess.run(["scancel", "-u", name], env=env.os_env(), capture_output=True, timeout=30, check=False)
+        deadline = time.time() + 30
+        while time.time() < deadline and _user_jobs(env, name, active=True):
+            time.sleep(0.3)
+        subprocess.run(["userdel", "-r", name], capture_output=True, check=False)
+
+
+def _user_jobs(env: Env, name: str, active: bool = False) -> list[str]:
+    states = "RUNNING,COMPLETING,CONFIGURING" if active else "all"
+    out = subprocess.run(["squeue", "-h", "-u", name, "-t", states, "-o", "%i"], env=env.os_env(),
+                         capture_output=True, text=True, timeout=30, check=False).stdout
+    return out.split()
+
+
+def _job(env: Env, job: str) -> dict:
+    out = subprocess.run(["squeue", "--json"], env=env.os_env(), capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    return next(j for j in json.loads(out)["jobs"] if str(j["job_id"]) == job)
+
+
+def test_job_submit_lua_admits_only_tsbatch_jobs_to_the_managed_partition(env: Env, user: User) -> None:
+    tagged = user.tsbatch_args(1)
+    refused = {
+        "pinned to a node (the eviction attack)": (["sbatch", "-p", "tesserae", "-w", "node1", user.script],
+                                                   "submit jobs with tsbatch"),
+        "untagged": (["sbatch", "-p", "tesserae", user.script], "tsbatch"),
+        "untagged, default partition": (["sbatch", user.script], "tsbatch"),
+        "tagged, pinned": ([*tagged[:-1], "-w", "node2", user.script], "choosing nodes"),
+        "tagged, --exclusive": ([*tagged[:-1], "--exclusive", user.script], "--exclusive"),
+        "tagged, --gres=gpu:1": ([*tagged[:-1], "--gres=gpu:1", user.script], "GPU requests"),
+        "tagged, --gpus=1": ([*tagged[:-1], "--gpus=1", user.script], "GPU requests"),
+    }
+    for what, (argv, words) in refused.items():
+        proc = user.run(*argv)
+        assert proc.returncode != 0, f"{what}: accepted ({proc.stdout})"
+        assert "scheduled by tesserae" in proc.stderr and words in proc.stderr, (what, proc.stderr)
+    assert _user_jobs(env, user.name) == []
+
+    job = user.submit_managed(1)  # tsbatch's own arguments go through
+    assert _job(env, job)["state_reason"] == "JobHeldUser"
+    unheld = user.run(*[a for a in tagged if a != "--hold"])  # a tagged job is held even without --hold
+    assert unheld.returncode == 0, unheld.stderr
+    assert _job(env, unheld.stdout.strip())["state_reason"] == "JobHeldUser"
+    # nor can the tag be dropped afterwards (a foreign job in the partition), or GPUs asked for
+    assert user.run("scontrol", "update", f"JobId={job}", "Comment=mine").returncode != 0
+    assert user.run("scontrol", "update", f"JobId={job}", "TresPerNode=gres:gpu:1").returncode != 0
+    assert _job(env, job)["comment"].startswith("tesserae:v1:")
+
+
+def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: User) -> None:
+    env.write_config(slurm={"guard_seconds": 1}, scheduler={"round_seconds": 600})
+    daemon = subprocess.Popen([str(BIN / "tesserae"), "daemon", "--config", str(env.config)], env=env.os_env(),
+                              stdout=subprocess.DEVNULL, stderr=open(env.tmp / "daemon.log", "w"))
+    try:
+        wait_for(lambda: env.db.exists() and bool(env.store().rounds()), 60, "the daemon's first round")
+        # submit and release while the daemon is not looking (paused): Slurm starts the job itself
+        daemon.send_signal(signal.SIGSTOP)
+        try:
+            job = user.submit_managed(1)
+            first = user.run("scontrol", "release", job)
+            assert first.returncode == 0, first.stderr  # a user hold: its owner may lift it
+            wait_for(lambda: _job(env, job)["job_state"] == "RUNNING" and bool(user.starts(job)), 30,
+                     "the hand-released job to run")
+            assert _job(env, job)["admin_comment"] == ""  # no assignment from the daemon
+        finally:
+            daemon.send_signal(signal.SIGCONT)
+        resumed = time.time()
+        wait_for(lambda: _job(env, job)["state_reason"] == "JobHeldAdmin", 15, "the daemon to stop and hold it",
+                 every=0.1)
+        stopped_s = time.time() - resumed
+        assert stopped_s < 5, f"a hand-started job was stopped only {stopped_s:.1f} s after the daemon looked again"
+        events = " ".join(e.message for e in env.store().events(limit=100))
+        assert "running without the daemon's current assignment" in events
+        (env.tmp / "bypass-timing.txt").write_text(f"hand-started job held again {stopped_s:.2f} s after resume\n")
+        print(f"hand-started job held again {stopped_s:.2f} s after the daemon resumed")
+        # held by the daemon as an administrator: its owner cannot release it any more
+        again = user.run("scontrol", "release", job)
+        assert again.returncode != 0 and "denied" in again.stderr.lower(), again
+        time.sleep(3)
+        j = _job(env, job)
+        assert j["job_state"] == "PENDING" and j["state_reason"] == "JobHeldAdmin"
+        runs_before = len(user.starts(job))
+
+        # what the daemon's stop phase leaves (requeue-hold: a user hold) is made an admin hold too
+        subprocess.run(["scontrol", "update", f"JobId={job}", "NodeList=node1", "StartTime=now"],
+                       env=env.os_env(), check=True, capture_output=True)
+        subprocess.run(["scontrol", "release", job], env=env.os_env(), check=True, capture_output=True)
+        wait_for(lambda: _job(env, job)["job_state"] == "RUNNING" or _job(env, job)["state_reason"] ==
+                 "JobHeldAdmin", 15, "the operator-released job to run")
+        subprocess.run(["scontrol", "requeuehold", "Incomplete", job], env=env.os_env(), capture_output=True,
+                       check=False)
+        wait_for(lambda: _job(env, job)["state_reason"] == "JobHeldAdmin", 15, "the requeue-held job to be secured")
+        assert user.run("scontrol", "release", job).returncode != 0
+        time.sleep(2)
+        assert _job(env, job)["job_state"] == "PENDING"
+        assert len(user.starts(job)) <= runs_before + 1  # only the operator's start ran
+        store = env.store()
+        assert job in json.loads(store.get_kv("daemon_admin_holds") or b"[]")
+
+        # and with the daemon running as usual: submit and release at once, five times over
+        for _ in range(5):
+            other = user.submit_managed(1)
+            released = user.run("scontrol", "release", other).returncode == 0
+            wait_for(lambda: _job(env, other)["state_reason"] == "JobHeldAdmin", 15, "the daemon to hold it",
+                     every=0.1)
+            held_at = time.time()
+            time.sleep(1)  # the job's output, if it ran
+            runs = user.starts(other)
+            ran = f"ran {held_at - runs[0]:.2f} s" if runs else "never ran"
+            print(f"submit+release: release {'accepted' if released else 'refused'}, {ran}")
+            assert not runs or held_at - runs[0] < 1 + 3, ran  # guard_seconds + one check
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+
+
+def test_an_administrators_hold_is_respected_but_the_daemons_own_is_not_mistaken_for_one(env: Env) -> None:
+    d = env.daemon()
+    mine, admins = submit_tick(env, 1, 3000, name="mine"), submit_tick(env, 1, 3000, name="admins")
+    subprocess.run(["scontrol", "hold", admins], env=env.os_env(), check=True, capture_output=True)  # by hand
+    d.guard()  # the check between rounds makes the daemon's own hold an administrator's hold as well
+    assert _job(env, mine)["state_reason"] == _job(env, admins)["state_reason"] == "JobHeldAdmin"
+    d.reconcile(d.observe(), None)
+    rows = {r.job_id: r for r in env.store().jobs()}
+    assert "administrator" in rows[admins].reason and "administrator" not in rows[mine].reason
+    result = d.run_round()
+    assert result.status == "applied", result.error
+    placed = {p.job_id for p in env.store().placements(result.round_id)}
+    assert mine in placed and admins not in placed
+    row = env.store().job(admins)
+    assert row is not None and "administrator" in row.reason
+
+
+def test_a_foreign_job_blocks_only_its_own_gpus_and_is_named(env: Env, user: User) -> None:
+    subprocess.run(["scontrol", "create", "PartitionName=other", "Nodes=node2", "State=UP"], env=env.os_env(),
+                   check=True, capture_output=True)
+    try:
+        cpu_only = user.run("sbatch", "--parsable", "-p", "other", user.script)
+        gpus = user.run("sbatch", "--parsable", "-p", "other", "--gres=gpu:2", user.script)
+        assert cpu_only.returncode == 0 and gpus.returncode == 0, (cpu_only.stderr, gpus.stderr)
+        foreign = gpus.stdout.strip()
+        wait_for(lambda: len(_user_jobs(env, user.name, active=True)) == 2, 30, "the foreign jobs to run")
+        taken = _job(env, foreign)["gres_detail"][0]
+        assert "gpu" in taken, taken
+
+        d = env.daemon()
+        big = [submit_tick(env, 4, 3000, name=f"big{i}") for i in range(2)]
+        small = submit_tick(env, 2, 3000, name="small")
+        result = d.run_round()
+        assert result.status == "applied", result.error
+        placed = {p.job_id: p.gpus for p in env.store().placements(result.round_id)}
+        # node2 keeps its two free GPUs for the managed jobs: the 2-GPU job runs there, beside the foreign one
+        assert placed.get(small, "").startswith("node2:"), placed
+        from .helpers import parse_gpus_str
+        foreign_idx = {int(x) for x in taken.split("IDX:")[1].rstrip(")").replace("-", ",").split(",")}
+        assert not set(parse_gpus_str(placed[small])["node2"]) & foreign_idx
+        waiting = [j for j in big if j not in placed]
+        assert len(waiting) == 1 and [j for j in big if j in placed], placed
+        holder = f"job {foreign} (user {user.name}, not managed)"
+        explain = env.tesserae("explain", waiting[0])
+        assert holder in explain.stdout and "node2: 2 GPUs held by" in explain.stdout, explain.stdout
+        show = env.tesserae("round", "show", str(result.round_id))
+        assert holder in show.stdout and f"foreign:{foreign}" in show.stdout, show.stdout  # in the map, too
+        assert f"job {cpu_only.stdout.strip()}" not in show.stdout  # holds no GPU: blocks nothing
+    finally:
+        subprocess.run(["scancel", "-p", "other"], env=env.os_env(), capture_output=True, check=False)
+        deadline = time.time() + 30
+        while time.time() < deadline and _user_jobs(env, user.name, active=True):
+            time.sleep(0.3)
+        subprocess.run(["scontrol", "delete", "PartitionName=other"], env=env.os_env(), capture_output=True,
+                       check=False)
+
+
+def test_a_job_the_daemon_preempts_is_left_admin_held(env: Env) -> None:
+    from .helpers import progressed
+    d = env.daemon()
+    first = submit_tick(env, 8, 3000, name="first", step_time=0.05)
+    assert d.run_round().status == "applied"
+    wait_for(lambda: progressed(env, first, 20), 60, "the first job to run")
+    second = submit_tick(env, 8, 3000, name="second", step_time=0.05)
+    result = d.run_round()  # Tiresias (queue limit 1 GPU-s) puts the fresh job first: the first is preempted
+    assert result.plan is not None and [(a.kind, a.job_id) for a in result.plan.stops] == [("preempt", first)]
+    # a requeue-hold alone is a user hold its owner could lift; the daemon's round leaves an admin hold
+    j = _job(env, first)
+    assert j["job_state"] == "PENDING" and j["state_reason"] == "JobHeldAdmin", j["state_reason"]
+    assert first in json.loads(env.store().get_kv("daemon_admin_holds") or b"[]")

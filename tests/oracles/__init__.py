@@ -1,0 +1,1 @@
+"""Brute-force and straightforward references the tests hold the placement stages to."""
