@@ -73,6 +73,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--json", action="store_true", help="JSON output")
     c.set_defaults(func=run_cli)
 
+    r = bsub.add_parser("retention", help="state database size and admin command latency after many rounds, "
+                                          "with and without retention",
+                        description="Write two state databases through the daemon's store (default 10,000 rounds "
+                                    "360 s apart at 1,000 active jobs on 256 GPUs), one pruned after every round "
+                                    "as the daemon prunes between rounds, and time the admin commands on each. "
+                                    "Needs the daemon extra and about 1 GB of disk.")
+    r.add_argument("--rounds", type=int, default=10_000)
+    r.add_argument("--jobs", type=int, default=1_000, help="active jobs at any time (default 1000)")
+    r.add_argument("--nodes", type=int, default=64, help="4-GPU nodes (default 64)")
+    r.add_argument("--rounds-days", type=float, default=7.0, help="retention.rounds_days of the pruned run")
+    r.add_argument("--jobs-days", type=float, default=7.0, help="retention.jobs_days of the pruned run")
+    r.add_argument("--max-rounds", type=int, default=0, help="retention.max_rounds of the pruned run")
+    r.add_argument("--repeats", type=int, default=3, help="runs per command; the median is reported")
+    r.add_argument("--dir", default=None, help="keep the databases here (default: a temp dir, removed)")
+    r.add_argument("--json", action="store_true", help="JSON output")
+    r.set_defaults(func=run_retention)
+
 
 def run_decision(args: argparse.Namespace) -> int:
     from ..bench.decision import as_json, bench_decision
@@ -205,4 +222,26 @@ def run_scale(args: argparse.Namespace) -> int:
                      "GAVEL_CVXPY_MS", "POP_MS", "GAVEL/TESSERAE", "CVXPY/TESSERAE"], rows))
         for line in report.target_lines(points):
             print(line)
+    return 0
+
+
+def run_retention(args: argparse.Namespace) -> int:
+    import dataclasses
+    import tempfile
+
+    from ..bench.retention import report, run
+    from ..daemon.config import RetentionSection
+
+    if min(args.rounds, args.jobs, args.nodes, args.repeats) < 1:
+        raise InputError("--rounds, --jobs, --nodes and --repeats must be >= 1")
+    ret = RetentionSection(rounds_days=args.rounds_days, jobs_days=args.jobs_days, max_rounds=args.max_rounds)
+    with tempfile.TemporaryDirectory(prefix="tesserae-bench-retention-") as tmp:
+        work = Path(args.dir) if args.dir else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        res = run(work, args.rounds, args.jobs, args.nodes, args.repeats, ret,
+                  lambda t: print(f"bench retention: {t} ...", file=sys.stderr, flush=True))
+    if args.json:
+        dump_json([dataclasses.asdict(r) for r in res])
+    else:
+        print(report(res, args.rounds, args.jobs, args.nodes, args.repeats))
     return 0

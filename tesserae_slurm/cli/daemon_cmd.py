@@ -1,6 +1,6 @@
 """`tesserae daemon`: the scheduling daemon for the managed Slurm partition (systemd runs it).
 
-    tesserae daemon --config /etc/tesserae/tesserae.yaml [--once] [--dry-run]
+    tesserae daemon --config /etc/tesserae/tesserae.yaml [--once] [--dry-run] [--log-format json]
 
 SIGHUP re-reads the configuration between rounds (a bad file keeps the running one); SIGTERM and
 SIGINT stop it between actions. Logs go to stderr (journald under systemd).
@@ -32,25 +32,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="shadow mode: decide and record every round, send nothing to Slurm")
     p.add_argument("--rounds", type=int, default=None, metavar="N", help="stop after N rounds")
+    p.add_argument("--log-format", choices=("human", "json"), default="human",
+                   help="human (default) or json: one object a line with time, level, round, job, action, "
+                        "outcome, message")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..daemon.config import resolve_config
     from ..daemon.connect import backend_from_config
+    from ..daemon.logfmt import formatter
     from ..daemon.loop import Daemon
     from ..daemon.metrics import serve
+    from ..daemon.sdnotify import Notifier
     from ..daemon.store import Store, acquire_lock
 
     cfg, source = resolve_config(args.config)
     logging.getLogger().setLevel(cfg.log_level.upper())
     for h in logging.getLogger().handlers:
-        h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        h.setFormatter(formatter(args.log_format))
     log = logging.getLogger("tesserae_slurm.daemon")
     store = Store.open(cfg.state.database)  # before any log line: a bad state file is one line
     acquire_lock(cfg.state.database)  # one daemon per state database, before it acts or settles intents
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
-    daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run)
+    from ..daemon import admin
+    try:
+        admin.ensure_dir(admin.requests_dir(cfg))  # where `tesserae hold|drain|...` leave requests
+    except OSError as exc:
+        log.error("admin requests directory %s: %s; operators' commands will fail", admin.requests_dir(cfg), exc)
+    notifier = Notifier()  # systemd Type=notify: READY/WATCHDOG/STOPPING; no-op elsewhere
+    daemon = Daemon(cfg, backend_from_config(cfg), store, dry_run=args.dry_run, sleep=notifier.sleep)
+    daemon.heartbeat, daemon.heartbeat_s = notifier.ping, notifier.slice_s
     if args.once:
         daemon.start()
         result = daemon.run_round()
@@ -61,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     def on_stop(signum: int, _frame: FrameType | None) -> None:
         log.info("signal %s: stopping after the current action", signal.Signals(signum).name)
+        notifier.stopping()
         daemon.request_stop()
 
     def on_hup(_signum: int, _frame: FrameType | None) -> None:
@@ -72,9 +85,11 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGHUP, on_hup)
     server = serve(daemon.metrics, cfg.metrics.listen) if cfg.metrics.listen else None
     web = _serve_web(cfg, log)
+    notifier.ready(f"scheduling partition {cfg.slurm.partition} every {cfg.scheduler.round_seconds:g} s")
     try:
         daemon.run_forever(args.rounds, reload=lambda: resolve_config(args.config)[0])
     finally:
+        notifier.stopping()
         for s in (server, web):
             if s is not None:
                 s.shutdown()

@@ -48,6 +48,13 @@ COMMANDS: dict[str, Command] = {
     "rounds": Command(_C + "admin.rounds", "list the daemon's recent rounds", "daemon"),
     "round": Command(_C + "admin.rounds", "details of one round: placement map, actions, Slurm calls, timings",
                      "daemon"),
+    **{name: Command(_C + "admin.act", text, "daemon") for name, text in (
+        ("hold", "operator: keep a managed job from being placed until released"),
+        ("release", "operator: let a held job be scheduled again"),
+        ("requeue", "operator: checkpoint-signal and requeue a running managed job"),
+        ("cancel", "operator: cancel a managed job"),
+        ("drain", "operator: stop placing jobs on a node, move its jobs off (the daemon only)"),
+        ("resume", "operator: place jobs on a drained node again"))},
     "explain": Command(_C + "admin.explain", "why a job is pending, packed or was moved (from the daemon's records)",
                        "daemon"),
 }

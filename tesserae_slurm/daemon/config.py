@@ -81,6 +81,25 @@ class FeedbackSection:
 
 
 @dataclass(frozen=True)
+class RetentionSection:
+    """History pruned between rounds (daemon/retention.py); 0 = keep (the default: nothing pruned)."""
+
+    rounds_days: float = 0.0  # rounds (with their placements, actions, Slurm calls, events) older than this
+    max_rounds: int = 0  # ... or beyond the newest N rounds
+    jobs_days: float = 0.0  # job rows whose jobs ended more than this long ago
+    batch: int = 200  # rounds (or jobs) deleted per transaction: readers and the next round wait at most one
+    budget_s: float = 1.0  # most seconds spent pruning in one pause between rounds
+
+
+@dataclass(frozen=True)
+class AdminSection:
+    """Who may act through `tesserae hold|release|requeue|cancel|drain|resume` (docs/daemon.md)."""
+
+    operators: tuple[str, ...] = ()  # Unix user names, besides root and the daemon's own user
+    requests_dir: str = ""  # where those commands leave requests for the daemon; "" = <state dir>/requests
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     slurm: SlurmSection = SlurmSection()
     scheduler: SchedulerSection = SchedulerSection()
@@ -90,13 +109,16 @@ class DaemonConfig:
     metrics: MetricsSection = MetricsSection()
     http: HttpSection = HttpSection()
     feedback: FeedbackSection = FeedbackSection()
+    retention: RetentionSection = RetentionSection()
+    admin: AdminSection = AdminSection()
     log_level: str = "INFO"
 
 
 _SECTIONS = {f.name: f.type for f in fields(DaemonConfig)}
 _SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "preemption": PreemptionSection,
                     "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
-                    "http": HttpSection, "feedback": FeedbackSection}
+                    "http": HttpSection, "feedback": FeedbackSection, "retention": RetentionSection,
+                    "admin": AdminSection}
 
 
 def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any:
@@ -117,6 +139,10 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
         if not isinstance(value, str):
             raise InputError(f"{name} must be a string, got {value!r}")
         return value
+    if key == "operators":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            raise InputError(f"{name} must be a list of user names")
+        return tuple(value)
     if key == "policy_options":
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise InputError(f"{name} must be a mapping of option names to values")
@@ -222,6 +248,11 @@ def _validate_values(cfg: DaemonConfig, where: str) -> None:
     if cfg.metrics.listen and cfg.metrics.listen == cfg.http.listen and not cfg.http.listen.endswith(":0"):
         raise InputError(f"{where}: http.listen and metrics.listen must differ, both are {cfg.http.listen!r}")
     _validate_feedback(cfg.feedback, where)
+    r = cfg.retention
+    if r.rounds_days < 0 or r.max_rounds < 0 or r.jobs_days < 0:
+        raise InputError(f"{where}: retention.rounds_days, max_rounds and jobs_days must be >= 0 (0 = keep all)")
+    if r.batch < 1 or not r.budget_s > 0:
+        raise InputError(f"{where}: retention.batch must be >= 1 and retention.budget_s > 0")
 
 
 def _validate_feedback(fb: FeedbackSection, where: str) -> None:

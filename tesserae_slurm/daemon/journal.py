@@ -7,18 +7,15 @@ state or in the intended one, and its ``intent`` actions say which calls may or 
 
 from __future__ import annotations
 
-import copyreg
-import io
 import json
-import pickle
-import types
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
 
-from ..model import Placement, RoundDecision
+from ..model import InputError, Placement, RoundDecision
 from ..model.codec import decision_to_json, placement_from_json, placement_to_json
 from .calls import CallRecord
 from .observe import ManagedJob
@@ -27,6 +24,8 @@ from .store import (
     ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store, TERMINAL_STATES, dumps,
 )
 
+_log = logging.getLogger("tesserae_slurm.daemon.actions")
+
 
 @dataclass(frozen=True)
 class Intent:
@@ -34,10 +33,6 @@ class Intent:
     job_id: str
     detail: Mapping[str, Any]
     job_update: Mapping[str, Any]  # columns of the job row set in the same transaction
-
-
-def _mappingproxy(d: dict) -> types.MappingProxyType:
-    return types.MappingProxyType(d)
 
 
 class Journal:
@@ -132,6 +127,11 @@ class Journal:
                       .values(status=status, finished_at=now, error=error))
             if job_id and job_update:
                 s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**job_update))
+            row = s.get(ActionRow, action_id)
+        if row is not None:  # one line per action outcome (round, job, action, outcome: --log-format json)
+            _log.log(logging.WARNING if status == "failed" else logging.INFO, "round %d: %s of job %s %s%s",
+                     row.round_id, row.kind, row.job_id, status, f": {error}" if error else "",
+                     extra={"round": row.round_id, "job": row.job_id, "action": row.kind, "outcome": status})
 
     def interrupt_stale_intents(self, now: float) -> list[ActionRow]:
         """Intents left by a previous process that died mid-round; reconciliation decides their effect."""
@@ -161,19 +161,15 @@ class Journal:
         raw = self.store.get_kv(f"policy_state:{policy_key}")
         if raw is None:
             return None
+        from ..policies import state_codec
         try:
-            return pickle.loads(raw)  # noqa: S301 - our own file, written only by this daemon
-        except Exception:  # code changed under a stored state: start the policy afresh
+            return state_codec.decode(raw)  # JSON only: reading the database never runs code
+        except InputError:  # code changed under a stored state: start the policy afresh
             return None
 
     def save_policy_state(self, policy_key: str, state: Any) -> None:
-        buf = io.BytesIO()
-        pickler = pickle.Pickler(buf)
-        # Policies keep read-only mappings (MappingProxyType) in their frozen state; store them as dicts.
-        pickler.dispatch_table = {**copyreg.dispatch_table,
-                                  types.MappingProxyType: lambda m: (_mappingproxy, (dict(m),))}
-        pickler.dump(state)
-        self.store.set_kv(f"policy_state:{policy_key}", buf.getvalue())
+        from ..policies import state_codec
+        self.store.set_kv(f"policy_state:{policy_key}", state_codec.encode(state))
 
     def load_shadow(self) -> Placement | None:
         raw = self.store.get_kv("shadow_placement")

@@ -37,6 +37,7 @@ from .observe import Snapshot, build_snapshot, in_slurm_indices
 from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
 from ..partition import scheduling_profile
+from . import admin
 from .reconcile import JobFacts, account, transition
 from .store import PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, JobRow, Store, acquire_lock
 
@@ -94,6 +95,10 @@ class Daemon:
         self.journal = Journal(store)
         self.metrics = Metrics(slurm_calls=self.backend.calls, slurm_errors=self.backend.errors)
         self.dry_run, self.clock, self.sleep = dry_run, clock, sleep
+        # systemd watchdog (daemon/sdnotify.py): pinged in the pause between rounds, every heartbeat_s at most
+        self.heartbeat: Callable[[], None] = lambda: None
+        self.heartbeat_s = 1e9
+        self.admin = admin.Standing({}, {}, [])  # operators' holds and drains in force (daemon/admin.py)
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.configure(cfg)
@@ -119,7 +124,7 @@ class Daemon:
     def observe(self) -> Snapshot:
         jobs = self.backend.list_jobs()  # every partition: foreign jobs may share the managed nodes
         nodes = self.backend.list_nodes(self.cfg.slurm.partition)
-        return build_snapshot(self.clock(), jobs, nodes, self.cfg)
+        return admin.drain_snapshot(build_snapshot(self.clock(), jobs, nodes, self.cfg), self.admin, self.cfg)
 
     # ---- 2. reconcile -------------------------------------------------------------------------------
     def reconcile(self, snap: Snapshot, round_id: int | None) -> tuple[list[StopItem], list[str], list[str]]:
@@ -263,6 +268,9 @@ class Daemon:
             if mj.slurm.admin_held and r.job_id not in holds:
                 excluded[r.job_id] = "held by an administrator"
                 continue
+            if r.job_id in self.admin.holds:  # `tesserae hold`: never placed until released
+                excluded[r.job_id] = admin.hold_reason(self.admin.holds[r.job_id])
+                continue
             try:  # tsbatch's own rules: a hand-written Comment is never placed unchecked
                 meta = JobMeta.decode(r.meta)
                 check_meta(meta, shape, self.profile)
@@ -313,8 +321,14 @@ class Daemon:
         return RoundResult(rid, status, why)
 
     def _round(self, rid: int, t_round: float) -> RoundResult:
+        admin.ingest(self.journal.store, self.cfg, rid)  # operators' requests since the last round
+        self.admin = admin.standing(self.journal.store)
         snap = self.observe()
         requeue, hold, evict = self.reconcile(snap, rid)
+        if self.admin.once and not self.dry_run and admin.carry_out(
+                self.admin.once, snap, self.applier, self.backend, self.journal.store, rid):
+            snap = self.observe()  # requeued or cancelled: decide on what Slurm says now
+            requeue, hold, evict = self.reconcile(snap, rid)
         if not self.dry_run:
             fixed = ApplyResult()
             self._secure(rid, snap, hold, evict, fixed)
@@ -496,22 +510,39 @@ class Daemon:
             done += 1
             if max_rounds is not None and done >= max_rounds:
                 break
+            self._prune(t0 + self.cfg.scheduler.round_seconds)  # retention: only in the pause
             self._between_rounds(t0 + self.cfg.scheduler.round_seconds)
         self.journal.event(self.clock(), "daemon", "stopped")
 
     def _between_rounds(self, next_round: float) -> None:
-        """Wait for the next round, running the guard check every ``slurm.guard_seconds`` meanwhile."""
+        """Wait for the next round, running the guard check every ``slurm.guard_seconds`` meanwhile and
+        pinging the systemd watchdog (daemon/sdnotify.py) at least every ``heartbeat_s``."""
+        every = self.cfg.slurm.guard_seconds
+        next_guard = self.clock() + every if every > 0 else float("inf")
         while not self.stop_event.is_set():
+            self.heartbeat()
             left = next_round - self.clock()
             if left <= 0:
                 return
-            every = self.cfg.slurm.guard_seconds
-            if self.stop_event.wait(min(left, every) if every > 0 else left) or self.clock() >= next_round:
+            if self.stop_event.wait(max(0.0, min(left, next_guard - self.clock(), self.heartbeat_s))) \
+                    or self.clock() >= next_round:
                 return
-            try:
-                self.guard()
-            except Exception:  # noqa: BLE001 - the next round reconciles anyway
-                log.exception("guard check failed")
+            if self.clock() >= next_guard:
+                next_guard = self.clock() + every
+                try:
+                    self.guard()
+                except Exception:  # noqa: BLE001 - the next round reconciles anyway
+                    log.exception("guard check failed")
+
+    def _prune(self, next_round: float) -> None:
+        from .retention import prune
+        try:
+            done = prune(self.journal.store, self.cfg.retention, self.clock(), until=next_round, clock=self.clock)
+        except Exception:  # retention must never stop scheduling
+            log.exception("retention: pruning failed; trying again after the next round")
+            return
+        if done.rounds or done.jobs:
+            log.info("retention: pruned %d rounds and %d ended jobs", done.rounds, done.jobs)
 
     def _reload(self, load: Callable[[], DaemonConfig]) -> None:
         try:

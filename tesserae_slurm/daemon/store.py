@@ -30,7 +30,8 @@ class Base(DeclarativeBase):
     pass
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # kv schema_version, kept for tesserae from before migrations (they refuse != 2);
+# the schema itself is versioned by Alembic revisions (daemon/schema.py, daemon/migrations/versions)
 
 # Job states in the daemon's own accounting (Slurm's state is kept beside them in slurm_state).
 PENDING, STARTING, RUNNING, PREEMPTING, LOST = "PENDING", "STARTING", "RUNNING", "PREEMPTING", "LOST"
@@ -159,6 +160,22 @@ class KvRow(Base):
     value: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class AdminRow(Base):
+    """An operator's request (`tesserae hold|release|requeue|cancel|drain|resume`) as the daemon took it in:
+    who (the request file's owner, set by the kernel) and when, and what became of it."""
+
+    __tablename__ = "admin_actions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Float)  # when the operator asked (the request's own stamp)
+    user: Mapped[str] = mapped_column(String)
+    uid: Mapped[int] = mapped_column(Integer)
+    command: Mapped[str] = mapped_column(String)  # hold|release|requeue|cancel|drain|resume
+    target: Mapped[str] = mapped_column(String, index=True)  # job id or node name
+    status: Mapped[str] = mapped_column(String, default="accepted")  # accepted|refused|done|failed
+    round_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # round that took it in
+    note: Mapped[str] = mapped_column(Text, default="")
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
@@ -201,7 +218,8 @@ class Store:
         if not read_only:
             with engine.begin() as conn:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-            Base.metadata.create_all(engine)
+            from .schema import upgrade
+            upgrade(engine, path)  # every schema change is a migration: never create_all here
         store = Store(engine, read_only)
         try:
             store._check_schema(path)
@@ -221,15 +239,9 @@ class Store:
         self.engine.dispose()
 
     def _check_schema(self, path: Path) -> None:
-        raw = self.get_kv("schema_version")
-        if raw is None:
-            if self.read_only:
-                raise InputError(f"state database {path} has no tesserae schema (not a tesserae state file?)")
-            self.set_kv("schema_version", str(SCHEMA_VERSION).encode())
-            return
-        if int(raw.decode()) != SCHEMA_VERSION:
-            raise InputError(f"state database {path} has schema version {raw.decode()}, this tesserae uses "
-                             f"{SCHEMA_VERSION}; move it aside to start afresh")
+        from .schema import check_readable
+        with self.engine.connect() as conn:
+            check_readable(conn, path)
 
     def get_kv(self, key: str) -> bytes | None:
         with self.session() as s:

@@ -98,9 +98,24 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
                 entry["started_that_round"] = ctx.get("started", [])
             moves.append(entry)
     out["history"] = moves
+    out["admin"] = _admin_actions(store, job)
     out["events"] = [{"time": iso(e.time), "kind": e.kind, "message": e.message}
                      for e in reversed(store.events(job_id=job, limit=20))]
     return out
+
+
+def _admin_actions(store: Store, job: str) -> list[dict[str, Any]]:
+    """Operators' actions on the job (`tesserae hold|release|requeue|cancel`): who, when, what became of it."""
+    from sqlalchemy.exc import OperationalError
+
+    from ...daemon.admin import for_target
+
+    try:
+        rows = for_target(store, job)
+    except OperationalError:  # a database from before schema 0003 read through an older API
+        return []
+    return [{"time": iso(r.time), "user": r.user, "command": r.command, "status": r.status, "round": r.round_id,
+             "note": r.note} for r in rows]
 
 
 def _local(stamp: str | None) -> str:
@@ -144,6 +159,11 @@ def _text(e: dict[str, Any]) -> str:
         lines.append(table(["ROUND", "ACTION", "STATUS", "FROM", "TO", "ERROR"],
                            [[m["round"], m["kind"], m["status"], m["from"], m["to"], m["error"]]
                             for m in e["history"]]))
+    if e.get("admin"):
+        lines.append("\noperator actions:")
+        lines.extend(f"  {_local(a['time'])} {a['user']}: {a['command']} [{a['status']}"
+                     + (f", round {a['round']}" if a["round"] is not None else "") + "]"
+                     + (f" {a['note']}" if a["note"] else "") for a in e["admin"])
     if e["events"]:
         lines.append("\nevents:")
         lines.extend(f"  {_local(ev['time'])} {ev['kind']}: {ev['message']}" for ev in e["events"])

@@ -1,0 +1,259 @@
+"""Operators' actions on the daemon: hold/release/requeue/cancel a managed job, drain/resume a node.
+
+Only the daemon writes the state database, so `tesserae hold 123` leaves a small JSON request in
+``admin.requests_dir`` (mode 1730, group tesserae: operators may create files there, not list or
+remove others'). At the start of each round the daemon takes every request in, records it in
+``admin_actions`` with *who* = the file's owner (set by the kernel, not by the request's text) and
+*when*, refuses it if that user is not an operator, then applies it in that round:
+
+- hold: the job is never placed (a running one is stopped like a preemption) until released;
+- requeue: a running job is checkpoint-signalled and requeued, then placed again by the policy;
+- cancel: scancel;
+- drain: the daemon stops placing on the node and moves its jobs off; Slurm's node state is untouched.
+
+Operators are root, the daemon's own user, and the user names in ``admin.operators``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import stat
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..model import InputError
+
+if TYPE_CHECKING:
+    from .config import DaemonConfig
+    from .store import AdminRow, Store
+
+JOB_COMMANDS = ("hold", "release", "requeue", "cancel")
+NODE_COMMANDS = ("drain", "resume")
+COMMANDS = JOB_COMMANDS + NODE_COMMANDS
+MAX_REQUEST_BYTES = 4096
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def requests_dir(cfg: DaemonConfig) -> Path:
+    return Path(cfg.admin.requests_dir) if cfg.admin.requests_dir else \
+        Path(cfg.state.database).expanduser().parent / "requests"
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def is_operator(uid: int, cfg: DaemonConfig, daemon_uid: int | None = None) -> bool:
+    return uid == 0 or uid == (os.geteuid() if daemon_uid is None else daemon_uid) or \
+        user_name(uid) in cfg.admin.operators
+
+
+def check_target(command: str, target: str) -> None:
+    if command not in COMMANDS:
+        raise InputError(f"unknown admin command {command!r}; known: {', '.join(COMMANDS)}")
+    if command in JOB_COMMANDS and not target.isdigit():
+        raise InputError(f"job id must be a number, got {target!r}")
+    if command in NODE_COMMANDS and not _NODE.match(target):
+        raise InputError(f"not a node name: {target!r}")
+
+
+def ensure_dir(d: Path) -> None:
+    """The requests directory: the daemon's, group-writable, sticky, not listable by the group."""
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o1730)
+
+
+def submit(cfg: DaemonConfig, command: str, target: str, now: float | None = None) -> Path:
+    """Write one request (the CLI's side); the caller has checked the operator and the target."""
+    d = requests_dir(cfg)
+    now = time.time() if now is None else now
+    body = json.dumps({"command": command, "target": target, "time": now}).encode()
+    path = d / f"{time.time_ns()}-{os.getpid()}.json"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileNotFoundError:
+        raise InputError(f"no requests directory {d}: has the daemon started with this config?") from None
+    except PermissionError:
+        raise InputError(f"cannot write to {d}: operators must be in the daemon's group (docs/daemon.md)") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(body)
+    os.chmod(path, 0o644)  # whatever the umask: the daemon must read it
+    return path
+
+
+@dataclass(frozen=True)
+class Request:
+    path: Path
+    uid: int
+    command: str
+    target: str
+    time: float
+    problem: str = ""
+
+
+def _read(path: Path) -> Request:
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return Request(path, st.st_uid, "?", "?", st.st_mtime, "not a regular file")
+    if st.st_size > MAX_REQUEST_BYTES:
+        return Request(path, st.st_uid, "?", "?", st.st_mtime, "request too large")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            doc = json.loads(f.read(MAX_REQUEST_BYTES))
+        command, target, t = str(doc["command"]), str(doc["target"]), float(doc["time"])
+        check_target(command, target)
+    except (OSError, ValueError, KeyError, TypeError, InputError) as exc:
+        return Request(path, st.st_uid, "?", "?", st.st_mtime, f"unreadable request: {exc}"[:200])
+    return Request(path, st.st_uid, command, target, t)
+
+
+def ingest(store: Store, cfg: DaemonConfig, round_id: int | None, daemon_uid: int | None = None) -> list[AdminRow]:
+    """Take every waiting request in (oldest first), record it, remove its file; returns the new rows."""
+    from .store import AdminRow
+
+    d = requests_dir(cfg)
+    try:
+        names = sorted(p for p in os.listdir(d) if p.endswith(".json"))
+    except FileNotFoundError:
+        return []
+    rows = []
+    for name in names:
+        req = _read(d / name)
+        problem = req.problem
+        if not problem and not is_operator(req.uid, cfg, daemon_uid):
+            problem = f"{user_name(req.uid)} is not an operator (admin.operators)"
+        rows.append(AdminRow(time=req.time, user=user_name(req.uid), uid=req.uid, command=req.command,
+                             target=req.target, status="refused" if problem else "accepted", round_id=round_id,
+                             note=problem))
+        try:
+            os.unlink(d / name)
+        except FileNotFoundError:
+            pass
+    if rows:
+        with store.session() as s:
+            s.add_all(rows)
+    return rows
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What operators' requests mean for this round."""
+
+    holds: dict[str, AdminRow]  # job -> the hold in force
+    drains: dict[str, AdminRow]  # node -> the drain in force
+    once: list[AdminRow]  # requeue/cancel accepted and not carried out yet
+
+
+def standing(store: Store) -> Standing:
+    from sqlalchemy import select
+
+    from .store import AdminRow
+
+    holds: dict[str, AdminRow] = {}
+    drains: dict[str, AdminRow] = {}
+    once: list[AdminRow] = []
+    with store.session() as s:
+        rows = list(s.scalars(select(AdminRow).where(AdminRow.status.in_(("accepted", "done")))
+                              .order_by(AdminRow.id)))
+    for r in rows:
+        if r.command == "hold":
+            holds[r.target] = r
+        elif r.command == "release":
+            holds.pop(r.target, None)
+        elif r.command == "drain":
+            drains[r.target] = r
+        elif r.command == "resume":
+            drains.pop(r.target, None)
+        elif r.status == "accepted":
+            once.append(r)
+    return Standing(holds, drains, once)
+
+
+def finish(store: Store, row_ids: Iterable[int], status: str, note: str = "") -> None:
+    from sqlalchemy import update
+
+    from .store import AdminRow
+
+    ids = list(row_ids)
+    if ids:
+        with store.session() as s:
+            s.execute(update(AdminRow).where(AdminRow.id.in_(ids)).values(status=status, note=note))
+
+
+def for_target(store: Store, target: str) -> list[AdminRow]:
+    from sqlalchemy import select
+
+    from .store import AdminRow
+
+    with store.session() as s:
+        return list(s.scalars(select(AdminRow).where(AdminRow.target == target).order_by(AdminRow.id)))
+
+
+def drain_snapshot(snap, st: Standing, cfg: DaemonConfig):  # noqa: ANN001, ANN201 - observe.Snapshot
+    """The snapshot without the nodes operators drained: nothing is placed there and the plan moves their
+    jobs off, exactly as for a node Slurm reports down."""
+    if not st.drains:
+        return snap
+    import dataclasses
+
+    from .connect import cluster_of
+
+    excluded = dict(snap.excluded)
+    for node, row in st.drains.items():
+        if any(n.name == node for n in snap.nodes):
+            excluded.setdefault(node, f"drained for tesserae by {row.user} ({_when(row.time)})")
+    schedulable = [n for n in snap.nodes if n.gpus > 0 and n.name not in excluded]
+    return dataclasses.replace(snap, cluster=cluster_of(cfg, schedulable), excluded=excluded)
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def hold_reason(row: AdminRow) -> str:
+    return f"held by {row.user} with `tesserae hold` ({_when(row.time)}); `tesserae release` to schedule it again"
+
+
+def carry_out(rows: list[AdminRow], snap, applier, backend, store: Store, round_id: int) -> bool:  # noqa: ANN001
+    """Requeue and cancel requests, in this round before the decision; True when Slurm was asked anything."""
+    from ..slurm import SlurmError
+    from .apply import ApplyResult, StopItem
+    from .loop import parse_gpus_safe
+
+    asked = False
+    for row in rows:
+        mj = snap.jobs.get(row.target)
+        if mj is None or not mj.slurm.state.is_active:
+            finish(store, [row.id], "failed", "not an active managed job in the partition")
+            continue
+        if row.command == "cancel":
+            try:
+                backend.cancel(int(row.target))
+                finish(store, [row.id], "done", f"cancelled in round {round_id}")
+            except SlurmError as exc:
+                finish(store, [row.id], "failed", str(exc)[:300])
+            asked = True
+            continue
+        # requeue
+        jr = store.job(row.target)
+        if mj.slurm.state.value != "RUNNING" or jr is None:
+            finish(store, [row.id], "done", "not running: nothing to requeue")
+            continue
+        result = ApplyResult()
+        applier.stop_jobs(round_id, [StopItem("requeue", row.target, parse_gpus_safe(jr.assignment))],
+                          {row.target: mj.slurm}, result)
+        failed = result.failed.get(row.target)
+        finish(store, [row.id], "failed" if failed else "done",
+               failed or f"checkpoint-signalled and requeued in round {round_id}")
+        asked = True
+    return asked

@@ -1,0 +1,121 @@
+"""Policy state as versioned JSON: every policy's state survives a round trip between any two rounds,
+and reading never runs code (an old pickle is read only through the whitelisting unpickler)."""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import os
+import pickle
+import types
+
+import numpy as np
+import pytest
+
+from tesserae_slurm.bench.synthetic import synthetic_jobs
+from tesserae_slurm.model import Cluster, InputError, JobView
+from tesserae_slurm.policies import state_codec
+from tesserae_slurm.policies.base import SchedulingInput
+from tesserae_slurm.policies.registry import POLICIES, make_policy
+from tesserae_slurm.profiles import DEFAULT_PROFILE, load_profile
+
+
+class ProfileSpeeds:
+    def __init__(self, profile):
+        self.profile = profile
+
+    """The A100 profile, and half its speeds on a second GPU type (so Gavel keeps per-type state)."""
+
+    def isolated(self, job, gpu_type):
+        return self.profile.best_isolated(job, "a100")[0] * (1.0 if gpu_type == "a100" else 0.5)
+
+    def packed(self, a, b, gpu_type):
+        p = self.profile.best_pair(a, b, "a100")
+        f = 1.0 if gpu_type == "a100" else 0.5
+        return None if p is None else (p.a_speed * f, p.b_speed * f)
+
+
+OPTIONS = {"tiresias": {"promote_knob": 2.0, "queue_limits": [500.0, 2000.0]}, "gavel": {"packing": True}}
+
+
+def _inputs(n_rounds=8, n_jobs=24):
+    """Rounds with jobs arriving, running on and off and leaving, so queues, deficits and memories move."""
+    jobs = synthetic_jobs(n_jobs, np.random.default_rng(3))
+    cl, lookup = Cluster.from_spec("2x4:a100,2x4:v100"), ProfileSpeeds(load_profile(DEFAULT_PROFILE))
+    executed = {j.id: 0.0 for j in jobs}
+    for r in range(n_rounds):
+        active = jobs[r: r + 16]
+        views = tuple(JobView(j, 0.0, attained_service=executed[j.id] * j.num_gpus, executed_time=executed[j.id],
+                              running=(i + r) % 3 == 0, total_work=20000.0, remaining_work=20000.0 - executed[j.id])
+                      for i, j in enumerate(active))
+        yield SchedulingInput(r * 360.0, 360.0, views, cl, lookup, seed=7)
+        for i, j in enumerate(active):
+            if (i + r) % 3 == 0:
+                executed[j.id] += 360.0 * (1 + i % 4)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_state_round_trips_between_any_two_rounds(name):
+    policy = make_policy(name, **OPTIONS.get(name, {}))
+    state = policy.initial_state()
+    inputs = list(_inputs())
+    for k, inp in enumerate(inputs):
+        ranking, state = policy.rank(inp, state)
+        back = state_codec.decode(state_codec.encode(state))
+        assert state_codec.encode(back) == state_codec.encode(state)
+        # the restored state ranks the rest exactly as the live one
+        live, restored = state, back
+        for later in inputs[k + 1:]:
+            r1, live = policy.rank(later, live)
+            r2, restored = policy.rank(later, restored)
+            assert (r1.order, r1.pairs) == (r2.order, r2.pairs), (name, k)
+        assert state_codec.encode(restored) == state_codec.encode(live)
+    if name in ("tiresias", "gavel", "ftf", "pop", "gavel-ftf", "ftf-lp"):
+        assert state is not None and len(state_codec.encode(state)) > 100  # a state that actually holds something
+
+
+def _legacy_pickle(state) -> bytes:
+    """Bytes as tesserae's journal wrote them before the JSON format (its pickler and dispatch table)."""
+    from tesserae_slurm.daemon import journal
+
+    def _mappingproxy(d):
+        return types.MappingProxyType(d)
+    _mappingproxy.__module__, _mappingproxy.__qualname__ = journal.__name__, "_mappingproxy"
+    journal._mappingproxy = _mappingproxy
+    try:
+        buf = io.BytesIO()
+        p = pickle.Pickler(buf)
+        p.dispatch_table = {**copyreg.dispatch_table, types.MappingProxyType: lambda m: (_mappingproxy, (dict(m),))}
+        p.dump(state)
+        return buf.getvalue()
+    finally:
+        del journal._mappingproxy
+
+
+@pytest.mark.parametrize("name", ["tiresias", "gavel", "ftf", "pop"])
+def test_a_legacy_pickle_converts_to_the_same_state(name):
+    policy = make_policy(name, **OPTIONS.get(name, {}))
+    state = policy.initial_state()
+    for inp in list(_inputs())[:5]:
+        _, state = policy.rank(inp, state)
+    old = _legacy_pickle(state)
+    with pytest.raises(InputError, match="not JSON"):
+        state_codec.decode(old)
+    assert state_codec.encode(state_codec.unpickle_legacy(old)) == state_codec.encode(state)
+
+
+class _Evil:
+    def __reduce__(self):
+        return os.system, ("true",)
+
+
+def test_reading_never_runs_code():
+    evil = pickle.dumps(_Evil())
+    with pytest.raises(pickle.UnpicklingError, match="not part of a tesserae policy state"):
+        state_codec.unpickle_legacy(evil)
+    with pytest.raises(InputError):
+        state_codec.decode(evil)
+    with pytest.raises(InputError, match="unknown class"):
+        state_codec.decode(b'{"version":1,"state":{"c":"Popen","f":{}}}')
+    with pytest.raises(InputError, match="version"):
+        state_codec.decode(b'{"version":99,"state":null}')
