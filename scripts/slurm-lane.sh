@@ -238,7 +238,10 @@ case "$action" in
         # Live tests live in these two directories (tests/conftest.py refuses one elsewhere): the other
         # test modules import torch, numba or cvxpy, which the root does not have.
         [ $# -gt 0 ] || set -- tests/slurm tests/daemon
-        in_root "$venv_in_root/bin/python" -m pytest -q -p no:cacheprovider -m slurm_live "$@" </dev/null
+        # In the background + wait: a TERM or INT to this script runs the cleanup at once (bash defers
+        # traps until a foreground child ends), and the cleanup stops pytest with the rest of the root.
+        in_root "$venv_in_root/bin/python" -m pytest -q -p no:cacheprovider -m slurm_live "$@" </dev/null &
+        wait "$!"
         rc=$?
         set -e
         [ "$rc" -ne 5 ] || { echo "slurm-lane: no tests collected in the $version lane" >&2; rc=1; }
