@@ -13,7 +13,9 @@ from ..model import InputError
 @dataclass(frozen=True)
 class SlurmSection:
     partition: str = "tesserae"  # the managed partition; the daemon is its only GPU arbiter
-    backend: str = "auto"  # auto | cli | pyslurm
+    # auto | cli | pyslurm. cli is tested live (Slurm 22.05 here, 24.11/26.05 lanes). pyslurm was never run
+    # against a live Slurm; auto uses it only when it imports and matches `sinfo --version`.
+    backend: str = "auto"
     command_timeout_s: float = 10.0
     retries: int = 2
     bin_dir: str = ""  # directory of squeue/scontrol/...; "" = PATH

@@ -77,16 +77,23 @@ class SlurmCliBackend:
         timeout_s: float = 10.0,
     ) -> None:
         self.runner = runner if runner is not None else SlurmRunner(env, timeout_s=timeout_s)
+        self._version: tuple[int, int] | None = None
 
     # ---- queries -----------------------------------------------------------------------------
 
     def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:
+        version = self.slurm_version()
         out = self.runner.run(commands.squeue_json())
-        return _reported_as_unavailable(lambda: parse.parse_squeue_json(out, partition))
+        return _reported_as_unavailable(lambda: parse.parse_squeue_json(out, partition, version))
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
+        """22.05: `sinfo --json`; 23.02 and later: `scontrol show node --json` (docs/slurm-versions.md)."""
+        version = self.slurm_version()
+        if parse.nodes_source(version) == "scontrol":
+            out = self.runner.run(commands.scontrol_nodes_json())
+            return _reported_as_unavailable(lambda: parse.parse_scontrol_nodes_json(out, partition, version))
         out = self.runner.run(commands.sinfo_json())
-        return _reported_as_unavailable(lambda: parse.parse_sinfo_json(out, partition))
+        return _reported_as_unavailable(lambda: parse.parse_sinfo_json(out, partition, version))
 
     def ping(self) -> None:
         """Return if slurmctld answers; raise SlurmUnavailable with Slurm's own line otherwise."""
@@ -105,7 +112,10 @@ class SlurmCliBackend:
             raise SlurmUnavailable(f"slurmctld unreachable: {first} (scontrol ping)")
 
     def slurm_version(self) -> tuple[int, int]:
-        return parse.parse_version(self.runner.run(commands.sinfo_version(), retries=0))
+        """(major, minor) of the Slurm clients, asked once: it picks the readers for every later call."""
+        if self._version is None:
+            self._version = parse.parse_version(self.runner.run(commands.sinfo_version(), retries=0))
+        return self._version
 
     # ---- actions -----------------------------------------------------------------------------
 

@@ -66,12 +66,18 @@ def signal_name(sig: int | str | _signal.Signals) -> str:
 
 
 def squeue_json() -> list[str]:
-    # 22.05 ignores -p/-j/-t with --json; the parser filters by partition.
-    return ["squeue", "--json"]
+    """All jobs Slurm still knows, finished ones included (23.02+ drop those without --states=all;
+    22.05 ignores -p/-j/-t with --json). The parser filters by partition."""
+    return ["squeue", "--json", "--states=all"]
 
 
 def sinfo_json() -> list[str]:
     return ["sinfo", "--json"]
+
+
+def scontrol_nodes_json() -> list[str]:
+    """Per-node JSON on 23.02 and later, where `sinfo --json` groups nodes into entries."""
+    return ["scontrol", "show", "node", "--json"]
 
 
 def sinfo_version() -> list[str]:

@@ -1,4 +1,4 @@
-"""Pure parsers of Slurm client output (22.05, openapi v0.0.38 JSON), tested on recorded output.
+"""Pure parsers of Slurm client output (22.05 to 26.05), tested on recorded and source-built output.
 
 No I/O here: every function takes text (or already-decoded JSON) and returns typed data.
 Malformed output raises SlurmParseError with one line naming what was wrong; a JSON document
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,9 +17,6 @@ from typing import Any
 
 from .runner import SlurmError
 from .types import NodeGpus, SlurmJob, SlurmJobState, SlurmNode
-
-log = logging.getLogger(__name__)
-
 
 class SlurmParseError(SlurmError):
     """Slurm printed something this parser does not understand."""
@@ -139,8 +135,10 @@ def parse_gres(text: str) -> tuple[GresEntry, ...]:
         assert m is not None  # the pattern matches any string
         head, detail = m.group("head"), m.group("detail")
         fields = head.split(":")
-        if fields and fields[0] == "gres":  # tres_per_node style `gres:gpu:2`
+        if fields and fields[0] == "gres":  # tres_per_node style `gres:gpu:2` (22.05)
             fields = fields[1:]
+        elif fields and fields[0].startswith("gres/"):  # `gres/gpu:2` (23.11 and later)
+            fields[0] = fields[0][len("gres/"):]
         if len(fields) < 2 or not fields[-1].isdigit():
             if len(fields) == 1 and fields[0]:
                 entries.append(GresEntry(fields[0], None, 1, None))  # bare `gpu` means one
@@ -217,98 +215,217 @@ def load_json(text: str, what: str) -> Mapping[str, Any]:
     return doc
 
 
-def parse_squeue_json(text: str, partition: str | None = None) -> tuple[SlurmJob, ...]:
-    """Jobs from `squeue --json` (which ignores -p/-j/-t on 22.05, so filter here)."""
-    doc = load_json(text, "squeue --json")
+# ---- versioned JSON --------------------------------------------------------------------------
+#
+# One reader per document, tolerant of the shapes the supported releases print (see
+# docs/slurm-versions.md), strict about presence: a field the daemon needs that is missing fails
+# with one line naming the Slurm version and the field, and a job state it cannot name is an error.
+
+Version = tuple[int, int]
+FIRST_SCONTROL_NODE_JSON: Version = (23, 2)  # sinfo --json lost its per-node list in 23.02
+
+
+def version_label(version: Version | None) -> str:
+    return f"Slurm {version[0]}.{version[1]:02d}" if version else "Slurm (version unknown)"
+
+
+def nodes_source(version: Version) -> str:
+    """Which command lists nodes on `version`: `sinfo` (22.05) or `scontrol` (23.02 and later)."""
+    return "scontrol" if version >= FIRST_SCONTROL_NODE_JSON else "sinfo"
+
+
+_JOB_FIELDS = (
+    "job_id", "job_state", "name", "user_name", "partition", "nodes", "gres_detail", "comment",
+    "admin_comment", "restart_cnt", "priority", "submit_time", "start_time", "end_time",
+    "tres_per_node", "required_nodes", "batch_host", "requeue", "exit_code", "state_reason",
+)
+_NODE_FIELDS = ("name", "state", "partitions", "cpus", "alloc_cpus", "gres", "gres_used", "reason")
+
+
+def parse_squeue_json(text: str, partition: str | None = None, version: Version | None = None) -> tuple[SlurmJob, ...]:
+    """Jobs from `squeue --json` (22.05 ignores -p/-j/-t there, so filter here)."""
+    what = f"{version_label(version)}: squeue --json"
+    doc = load_json(text, what)
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
-        raise SlurmParseError("squeue --json: no 'jobs' list")
-    out = [job_from_json(j) for j in jobs]
+        raise SlurmParseError(f"{what} has no 'jobs' list")
+    out = [job_from_json(j, version) for j in jobs]
     if partition is not None:
         out = [j for j in out if partition in j.partition.split(",")]
     return tuple(out)
 
 
-def parse_sinfo_json(text: str, partition: str | None = None) -> tuple[SlurmNode, ...]:
-    doc = load_json(text, "sinfo --json")
+def parse_sinfo_json(text: str, partition: str | None = None, version: Version | None = None) -> tuple[SlurmNode, ...]:
+    """Nodes from 22.05's `sinfo --json` (23.02+ print grouped `sinfo` entries instead: use scontrol)."""
+    return _parse_nodes_doc(text, partition, version, "sinfo --json")
+
+
+def parse_scontrol_nodes_json(text: str, partition: str | None = None, version: Version | None = None) -> tuple[SlurmNode, ...]:
+    """Nodes from `scontrol show node --json` (23.02 and later)."""
+    return _parse_nodes_doc(text, partition, version, "scontrol show node --json")
+
+
+def _parse_nodes_doc(text: str, partition: str | None, version: Version | None, cmd: str) -> tuple[SlurmNode, ...]:
+    what = f"{version_label(version)}: {cmd}"
+    doc = load_json(text, what)
     nodes = doc.get("nodes")
     if not isinstance(nodes, list):
-        raise SlurmParseError("sinfo --json: no 'nodes' list")
-    out = [node_from_json(n) for n in nodes]
+        hint = " (it has a 'sinfo' list: Slurm 23.02+ lists nodes with scontrol show node --json)" if "sinfo" in doc else ""
+        raise SlurmParseError(f"{what} has no 'nodes' list{hint}")
+    out = [node_from_json(n, version, cmd) for n in nodes]
     if partition is not None:
         out = [n for n in out if partition in n.partitions]
     return tuple(out)
 
 
-def job_state(raw: Any) -> SlurmJobState:
-    name = str(raw or "").split()[0].upper() if raw else "UNKNOWN"
-    try:
-        return SlurmJobState(name)
-    except ValueError:
-        log.warning("unknown Slurm job state %r", raw)
-        return SlurmJobState.UNKNOWN
+# job_state_string()'s precedence: a flag that names the state wins over the base state.
+_STATE_FLAG_ORDER = (
+    "COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+    "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING",
+)
+_BASE_STATES = frozenset(
+    {"PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
+     "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
+)
 
 
-def job_from_json(j: Mapping[str, Any]) -> SlurmJob:
+def job_state_names(raw: Any) -> tuple[str, ...]:
+    """`"RUNNING"` (22.05/23.02) or `["PENDING", "REQUEUED"]` (23.11+) -> upper-case names."""
+    if isinstance(raw, str):
+        names = raw.split()
+    elif isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+        names = list(raw)
+    else:
+        names = []
+    return tuple(n.strip().upper() for n in names if n.strip())
+
+
+def job_state(raw: Any, where: str = "job") -> SlurmJobState:
+    """The state the daemon acts on; raises SlurmParseError when none of the names is known."""
+    names = job_state_names(raw)
+    for flag in _STATE_FLAG_ORDER:
+        if flag in names:
+            return SlurmJobState(flag)
+    base = [n for n in names if n in _BASE_STATES]
+    if len(base) != 1:
+        raise SlurmParseError(f"{where}: cannot read job_state {raw!r}")
+    return SlurmJobState(base[0])
+
+
+def _require(obj: Mapping[str, Any], fields: tuple[str, ...], where: str) -> None:
+    for f in fields:
+        if f not in obj:
+            raise SlurmParseError(f"{where} has no {f!r}")
+
+
+def job_from_json(j: Mapping[str, Any], version: Version | None = None) -> SlurmJob:
+    where = f"{version_label(version)}: squeue --json job"
+    if not isinstance(j, Mapping):
+        raise SlurmParseError(f"{where} entry is not an object: {str(j)[:80]}")
     try:
         job_id = int(j["job_id"])
     except (KeyError, TypeError, ValueError):
-        raise SlurmParseError(f"squeue --json: job without a valid job_id: {str(j)[:80]}") from None
-    state = job_state(j.get("job_state"))
-    nodes = parse_nodelist(_s(j.get("nodes")))
-    details = j.get("gres_detail") or []
+        raise SlurmParseError(f"{where} without a valid job_id: {str(j)[:80]}") from None
+    where = f"{where} {job_id}"
+    _require(j, _JOB_FIELDS, where)
+    state = job_state(j["job_state"], where)
+    flags = job_state_names(j["job_state"])
+    nodes = parse_nodelist(_s(j["nodes"]))
+    details = j["gres_detail"] or []
     gpus: list[NodeGpus] = []
     for node, detail in zip(nodes, details):
         idx = gres_indices(str(detail), "gpu")
         if idx:
             gpus.append(NodeGpus(node, idx))
-    reason = _s(j.get("state_description")) or _s(j.get("state_reason"))
+    reason = _s(j.get("state_description")) or _s(j["state_reason"])
     if reason == "None":
         reason = ""
-    raw_exit = j.get("exit_code")
     exit_code = exit_signal = None
-    if isinstance(raw_exit, int) and state.is_finished:
-        exit_code, exit_signal = (raw_exit >> 8) & 0xFF, raw_exit & 0x7F
-    tres = _s(j.get("tres_per_node"))
+    if state.is_finished:
+        exit_code, exit_signal = exit_status(j["exit_code"], where)
+    tres = _s(j["tres_per_node"])
     return SlurmJob(
         job_id=job_id,
-        name=_s(j.get("name")),
-        user=_s(j.get("user_name")),
+        name=_s(j["name"]),
+        user=_s(j["user_name"]),
         state=state,
         reason=reason,
-        partition=_s(j.get("partition")),
+        partition=_s(j["partition"]),
         nodes=nodes,
         gpus=tuple(gpus),
-        comment=_s(j.get("comment")),
-        admin_comment=_s(j.get("admin_comment")),
-        restart_count=_i(j.get("restart_cnt")) or 0,
-        priority=_i(j.get("priority")) or 0,
-        submit_time=_t(j.get("submit_time")),
+        comment=_s(j["comment"]),
+        admin_comment=_s(j["admin_comment"]),
+        restart_count=_i(j["restart_cnt"]) or 0,
+        priority=_i(j["priority"]) or 0,
+        submit_time=_t(j["submit_time"]),
         eligible_time=_t(j.get("eligible_time")),
-        start_time=None if state is SlurmJobState.PENDING else _t(j.get("start_time")),
-        end_time=_t(j.get("end_time")) if state.is_finished else None,
+        start_time=None if state is SlurmJobState.PENDING else _t(j["start_time"]),
+        end_time=_t(j["end_time"]) if state.is_finished else None,
         tres_per_node=tres,
         gpus_per_node=gres_count(tres, "gpu") if tres else 0,
-        required_nodes=parse_nodelist(_s(j.get("required_nodes"))),
-        batch_host=_s(j.get("batch_host")),
-        requeue=bool(j.get("requeue")),
+        required_nodes=parse_nodelist(_s(j["required_nodes"])),
+        batch_host=_s(j["batch_host"]),
+        requeue=bool(j["requeue"]),
         exit_code=exit_code,
         exit_signal=exit_signal,
+        state_flags=tuple(n for n in flags if n != state.value),
     )
 
 
-def node_from_json(n: Mapping[str, Any]) -> SlurmNode:
+def exit_status(raw: Any, where: str = "job") -> tuple[int, int]:
+    """(exit code, signal) from a raw wait status (22.05 int, 23.02 `{set, number}`) or 23.11+'s
+    `{"status": [...], "return_code": {..}, "signal": {"id": {..}, "name": ..}}`."""
+    if isinstance(raw, Mapping) and ("return_code" in raw or "signal" in raw):
+        sig = raw.get("signal")
+        sig_id = _i(sig.get("id")) if isinstance(sig, Mapping) else None
+        return _i(raw.get("return_code")) or 0, sig_id or 0
+    if isinstance(raw, Mapping):
+        if "number" not in raw:
+            raise SlurmParseError(f"{where}: cannot read exit_code {raw!r}")
+        status = _i(raw) or 0
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        status = raw
+    else:
+        raise SlurmParseError(f"{where}: cannot read exit_code {raw!r}")
+    return (status >> 8) & 0xFF, status & 0x7F
+
+
+# Node base states (22.05: `state` is the lower-case base, `state_flags` the rest; 23.02+: `state`
+# is one list of base and flags).
+_NODE_BASE = frozenset({"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"})
+
+
+def node_from_json(n: Mapping[str, Any], version: Version | None = None, cmd: str = "sinfo --json") -> SlurmNode:
+    where = f"{version_label(version)}: {cmd} node"
+    if not isinstance(n, Mapping):
+        raise SlurmParseError(f"{where} entry is not an object: {str(n)[:80]}")
     name = _s(n.get("name"))
     if not name:
-        raise SlurmParseError(f"sinfo --json: node without a name: {str(n)[:80]}")
-    gres, used = _s(n.get("gres")), _s(n.get("gres_used"))
+        raise SlurmParseError(f"{where} without a name: {str(n)[:80]}")
+    where = f"{where} {name}"
+    _require(n, _NODE_FIELDS, where)
+    raw_state = n["state"]
+    if isinstance(raw_state, list):
+        names = [str(x).upper() for x in raw_state]
+        bases = [x for x in names if x in _NODE_BASE]
+        if len(bases) != 1:
+            raise SlurmParseError(f"{where}: cannot read state {raw_state!r}")
+        state, flags = bases[0].lower(), tuple(x for x in names if x != bases[0])
+    elif isinstance(raw_state, str) and raw_state:
+        state = raw_state.lower()
+        flags = tuple(str(f).upper() for f in n.get("state_flags") or ())
+    else:
+        raise SlurmParseError(f"{where}: cannot read state {raw_state!r}")
+    parts = n["partitions"]
+    partitions = tuple(p.strip() for p in parts.split(",") if p.strip()) if isinstance(parts, str) else tuple(str(p) for p in parts or ())
+    gres, used = _s(n["gres"]), _s(n["gres_used"])
     return SlurmNode(
         name=name,
-        state=_s(n.get("state")).lower(),
-        state_flags=tuple(str(f).upper() for f in n.get("state_flags") or ()),
-        partitions=tuple(str(p) for p in n.get("partitions") or ()),
-        cpus=_i(n.get("cpus")) or 0,
-        alloc_cpus=_i(n.get("alloc_cpus")) or 0,
+        state=state,
+        state_flags=flags,
+        partitions=partitions,
+        cpus=_i(n["cpus"]) or 0,
+        alloc_cpus=_i(n["alloc_cpus"]) or 0,
         gpus=gres_count(gres, "gpu"),
         gpus_used=gres_count(used, "gpu"),
         gpu_indices_used=gres_indices(used, "gpu"),
@@ -316,7 +433,7 @@ def node_from_json(n: Mapping[str, Any]) -> SlurmNode:
         shards_used=gres_count(used, "shard"),
         gres=gres,
         gres_used=used,
-        reason=_s(n.get("reason")),
+        reason=_s(n["reason"]),
     )
 
 

@@ -3,8 +3,8 @@
 pyslurm links libslurm of one exact major.minor; a mismatch fails at import or, worse, talks a
 wrong protocol. So `create` compares pyslurm's version with `sinfo --version` first and refuses
 otherwise. Only the frequent calls (job listing and job updates) go through pyslurm; submission,
-node listing and ping stay on the CLI. UNTESTED against a live Slurm: no matching pyslurm can
-be built here (PyPI has 25.11, Debian 12 ships Slurm 22.05) -- see docs/devcluster.md.
+node listing and ping stay on the CLI. UNTESTED against a live Slurm: PyPI's pyslurm 25.11 refuses
+to build against any Slurm Debian ships ("requires Slurm 25.11, found 26.5") -- docs/slurm-versions.md.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class PyslurmBackend(SlurmCliBackend):
 
     def __init__(self, cli: SlurmCliBackend, module: Any) -> None:
         super().__init__(runner=cli.runner)
+        self._version = cli._version  # asked once already by `create`
         self._py = module
 
     @classmethod

@@ -124,6 +124,7 @@ class SlurmJob:
     requeue: bool = False
     exit_code: int | None = None
     exit_signal: int | None = None
+    state_flags: tuple[str, ...] = ()  # the other names in Slurm's job_state (e.g. REQUEUED), 23.11+
 
     @property
     def held(self) -> bool:

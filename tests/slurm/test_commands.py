@@ -15,7 +15,7 @@ NASTY = "x$(touch /tmp/pwned);`id` 'q' \"d\" & | > end"
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (commands.squeue_json(), ["squeue", "--json"]),
+        (commands.squeue_json(), ["squeue", "--json", "--states=all"]),
         (commands.sinfo_json(), ["sinfo", "--json"]),
         (commands.scontrol_ping(), ["scontrol", "ping"]),
         (
@@ -31,6 +31,7 @@ NASTY = "x$(touch /tmp/pwned);`id` 'q' \"d\" & | > end"
             commands.scontrol_place("8", ["node1", "node2"], {"Comment": "tesserae r3", "AdminComment": "{}"}),
             ["scontrol", "update", "JobId=8", "NodeList=node1,node2", "StartTime=now", "Comment=tesserae r3", "AdminComment={}"],
         ),
+        (commands.scontrol_nodes_json(), ["scontrol", "show", "node", "--json"]),
         (commands.scontrol_release([5, 6, 7]), ["scontrol", "release", "5,6,7"]),
         (commands.scontrol_requeuehold(9), ["scontrol", "requeuehold", "9"]),
         (commands.scancel(9), ["scancel", "9"]),
@@ -39,7 +40,7 @@ NASTY = "x$(touch /tmp/pwned);`id` 'q' \"d\" & | > end"
     ],
     ids=[
         "squeue", "sinfo", "ping", "sbatch-argv", "sbatch-stdin", "place", "place-extra",
-        "release-many", "requeuehold", "cancel", "signal-batch", "signal-full",
+        "scontrol-nodes", "release-many", "requeuehold", "cancel", "signal-batch", "signal-full",
     ],
 )
 def test_argv(argv, expected):

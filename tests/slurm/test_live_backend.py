@@ -18,6 +18,7 @@ from tesserae_slurm.slurm import (
     SlurmError,
     SlurmJob,
     SlurmJobState,
+    SlurmRunner,
 )
 
 PARTITION = "tesserae"
@@ -218,3 +219,28 @@ def test_unknown_node_is_refused(backend, submit):
     jid = submit("bad-node")
     with pytest.raises(SlurmCommandError, match="Invalid node name"):
         backend.place(jid, ["node99"])
+
+
+class CountingRunner(SlurmRunner):
+    """The real runner, counting which commands ran (to see the version asked only once)."""
+
+    def __init__(self, env) -> None:
+        super().__init__(env)
+        self.argvs: list[list[str]] = []
+
+    def run(self, argv, **kwargs):  # type: ignore[override]
+        self.argvs.append(list(argv))
+        return super().run(argv, **kwargs)
+
+
+def test_version_asked_once_and_picks_the_node_command(backend):
+    runner = CountingRunner(backend.runner.env)
+    fresh = SlurmCliBackend(runner=runner)
+    for _ in range(3):
+        fresh.list_jobs(PARTITION)
+        nodes = fresh.list_nodes(PARTITION)
+    assert [a for a in runner.argvs if a[-1] == "--version"] == [["sinfo", "--version"]]
+    version = fresh.slurm_version()
+    expected = ["scontrol", "show", "node", "--json"] if version >= (23, 2) else ["sinfo", "--json"]
+    assert runner.argvs[-1] == expected and len(nodes) == 4
+    assert ["squeue", "--json", "--states=all"] in runner.argvs

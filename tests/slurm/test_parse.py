@@ -201,12 +201,13 @@ def test_squeue_partition_filter(fixture_text):
     assert parse.parse_squeue_json(text, partition="other") == ()
 
 
-def test_unknown_job_state_is_kept_as_unknown(fixture_text):
+def test_unknown_job_state_is_an_error_naming_version_and_job(fixture_text):
     doc = json.loads(fixture_text("squeue_22.05.json"))
     doc["jobs"] = doc["jobs"][:1]
     doc["jobs"][0]["job_state"] = "NEW_FANCY_STATE"
-    (job,) = parse.parse_squeue_json(json.dumps(doc))
-    assert job.state is SlurmJobState.UNKNOWN
+    job_id = doc["jobs"][0]["job_id"]
+    with pytest.raises(SlurmParseError, match=rf"^Slurm 22\.05: squeue --json job {job_id}: cannot read job_state 'NEW_FANCY_STATE'$"):
+        parse.parse_squeue_json(json.dumps(doc), version=(22, 5))
 
 
 # ---- sinfo --json (recorded) --------------------------------------------------------------------
