@@ -119,15 +119,13 @@ class Env:
         """job id -> {state, reason, nodes, admin_comment, restarts}, from squeue --json (finished jobs too).
 
         Read here, apart from the product's parser, as the tests' own view of Slurm. `--states=all`: 23.02+
-        list only active jobs without it (22.05 ignores it and lists all); there `job_state` is a list
-        whose first entry is the base state (["PENDING"], ["COMPLETED"]) and later ones are flags."""
+        list only active jobs without it (22.05 ignores it and lists all); there `job_state` is a list of
+        the base state and flags (["PENDING", "COMPLETING"]), read as 22.05 printed it (_state_string)."""
         out = subprocess.run(["squeue", "--json", "--states=all"], env=self.os_env(), capture_output=True, text=True,
                              timeout=30, check=True).stdout
         jobs = {}
         for j in json.loads(out)["jobs"]:
-            state = j["job_state"]
-            if isinstance(state, list):
-                state = state[0] if state else ""
+            state = _state_string(j["job_state"])
             jobs[str(j["job_id"])] = {"state": state, "reason": j.get("state_reason", ""),
                                       "nodes": j.get("nodes", ""), "admin_comment": j.get("admin_comment", ""),
                                       "restarts": j.get("restart_cnt", 0), "name": j.get("name", ""),
@@ -153,6 +151,19 @@ class Env:
     def job_output(self, job: str) -> str:
         p = self.out / f"{job}.out"
         return p.read_text() if p.exists() else ""
+
+
+# Slurm's job_state_string(): these flags name the state ahead of the base state (a requeue-held job is
+# COMPLETING until its processes are gone, then PENDING).
+_FLAG_STATES = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING")
+
+
+def _state_string(raw: str | list[str]) -> str:
+    """22.05's `"RUNNING"` as is; 23.02+'s list `["PENDING", "COMPLETING"]` as 22.05 would print it."""
+    if isinstance(raw, str):
+        return raw
+    return next((f for f in _FLAG_STATES if f in raw), raw[0] if raw else "")
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, tick: Callable[[], None] | None = None,
