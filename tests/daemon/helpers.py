@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -22,6 +23,20 @@ from tesserae_slurm.devcluster import DevCluster
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / "jobscripts" / "toy.sbatch"
 BIN = Path(sys.executable).parent
+TICK = ROOT / "tests" / "daemon" / "jobs" / "tick.sbatch"
+
+
+def payload() -> str:
+    """The job program the end-to-end tests run: `torch` (jobscripts/toy_train.py, the default) or `plain`
+    (tests/daemon/jobs/tick.py: same events, checkpoint and resume, no torch). The Slurm lanes without
+    torch set TESSERAE_TEST_PAYLOAD=plain; elsewhere a missing torch is a failure, never a quiet switch."""
+    kind = os.environ.get("TESSERAE_TEST_PAYLOAD", "torch")
+    if kind not in ("torch", "plain"):
+        raise AssertionError(f"TESSERAE_TEST_PAYLOAD={kind!r}: expected 'torch' or 'plain'")
+    if kind == "torch" and importlib.util.find_spec("torch") is None:
+        raise AssertionError("torch is not installed: the torch payload needs it (./dev test installs it; "
+                             "lanes without torch set TESSERAE_TEST_PAYLOAD=plain)")
+    return kind
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,9 +90,11 @@ class Env:
 
     def submit_toy(self, gpus: int, steps: int, *, model: str | None = "DCGAN", batch: str = "32",
                    step_time: float = 0.05, name: str = "toy", extra: tuple[str, ...] = ()) -> str:
+        """A job running the lane's payload() through tsbatch (the installed console script)."""
         opts = ["--gpus", str(gpus)] + (["--model", model, "--batch-size", batch] if model else ["--no-profile"])
+        script = TOY if payload() == "torch" else TICK  # same arguments: OUTDIR STEPS STEP_TIME
         proc = self.tsbatch("--parsable", *opts, "-J", name, "-o", str(self.out / "%j.out"), *extra,
-                            str(TOY), str(self.out), str(steps), str(step_time))
+                            str(script), str(self.out), str(steps), str(step_time))
         return proc.stdout.strip()
 
     # ---- the daemon ----------------------------------------------------------------------------------
@@ -100,12 +117,17 @@ class Env:
 
     # ---- Slurm and job logs --------------------------------------------------------------------------
     def squeue(self) -> dict[str, dict[str, str]]:
-        """job id -> {state, reason, nodes, admin_comment, restarts}, from squeue --json (finished jobs too)."""
-        out = subprocess.run(["squeue", "--json"], env=self.os_env(), capture_output=True, text=True, timeout=30,
-                             check=True).stdout
+        """job id -> {state, reason, nodes, admin_comment, restarts}, from squeue --json (finished jobs too).
+
+        Read here, apart from the product's parser, as the tests' own view of Slurm. `--states=all`: 23.02+
+        list only active jobs without it (22.05 ignores it and lists all); there `job_state` is a list of
+        the base state and flags (["PENDING", "COMPLETING"]), read as 22.05 printed it (_state_string)."""
+        out = subprocess.run(["squeue", "--json", "--states=all"], env=self.os_env(), capture_output=True, text=True,
+                             timeout=30, check=True).stdout
         jobs = {}
         for j in json.loads(out)["jobs"]:
-            jobs[str(j["job_id"])] = {"state": j["job_state"], "reason": j.get("state_reason", ""),
+            state = _state_string(j["job_state"])
+            jobs[str(j["job_id"])] = {"state": state, "reason": j.get("state_reason", ""),
                                       "nodes": j.get("nodes", ""), "admin_comment": j.get("admin_comment", ""),
                                       "restarts": j.get("restart_cnt", 0), "name": j.get("name", ""),
                                       "comment": j.get("comment", "")}
@@ -132,6 +154,19 @@ class Env:
         return p.read_text() if p.exists() else ""
 
 
+# Slurm's job_state_string(): these flags name the state ahead of the base state (a requeue-held job is
+# COMPLETING until its processes are gone, then PENDING).
+_FLAG_STATES = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING")
+
+
+def _state_string(raw: str | list[str]) -> str:
+    """22.05's `"RUNNING"` as is; 23.02+'s list `["PENDING", "COMPLETING"]` as 22.05 would print it."""
+    if isinstance(raw, str):
+        return raw
+    return next((f for f in _FLAG_STATES if f in raw), raw[0] if raw else "")
+
+
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, tick: Callable[[], None] | None = None,
              every: float = 0.5) -> None:
     """Poll ``cond``; call ``tick`` between polls (e.g. a daemon round); fail with ``what`` on timeout."""
@@ -156,9 +191,6 @@ def completed(env: Env, *jobs: str) -> bool:
     """Slurm itself lists the jobs as COMPLETED (their processes are gone, not just their payload)."""
     q = env.squeue()
     return all(q.get(j, {}).get("state") == "COMPLETED" for j in jobs)
-
-
-TICK = ROOT / "tests" / "daemon" / "jobs" / "tick.sbatch"
 
 
 def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick", step_time: float = 0.1,

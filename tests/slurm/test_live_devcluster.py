@@ -17,6 +17,8 @@ from tesserae_slurm.slurm import (
     SlurmUnavailable,
 )
 
+pytestmark = pytest.mark.slurm_live  # two tests start their own clusters without the fixture
+
 
 def wait_for(predicate, what: str, timeout_s: float = 30.0):
     deadline = time.monotonic() + timeout_s
