@@ -97,7 +97,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n, guest_n = np.array(host_gpus, dtype=np.int64), np.array(guest_gpus, dtype=np.int64)
     pairs: list[PackedPair] = []
-    for n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests):
+    for _n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests):
         for r, c in _match(host_cls[rows], host_type[rows], guest_cls[cols], table.values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
             mat = table.matrices[host_type[h]]

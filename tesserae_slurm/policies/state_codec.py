@@ -39,7 +39,7 @@ _NAMES = {cls: name for name, cls in _CLASSES.items()}
 def _field_names(cls: type) -> tuple[str, ...]:
     if is_dataclass(cls):
         return tuple(f.name for f in fields(cls))
-    return tuple(cls._fields)  # NamedTuple
+    return tuple(cls._fields)  # type: ignore[attr-defined]  # a NamedTuple class
 
 
 def _enc(x: Any) -> Any:
