@@ -18,7 +18,7 @@ AS_NOBODY = """
 import importlib, os, pkgutil, sys
 import tesserae_slurm, tesserae_slurm.cli.main as m
 for mod in pkgutil.walk_packages(tesserae_slurm.__path__, "tesserae_slurm."):
-    if mod.name.startswith(("tesserae_slurm.cli", "tesserae_slurm.daemon")):
+    if mod.name.startswith(("tesserae_slurm.cli", "tesserae_slurm.daemon")) and ".migrations" not in mod.name:
         importlib.import_module(mod.name)
 import sqlalchemy.dialects.sqlite  # noqa: F401
 import encodings.idna  # noqa: F401  (the API fallback resolves a host name after the privilege drop)

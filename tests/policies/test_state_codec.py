@@ -4,6 +4,7 @@ and reading never runs code (an old pickle is read only through the whitelisting
 from __future__ import annotations
 
 import copyreg
+import dataclasses
 import io
 import os
 import pickle
@@ -15,6 +16,7 @@ import pytest
 from tesserae_slurm.bench.synthetic import synthetic_jobs
 from tesserae_slurm.model import Cluster, InputError, JobView
 from tesserae_slurm.policies import state_codec
+from tesserae_slurm.policies.tiresias import TiresiasState
 from tesserae_slurm.policies.base import SchedulingInput
 from tesserae_slurm.policies.registry import POLICIES, make_policy
 from tesserae_slurm.profiles import DEFAULT_PROFILE, load_profile
@@ -98,6 +100,8 @@ def test_a_legacy_pickle_converts_to_the_same_state(name):
     state = policy.initial_state()
     for inp in list(_inputs())[:5]:
         _, state = policy.rank(inp, state)
+    if isinstance(state, TiresiasState):  # the old Tiresias kept its queues in a mappingproxy, not in Queues
+        state = dataclasses.replace(state, jobs=types.MappingProxyType(dict(state.jobs)))
     old = _legacy_pickle(state)
     with pytest.raises(InputError, match="not JSON"):
         state_codec.decode(old)
