@@ -22,7 +22,7 @@ from tesserae_slurm.daemon.config import load_config
 from tesserae_slurm.daemon.connect import backend_from_config
 from tesserae_slurm.tsbatch.submit import prepare
 
-from .helpers import BIN, Env, submit_tick, wait_for
+from .helpers import BIN, Env, _state_string, submit_tick, wait_for
 
 pytestmark = pytest.mark.slurm_live
 
@@ -91,9 +91,11 @@ def _user_jobs(env: Env, name: str, active: bool = False) -> list[str]:
 
 
 def _job(env: Env, job: str) -> dict:
-    out = subprocess.run(["squeue", "--json"], env=env.os_env(), capture_output=True, text=True, timeout=30,
-                         check=True).stdout
-    return next(j for j in json.loads(out)["jobs"] if str(j["job_id"]) == job)
+    """The job's raw squeue --json record, its `job_state` read as 22.05 prints it (23.02+ give a list)."""
+    out = subprocess.run(["squeue", "--json", "--states=all"], env=env.os_env(), capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    j = next(j for j in json.loads(out)["jobs"] if str(j["job_id"]) == job)
+    return {**j, "job_state": _state_string(j["job_state"])}
 
 
 def test_job_submit_lua_admits_only_tsbatch_jobs_to_the_managed_partition(env: Env, user: User) -> None:

@@ -28,6 +28,7 @@ def _running(env: Env) -> set[str]:
 
 def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESSERAE_REQUEUE_WAIT", "3")  # jobs inherit it through sbatch's --export=ALL
+    monkeypatch.setenv("TICK_ON_SIGNAL", "exit")  # the plain payload (root lanes) then exits after its checkpoint, as toy_train.py does
     ids = [env.submit_toy(1, 100_000, model=None, name=f"sig{i}", step_time=0.02) for i in range(JOBS)]
     d = env.daemon()
     first = d.run_round()

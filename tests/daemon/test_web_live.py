@@ -21,7 +21,8 @@ import pytest
 
 from .helpers import BIN, Env, submit_tick, wait_for
 
-pytestmark = [pytest.mark.slurm_live, pytest.mark.browser]
+# host_lane: chromium is installed on the host only; the page reads the state database, not Slurm.
+pytestmark = [pytest.mark.slurm_live, pytest.mark.host_lane]
 
 SECRET = "S3CRET-ARGUMENT-never-shown"  # on a job's command line: it must not reach the API or the page
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
