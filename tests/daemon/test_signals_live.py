@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .helpers import Env, wait_for
+from .helpers import KNOWN_26_05, Env, wait_for
 
 pytestmark = pytest.mark.slurm_live
 
@@ -26,6 +26,7 @@ def _running(env: Env) -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.split()[1:] == ["RUNNING"]}
 
 
+@KNOWN_26_05  # jobs did not end within 180 s
 def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESSERAE_REQUEUE_WAIT", "3")  # jobs inherit it through sbatch's --export=ALL
     monkeypatch.setenv("TICK_ON_SIGNAL", "exit")  # the plain payload (root lanes) then exits after its checkpoint, as toy_train.py does
