@@ -99,11 +99,17 @@ def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def start_http(listen: str, handler: type[BaseHTTPRequestHandler], name: str) -> ThreadingHTTPServer:
+    """Serve ``handler`` on HOST:PORT (port 0 picks a free one) in a daemon thread named ``name``."""
+    host, _, port = listen.rpartition(":")
+    server = ThreadingHTTPServer((host, int(port)), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
+    return server
+
+
 def serve(metrics: Metrics, listen: str) -> ThreadingHTTPServer:
     """Start /metrics on HOST:PORT (port 0 picks a free one) in a daemon thread."""
-    host, _, port = listen.rpartition(":")
-    server = ThreadingHTTPServer((host, int(port)), _handler(metrics))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    server = start_http(listen, _handler(metrics), "metrics")
     log.info("metrics on http://%s:%d/metrics", *server.server_address[:2])
     return server

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
@@ -28,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..model import InputError
 from . import api
+from .metrics import start_http
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -156,9 +156,6 @@ def serve(database: str | Path, listen: str) -> ThreadingHTTPServer:
     """Start the page and API on HOST:PORT (port 0 picks a free one) in a daemon thread, reading
     ``database`` read-only."""
     store = Store.open(database, read_only=True)
-    host, _, port = listen.rpartition(":")
-    server = ThreadingHTTPServer((host, int(port)), _handler(store))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="web", daemon=True).start()
+    server = start_http(listen, _handler(store), "web")
     log.info("web page and API on http://%s:%d/", *server.server_address[:2])
     return server
