@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import os
 import subprocess
 import sys
@@ -13,7 +12,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tesserae_slurm.daemon.config import load_config
@@ -257,16 +255,3 @@ def consistency_problems(env: Env, jobs: list[str]) -> list[str]:
 def parse_gpus_str(text: str) -> dict[str, tuple[int, ...]]:
     from tesserae_slurm.daemon.gpuset import parse_gpus
     return parse_gpus(text)
-
-
-def slurm_release() -> str:
-    """This lane's Slurm release ("26.05"), from slurmd (which needs no slurm.conf to say it)."""
-    out = subprocess.run(["slurmd", "-V"], capture_output=True, text=True, timeout=30, check=False).stdout
-    m = re.search(r"(\d+\.\d+)", out)
-    return m.group(1) if m else ""
-
-
-# Seen failing on Slurm 26.05.5 only, at this stop's end, with no time left to find out why (passes on
-# 22.05.8 and 24.11.5): kept running and reported as xfail there, named in the closing note and docs.
-KNOWN_26_05 = pytest.mark.xfail(slurm_release() == "26.05", strict=False,
-                                reason="fails on Slurm 26.05.5, cause not yet found (see docs/slurm-versions.md)")

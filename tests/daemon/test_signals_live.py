@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .helpers import KNOWN_26_05, Env, wait_for
+from .helpers import Env, wait_for
 
 pytestmark = pytest.mark.slurm_live
 
@@ -26,24 +26,50 @@ def _running(env: Env) -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.split()[1:] == ["RUNNING"]}
 
 
-@KNOWN_26_05  # jobs did not end within 180 s
+def _shell_start(out: str) -> float | None:
+    line = next((ln for ln in out.splitlines() if ln.startswith("batch shell started ")), "")
+    try:  # a signal that kills `date` in the command substitution leaves no time
+        return float(line.split()[3])
+    except (IndexError, ValueError):
+        return None
+
+
 def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESSERAE_REQUEUE_WAIT", "3")  # jobs inherit it through sbatch's --export=ALL
-    monkeypatch.setenv("TICK_ON_SIGNAL", "exit")  # the plain payload (root lanes) then exits after its checkpoint, as toy_train.py does
+    monkeypatch.setenv("TICK_ON_SIGNAL", "exit")  # the plain payload exits after its checkpoint, as toy_train.py
+    monkeypatch.setenv("TICK_START_DELAY", "1")  # the plain payload's launcher starts 1 s late: the window is wide
     ids = [env.submit_toy(1, 100_000, model=None, name=f"sig{i}", step_time=0.02) for i in range(JOBS)]
     d = env.daemon()
     first = d.run_round()
     assert first.status == "applied", first.error
-    signalled: dict[str, float] = {}
+    signalled: dict[str, float] = {}  # when scancel returned: Slurm had taken the signal by then
     deadline = time.time() + 60
     while len(signalled) < JOBS:  # no sleep: signal each job as soon as Slurm says it runs
         assert time.time() < deadline, f"jobs never ran: {sorted(set(ids) - set(signalled))}"
         for job in _running(env) & set(ids) - set(signalled):
             subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env.os_env(), check=True, timeout=30)
             signalled[job] = time.time()
+
+    def ended(j: str) -> bool:
+        return env.squeue()[j]["state"] not in ("RUNNING", "COMPLETING", "PENDING")
+
     # the daemon's requeue-hold would end each job; here the launcher's bounded wait does (TESSERAE_REQUEUE_WAIT)
-    wait_for(lambda: all(env.squeue()[j]["state"] not in ("RUNNING", "COMPLETING", "PENDING") for j in ids), 180,
-             "every signalled job to end")
+    try:
+        wait_for(lambda: sum(map(ended, ids)) == JOBS or _settled(env, ids, signalled), 120,
+                 "every signalled job to end")
+    except AssertionError:
+        left = [j for j in ids if not ended(j)]
+        seen = [f"{j} signalled {signalled[j]:.3f} {env.squeue()[j]['state']} output {env.job_output(j)[:1500]!r} "
+                f"events {[(e['event'], e['step'], round(e['time'], 3)) for e in env.events(j)][:3]}" for j in left]
+        raise AssertionError("jobs still running: " + "; ".join(seen)) from None
+    # Slurm (seen on 24.11) drops a signal that comes while the job is RUNNING but before slurmstepd has
+    # started the batch shell: no process of the job exists to take it. Such a job runs on untouched;
+    # the daemon's requeue-hold at the end of the grace would stop it. Here: its batch shell started after
+    # scancel had returned and nothing of the job saw a signal. It must then handle a second one.
+    dropped = [j for j in ids if not ended(j) and _dropped(env, j, signalled[j])]
+    for job in dropped:
+        subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env.os_env(), check=True, timeout=30)
+    wait_for(lambda: all(map(ended, ids)), 120, "every signalled job to end")
     slurm = env.squeue()
     early, before_script = 0, []
     for job in ids:
@@ -62,6 +88,25 @@ def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.Mon
         assert record["job"] == job
         early += record["signals_before_launcher"] == ["USR1"]
     print(f"signalled at RUNNING: {JOBS}; before the launcher listened: {early}; "
-          f"before the batch shell's first line: {len(before_script)}")
+          f"before the batch shell's first line: {len(before_script)}; before the batch shell existed "
+          f"(dropped by Slurm, signalled again): {len(dropped)}")
     assert early >= JOBS // 2, "the signals did not come early: the test did not test the start-up window"
-    assert len(before_script) <= JOBS // 4, before_script
+    assert len(before_script) + len(dropped) <= JOBS // 4, (before_script, dropped)
+
+
+def _dropped(env: Env, job: str, signalled_at: float) -> bool:
+    """The batch shell started after the signal was sent, and no part of the job saw one."""
+    out = env.job_output(job)
+    started = _shell_start(out)
+    record = next((line.split("record ", 1)[1] for line in out.splitlines() if "tesserae-launch: record " in line), "")
+    if started is None or not record:
+        return False
+    saw = json.loads(record)["signals_before_launcher"] or any(e["event"] == "checkpoint" for e in env.events(job))
+    return started > signalled_at and not saw
+
+
+def _settled(env: Env, ids: list[str], signalled: dict[str, float]) -> bool:
+    """Every job has ended or is one whose signal Slurm dropped (and has run a while since)."""
+    q = env.squeue()
+    left = [j for j in ids if q[j]["state"] in ("RUNNING", "COMPLETING", "PENDING")]
+    return all(_dropped(env, j, signalled[j]) and time.time() - signalled[j] > 15 for j in left)
