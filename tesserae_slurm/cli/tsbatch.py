@@ -64,7 +64,7 @@ EXIT_SLURM = 1
 
 
 def help_text() -> str:
-    from ..tsbatch.options import SHORT_TO_LONG, REFUSED
+    from ..tsbatch.options import REFUSED, SHORT_TO_LONG
 
     short = {long: f"-{letter}, " for letter, long in SHORT_TO_LONG.items()}
     by_reason: dict[str, list[str]] = {}

@@ -62,7 +62,8 @@ def prepare(argv: Sequence[str], backend_factory, config_loader) -> tuple[Prepar
     partition = cfg.slurm.partition
     check_command_line(own, sbatch, script, partition)
     if "--cluster" in own and not own.get("--dry-run"):
-        raise InputError("--cluster describes a cluster for --dry-run only; a submission reads the partition from Slurm")
+        raise InputError("--cluster describes a cluster for --dry-run only; a submission reads the partition "
+                         "from Slurm")
     text = read_script(script[0]) if script else None
     backend: SlurmBackend | None = None
     if "--cluster" in own:
