@@ -137,7 +137,8 @@ def dry_run_report(prepared) -> str:  # type: ignore[no-untyped-def]
             lines.append(f"script: a copy of {prepared.script[0]} without the translated options, which begins:")
             lines += ["  " + line for line in text[:last + 1]]
             if len(text) > last + 1:
-                lines.append(f"  ... ({len(text) - last - 1} more lines, unchanged)")
+                more = len(text) - last - 1
+                lines.append(f"  ... ({more} more line{'s' if more > 1 else ''}, unchanged)")
     if prepared.env:
         lines.append("environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(prepared.env.items())))
     return "\n".join(lines).encode("utf-8", errors="surrogateescape").decode("utf-8", errors="backslashreplace")
