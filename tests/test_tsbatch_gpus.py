@@ -197,3 +197,11 @@ def test_dry_run_refusals_are_one_line(no_config, capsys, argv, message):
     assert main([*argv, str(script)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tsbatch: error: ") and message in err[0], err
+
+
+def test_dry_run_without_slurm_or_shape_says_how(no_config, capsys):
+    script = no_config / "job.sh"
+    script.write_text(PLAIN)
+    assert main(["--dry-run", "--no-profile", str(script)]) == 1  # PATH has no sinfo
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sinfo" in err[0] and "--dry-run --cluster NODESxGPUS[:TYPE]" in err[0], err

@@ -96,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tsbatch: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     except SlurmError as exc:
-        print(f"tsbatch: error: {exc}", file=sys.stderr)
+        hint = "; --dry-run --cluster NODESxGPUS[:TYPE] checks without Slurm" if "--dry-run" in args else ""
+        print(f"tsbatch: error: {exc}{hint}", file=sys.stderr)
         return EXIT_SLURM
     if prepared.submission.parsable:
         print(job_id)
