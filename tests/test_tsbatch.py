@@ -6,11 +6,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tesserae_slurm.partition import scheduling_profile
 from tesserae_slurm.model import InputError
+from tesserae_slurm.partition import scheduling_profile
 from tesserae_slurm.tsbatch.meta import UNPROFILED, JobMeta
 from tesserae_slurm.tsbatch.options import (
-    PartitionShape, Submission, build_meta, check_meta, check_sbatch_options, make_submission, parse_argv, sbatch_args,
+    PartitionShape,
+    Submission,
+    build_meta,
+    check_meta,
+    check_sbatch_options,
+    make_submission,
+    parse_argv,
+    sbatch_args,
     script_directives,
 )
 
@@ -19,7 +26,8 @@ PROFILE = scheduling_profile("a100")
 
 
 @pytest.mark.parametrize("argv,own,sbatch,script", [
-    (["--gpus", "2", "run.sh", "x", "--gpus", "9"], {"--gpus": "2"}, [], ["run.sh", "x", "--gpus", "9"]),
+    (["--model", "m", "-G", "2", "run.sh", "x", "--model", "9"], {"--model": "m"}, ["-G", "2"],
+     ["run.sh", "x", "--model", "9"]),
     (["-J", "name", "-t", "10", "run.sh"], {}, ["-J", "name", "-t", "10"], ["run.sh"]),
     (["-Jname", "--time=10", "--mem", "4G", "run.sh"], {}, ["-Jname", "--time=10", "--mem", "4G"], ["run.sh"]),
     (["-Q", "-v", "--requeue", "run.sh"], {}, ["-Q", "-v", "--requeue"], ["run.sh"]),
@@ -36,7 +44,7 @@ def test_argv_is_split_where_sbatch_would(argv, own, sbatch, script):
     (["--frob", "x.sh"], "unknown option --frob"),
     (["-Z", "x.sh"], "unknown option -Z"),
     (["--hold=yes", "x.sh"], "takes no value"),
-    (["--gpus", "1", "--gpus", "2", "x.sh"], "given twice"),
+    (["--model", "a", "--model", "b", "x.sh"], "given twice"),
 ], ids=["missing-value", "unknown-long", "unknown-short", "flag-with-value", "twice"])
 def test_argv_errors(argv, message):
     with pytest.raises(InputError, match=message):
@@ -44,12 +52,12 @@ def test_argv_errors(argv, message):
 
 
 @pytest.mark.parametrize("tokens,message", [
-    (["--gres=gpu:2"], "--gres is not allowed"), (["-G", "2"], "--gpus is not allowed"),
-    (["--gpus-per-node=4"], "not allowed"), (["-w", "node1"], "--nodelist"), (["-N", "2"], "--nodes"),
+    (["--cpus-per-gpu=4"], "--cpus-per-gpu is not allowed.*--cpus-per-task"), (["--mem-per-gpu", "8G"], "--mem"),
+    (["--gpus-per-socket=1"], "not allowed"), (["--ntasks-per-gpu=1"], "--ntasks"), (["-w", "node1"], "--nodelist"),
     (["--exclusive"], "--exclusive"), (["--no-requeue"], "requeueable"), (["--comment", "c"], "metadata"),
     (["--signal=USR2@60"], "checkpoint signal"), (["-a", "1-3"], "--array"), (["-d", "afterok:1"], "dependencies"),
     (["-p", "other"], "managed partition"), (["--open-mode", "truncate"], "append"),
-])
+], ids=lambda v: v if isinstance(v, str) else " ".join(v))
 def test_sbatch_options_that_fight_the_daemon_are_refused(tokens, message):
     with pytest.raises(InputError, match=message):
         check_sbatch_options(tokens, "tesserae")
@@ -61,35 +69,36 @@ def test_allowed_sbatch_options_pass():
 
 
 def test_script_header_is_read_like_sbatch_reads_it():
-    text = "#!/bin/bash\n# a comment\n#SBATCH -J x --time=5  # trailing\n\n#SBATCH --gres=gpu:1\necho\n#SBATCH -w n1\n"
-    assert script_directives(text) == ["-J", "x", "--time=5", "--gres=gpu:1"]  # stops at the first command
-    with pytest.raises(InputError, match="s.sh #SBATCH: sbatch option --gres"):
+    text = ("#!/bin/bash\n# a comment\n#SBATCH -J x --time=5  # trailing\n\n#SBATCH --cpus-per-gpu=1\necho\n"
+            "#SBATCH -w n1\n")
+    assert script_directives(text) == ["-J", "x", "--time=5", "--cpus-per-gpu=1"]  # stops at the first command
+    with pytest.raises(InputError, match="s.sh #SBATCH: sbatch option --cpus-per-gpu"):
         check_sbatch_options(script_directives(text), "tesserae", where="s.sh #SBATCH")
 
 
 @pytest.mark.parametrize("gpus,ok", [("1", True), ("2", True), ("4", True), ("8", True), ("16", True),
-                                     ("3", False), ("6", False), ("0", False), ("-2", False), ("32", False)])
+                                     ("3", False), ("6", False), ("32", False)])  # 0 and -2: test_tsbatch_gpus
 def test_gpu_count_is_a_power_of_two_within_the_partition(gpus, ok):
-    own = {"--gpus": gpus, "--no-profile": True}
+    own = {"--no-profile": True}
     if ok:
-        assert build_meta(own, SHAPE, PROFILE).num_gpus == int(gpus)
+        assert build_meta(own, int(gpus), SHAPE, PROFILE).num_gpus == int(gpus)
     else:
         with pytest.raises(InputError, match="--gpus"):
-            build_meta(own, SHAPE, PROFILE)
+            build_meta(own, int(gpus), SHAPE, PROFILE)
 
 
 def test_multi_node_jobs_need_whole_nodes_of_odd_sizes():
     shape = PartitionShape((("a100", 6),) * 4)
-    assert build_meta({"--gpus": "4", "--no-profile": True}, shape, PROFILE).num_gpus == 4
+    assert build_meta({"--no-profile": True}, 4, shape, PROFILE).num_gpus == 4
     with pytest.raises(InputError, match="whole nodes"):
-        build_meta({"--gpus": "8", "--no-profile": True}, shape, PROFILE)
+        build_meta({"--no-profile": True}, 8, shape, PROFILE)
 
 
 def test_capacity_counts_one_gpu_type():
     shape = PartitionShape((("a100", 4), ("a100", 4), ("v100", 4), ("v100", 4)))
     assert shape.capacity == 8
     with pytest.raises(InputError, match="at most 8 GPUs of one type"):
-        build_meta({"--gpus": "16", "--no-profile": True}, shape, PROFILE)
+        build_meta({"--no-profile": True}, 16, shape, PROFILE)
 
 
 @pytest.mark.parametrize("own,expect", [
@@ -99,7 +108,7 @@ def test_capacity_counts_one_gpu_type():
     ({"--gpus": "1", "--no-profile": True, "--no-pack": True}, JobMeta(1, no_pack=True, no_profile=True)),
 ])
 def test_valid_metadata(own, expect):
-    assert build_meta(own, SHAPE, PROFILE) == expect
+    assert build_meta(own, int(own.pop("--gpus")), SHAPE, PROFILE) == expect
 
 
 @pytest.mark.parametrize("own,message", [
@@ -116,15 +125,16 @@ def test_valid_metadata(own, expect):
 ])
 def test_invalid_metadata(own, message):
     with pytest.raises(InputError, match=message):
-        build_meta(own, SHAPE, PROFILE)
+        build_meta(own, int(own.pop("--gpus")), SHAPE, PROFILE)
 
 
 def test_submission_and_sbatch_arguments_golden():
     own, sb, script = parse_argv(["--gpus", "8", "--model", "DCGAN", "--batch-size", "32", "-J", "a b;c",
                                   "--parsable", "job.sh", "$(x)"])
     sub = make_submission(own, sb, script, "tesserae", "#!/bin/bash\n#SBATCH -t 5\n", SHAPE, PROFILE)
-    assert sub == Submission(JobMeta(8, "DCGAN", "32"), ("-J", "a b;c"), ("job.sh", "$(x)"), parsable=True)
-    assert sbatch_args(sub, "tesserae", "USR1", 90, 2) == [
+    assert sub == Submission(JobMeta(8, "DCGAN", "32"), ("-J", "a b;c"), ("job.sh", "$(x)"), nodes=2, parsable=True,
+                             gpus_from="--gpus 8")
+    assert sbatch_args(sub, "tesserae", "USR1", 90) == [
         "--partition=tesserae", "--hold", "--requeue", "--open-mode=append", "--signal=B:USR1@90",
         '--comment=tesserae:v1:{"b":"32","g":8,"m":"DCGAN"}', "--nodes=2", "-J", "a b;c"]
 
@@ -145,8 +155,8 @@ def test_meta_roundtrips_through_the_comment(n, model, batch, par, no_pack):
 
 
 def test_llm_batch_is_optional_but_must_be_the_profiles_when_given():
-    assert build_meta({"--gpus": "1", "--model": "Bert-Large"}, SHAPE, PROFILE).batch_size == ""
-    assert build_meta({"--gpus": "1", "--model": "Bert-Large", "--batch-size": "256/16"}, SHAPE, PROFILE)
+    assert build_meta({"--model": "Bert-Large"}, 1, SHAPE, PROFILE).batch_size == ""
+    assert build_meta({"--model": "Bert-Large", "--batch-size": "256/16"}, 1, SHAPE, PROFILE)
 
 
 @pytest.mark.parametrize("comment,message", [

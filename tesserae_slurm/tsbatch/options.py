@@ -16,6 +16,8 @@ from ..harness.megatron import parse_strategy
 from ..model import InputError
 from ..profiles import ThroughputProfile
 from ..profiles.keys import fold, normalize_batch
+from .gpus import TRANSLATED, GivenOption, PartitionShape, merge, translate
+from .header import header_tokens, without
 from .meta import UNPROFILED, JobMeta
 
 # sbatch long options -> whether they take a value: "req", "opt" (only as --opt=value) or "no".
@@ -41,17 +43,19 @@ SBATCH_LONG: dict[str, str] = {
 }
 SBATCH_SHORT_VALUE = frozenset("aAbcdDeiJLMmnNopqStwxGFCB")
 SBATCH_SHORT_FLAG = frozenset("HkOQsvW")
-_SHORT_TO_LONG = {"a": "array", "b": "begin", "d": "dependency", "G": "gpus", "M": "clusters", "N": "nodes",
-                  "p": "partition", "w": "nodelist", "F": "nodefile", "H": "hold", "J": "job-name"}
+SHORT_TO_LONG = {"a": "array", "b": "begin", "d": "dependency", "G": "gpus", "M": "clusters", "N": "nodes",
+                  "n": "ntasks", "p": "partition", "w": "nodelist", "F": "nodefile", "H": "hold", "J": "job-name"}
 
-_GPU_REASON = "tesserae assigns GPUs itself: request them with tsbatch --gpus N"
 _NODE_REASON = "tesserae chooses the nodes"
-# Options that would take a decision away from the daemon or break its protocol, and why.
+_PER_GPU = "Slurm sees no GPUs in a tesserae job (the daemon assigns them)"
+# Options that would take a decision away from the daemon or break its protocol, and why. GPU and
+# node counts are not here: gpus.py translates them.
 REFUSED: dict[str, str] = {
-    "gres": _GPU_REASON, "gpus": _GPU_REASON, "gpus-per-node": _GPU_REASON, "gpus-per-task": _GPU_REASON,
-    "gpus-per-socket": _GPU_REASON, "gpu-bind": _GPU_REASON, "mem-per-gpu": _GPU_REASON,
-    "cpus-per-gpu": _GPU_REASON, "ntasks-per-gpu": _GPU_REASON,
-    "nodelist": _NODE_REASON, "nodefile": _NODE_REASON, "nodes": _NODE_REASON, "exclusive": _NODE_REASON,
+    "gpus-per-socket": "tesserae chooses the GPUs: use -G/--gpus or --gpus-per-node",
+    "ntasks-per-gpu": f"{_PER_GPU}: use -n/--ntasks",
+    "mem-per-gpu": f"{_PER_GPU}: use --mem",
+    "cpus-per-gpu": f"{_PER_GPU}: use -c/--cpus-per-task",
+    "nodelist": _NODE_REASON, "nodefile": _NODE_REASON, "exclusive": _NODE_REASON, "batch": _NODE_REASON,
     "no-requeue": "preemption requeues the job: it must stay requeueable",
     "comment": "the job's Comment carries its tesserae metadata",
     "signal": "tesserae sends the checkpoint signal (configured by the admin, preemption.signal)",
@@ -59,7 +63,6 @@ REFUSED: dict[str, str] = {
     "dependency": "tesserae decides when jobs start; dependencies are not supported",
     "begin": "tesserae decides when jobs start",
     "clusters": "tsbatch submits to the local cluster's managed partition",
-    "batch": "tesserae chooses the nodes",
 }
 
 
@@ -68,36 +71,20 @@ class Submission:
     """What tsbatch will submit: metadata, the user's sbatch options, and the script with its args."""
 
     meta: JobMeta
-    sbatch_args: tuple[str, ...]  # the user's own sbatch options, verbatim
+    sbatch_args: tuple[str, ...]  # the user's own sbatch options, verbatim, less the translated ones
     script: tuple[str, ...]  # (path, args...) or () with --wrap in sbatch_args
+    nodes: int = 1
     parsable: bool = False
     dry_run: bool = False
     config: str | None = None
-
-
-@dataclass(frozen=True)
-class PartitionShape:
-    """GPUs per node of the managed partition, by GPU type (from sinfo and the daemon's config)."""
-
-    node_gpus: tuple[tuple[str, int], ...]  # (gpu type, GPUs on the node) per schedulable node
-
-    @property
-    def largest_node(self) -> int:
-        return max((g for _, g in self.node_gpus), default=0)
-
-    @property
-    def capacity(self) -> int:
-        """Most GPUs one job can get: all GPUs of its best-provisioned type (jobs never mix types)."""
-        by_type: dict[str, int] = {}
-        for t, g in self.node_gpus:
-            by_type[t] = by_type.get(t, 0) + g
-        return max(by_type.values(), default=0)
+    script_text: str | None = None  # the script to submit instead of script[0]: its header lost GPU options
+    gpus_from: str = ""  # the options the GPU count was translated from ("" for the default 1)
 
 
 # ---- parsing ---------------------------------------------------------------------------------
 
-_OWN_VALUE = {"--gpus", "--model", "--batch-size", "--parallelism", "--config"}
-_OWN_FLAG = {"--no-pack", "--no-profile", "--parsable", "--dry-run"}
+_OWN_VALUE = {"--model", "--batch-size", "--parallelism", "--config", "--cluster"}
+_OWN_FLAG = {"--no-pack", "--no-profile", "--parsable", "--dry-run", "--help"}
 
 
 def parse_argv(argv: Sequence[str]) -> tuple[dict[str, str | bool], list[str], list[str]]:
@@ -113,6 +100,8 @@ def parse_argv(argv: Sequence[str]) -> tuple[dict[str, str | bool], list[str], l
         if not tok.startswith("-") or tok == "-":
             return own, sbatch, args[i:]
         name, eq, value = tok.partition("=")
+        if tok == "-h":
+            name = "--help"
         if name in _OWN_VALUE:
             if not eq:
                 if i + 1 >= len(args):
@@ -139,8 +128,9 @@ def _long_sbatch(args: list[str], i: int, out: list[str]) -> int:
     name, eq, _ = tok[2:].partition("=")
     kind = SBATCH_LONG.get(name)
     if kind is None:
-        raise InputError(f"unknown option --{name} (tsbatch options: --gpus --model --batch-size --parallelism "
-                         "--no-pack --no-profile --parsable --dry-run --config; other options go to sbatch)")
+        raise InputError(f"unknown option --{name} (tsbatch options: --model --batch-size --parallelism --no-pack "
+                         "--no-profile --parsable --dry-run --cluster --config; other options are sbatch's, "
+                         "see tsbatch --help)")
     if kind == "no" and eq:
         raise InputError(f"sbatch option --{name} takes no value")
     out.append(tok)
@@ -169,34 +159,34 @@ def _short_sbatch(args: list[str], i: int, out: list[str]) -> int:
     raise InputError(f"unknown option {tok} (see sbatch --help; tsbatch's own options are long options)")
 
 
-def sbatch_option_names(tokens: Sequence[str]) -> list[tuple[str, str]]:
-    """(long name, value) of each sbatch option in an already split token list."""
-    out: list[tuple[str, str]] = []
+def given_options(tokens: Sequence[str]) -> list[tuple[str, str, int, int]]:
+    """(long name, value, first token, last token) of each sbatch option in an already split token list."""
+    out: list[tuple[str, str, int, int]] = []
     i = 0
     while i < len(tokens):
-        tok = tokens[i]
+        tok, first = tokens[i], i
         if tok.startswith("--"):
             name, eq, value = tok[2:].partition("=")
             if SBATCH_LONG.get(name) == "req" and not eq:
                 i += 1
                 value = tokens[i] if i < len(tokens) else ""
-            out.append((name, value))
+            out.append((name, value, first, i))
         elif tok.startswith("-"):
-            letter = tok[1]
+            letter = tok[1:2]
             if letter in SBATCH_SHORT_VALUE:
                 value = tok[2:]
                 if not value:
                     i += 1
                     value = tokens[i] if i < len(tokens) else ""
-                out.append((_SHORT_TO_LONG.get(letter, letter), value))
+                out.append((SHORT_TO_LONG.get(letter, letter), value, first, i))
             else:
-                out.extend((_SHORT_TO_LONG.get(c, c), "") for c in tok[1:])
+                out.extend((SHORT_TO_LONG.get(c, c), "", first, i) for c in tok[1:])
         i += 1
     return out
 
 
 def check_sbatch_options(tokens: Sequence[str], partition: str, where: str = "command line") -> None:
-    for name, value in sbatch_option_names(tokens):
+    for name, value, _, _ in given_options(tokens):
         if name == "partition":
             if value != partition:
                 raise InputError(f"{where}: --partition={value}: tsbatch submits to the managed partition "
@@ -211,33 +201,21 @@ def check_sbatch_options(tokens: Sequence[str], partition: str, where: str = "co
 
 def script_directives(text: str) -> list[str]:
     """Tokens of the `#SBATCH` lines sbatch reads: those before the first command of the script."""
-    tokens: list[str] = []
-    for line in text.splitlines()[1:] if text.startswith("#!") else text.splitlines():
-        stripped = line.strip()
-        if not stripped or (stripped.startswith("#") and not stripped.startswith("#SBATCH")):
-            continue
-        if not stripped.startswith("#SBATCH"):
-            break
-        body = stripped[len("#SBATCH"):].split("#", 1)[0]
-        tokens.extend(body.split())
-    return tokens
+    return [t.text for t in header_tokens(text)]
+
+
+def _given(tokens: Sequence[str], where: str) -> list[GivenOption]:
+    return [GivenOption(name, value, " ".join(tokens[a:b + 1]), where)
+            for name, value, a, b in given_options(tokens)]
 
 
 # ---- validation ------------------------------------------------------------------------------
 
 
-def _gpus(text: str | bool | None) -> int:
-    if text is None:
-        return 1
-    try:
-        return int(str(text))
-    except ValueError:
-        raise InputError(f"--gpus {text!r}: expected a whole number of GPUs") from None
-
-
-def build_meta(own: dict[str, str | bool], shape: PartitionShape, profile: ThroughputProfile) -> JobMeta:
-    """The command line's metadata, checked by ``check_meta`` (the daemon's check of every job)."""
-    n = _gpus(own.get("--gpus"))
+def build_meta(own: dict[str, str | bool], n: int, shape: PartitionShape, profile: ThroughputProfile,
+               gpus_from: str = "") -> JobMeta:
+    """The command line's metadata for ``n`` GPUs (translated from ``gpus_from``), checked by ``check_meta``
+    (the daemon's check of every job)."""
     model = str(own.get("--model", "")).strip()
     batch = str(own.get("--batch-size", "")).strip()
     no_profile = bool(own.get("--no-profile"))
@@ -252,10 +230,14 @@ def build_meta(own: dict[str, str | bool], shape: PartitionShape, profile: Throu
     parallelism: tuple[str, ...] = ()
     if raw_par is not None:
         parallelism = tuple(s.strip() for s in str(raw_par).split(";"))
-    if n <= 0:
-        raise InputError(f"--gpus {n}: the GPU count must be a power of two (1, 2, 4, 8, ...)")
     meta = JobMeta(n, model, batch, parallelism, no_pack=bool(own.get("--no-pack")), no_profile=no_profile)
-    check_meta(meta, shape, profile)
+    try:
+        check_meta(meta, shape, profile)
+    except InputError as exc:  # name the options the user wrote, not the metadata's field
+        prefix = f"--gpus {n}: "
+        if gpus_from and str(exc).startswith(prefix):
+            raise InputError(f"{gpus_from}: {n} GPUs: {str(exc)[len(prefix):]}") from None
+        raise
     return meta
 
 
@@ -300,29 +282,43 @@ def check_command_line(own: dict[str, str | bool], sbatch: Sequence[str], script
                        partition: str) -> None:
     """What can be refused from the command line alone, before reading the script or asking Slurm."""
     check_sbatch_options(sbatch, partition)
-    wrap = any(name == "wrap" for name, _ in sbatch_option_names(sbatch))
+    wrap = any(name == "wrap" for name, _, _, _ in given_options(sbatch))
     if wrap and script:
         raise InputError("give either --wrap or a script, not both")
     if not wrap and not script:
-        raise InputError("missing batch script (usage: tsbatch [--gpus N] [--model M ...] [sbatch options] "
+        raise InputError("missing batch script (usage: tsbatch [-G N] [--model M ...] [sbatch options] "
                          "script.sh [args])")
 
 
 def make_submission(own: dict[str, str | bool], sbatch: Sequence[str], script: Sequence[str], partition: str,
                     script_text: str | None, shape: PartitionShape, profile: ThroughputProfile) -> Submission:
-    """Validate the whole request; ``script_text`` is the script's content (None with --wrap)."""
+    """Validate the whole request; ``script_text`` is the script's content (None with --wrap).
+
+    GPU and node options, on the command line or in the header, become the metadata's GPU count and
+    the job's node count (gpus.py) and are left out of what Slurm sees."""
     check_command_line(own, sbatch, script, partition)
-    if script_text is not None:
-        check_sbatch_options(script_directives(script_text), partition, where=f"{script[0]} #SBATCH")
-    meta = build_meta(own, shape, profile)
-    return Submission(meta, tuple(sbatch), tuple(script), parsable=bool(own.get("--parsable")),
-                      dry_run=bool(own.get("--dry-run")), config=str(own["--config"]) if "--config" in own else None)
+    if not shape.node_gpus:
+        raise InputError(f"partition {partition!r} has no schedulable nodes with GPUs")
+    where = f"{script[0]} #SBATCH" if script else ""
+    header = header_tokens(script_text) if script_text is not None else []
+    header_args = [t.text for t in header]
+    check_sbatch_options(header_args, partition, where=where)
+    request = translate(merge(_given(header_args, where), _given(sbatch, "")), shape, partition)
+    meta = build_meta(own, request.num_gpus, shape, profile, request.origin)
+    drop = {i for name, _, a, b in given_options(sbatch) if name in TRANSLATED for i in range(a, b + 1)}
+    header_drop = [header[i] for name, _, a, b in given_options(header_args) if name in TRANSLATED
+                   for i in range(a, b + 1)]
+    return Submission(meta, tuple(t for i, t in enumerate(sbatch) if i not in drop), tuple(script),
+                      nodes=request.nodes, parsable=bool(own.get("--parsable")), dry_run=bool(own.get("--dry-run")),
+                      config=str(own["--config"]) if "--config" in own else None,
+                      script_text=without(script_text, header_drop) if script_text and header_drop else None,
+                      gpus_from=request.origin)
 
 
-def sbatch_args(sub: Submission, partition: str, signal: str, grace_s: float, nodes: int) -> list[str]:
+def sbatch_args(sub: Submission, partition: str, signal: str, grace_s: float) -> list[str]:
     """The full option list tsbatch hands to sbatch (before the user's own options)."""
     return [
         f"--partition={partition}", "--hold", "--requeue", "--open-mode=append",
         f"--signal=B:{signal}@{max(1, int(round(grace_s)))}", f"--comment={sub.meta.encode()}",
-        f"--nodes={nodes}", *sub.sbatch_args,
+        f"--nodes={sub.nodes}", *sub.sbatch_args,
     ]

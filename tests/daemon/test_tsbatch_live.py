@@ -8,7 +8,7 @@ import pytest
 
 from tesserae_slurm.tsbatch.meta import JobMeta
 
-from .helpers import TICK, TOY, Env, done, submit_tick, wait_for
+from .helpers import TICK, TOY, Env, done, parse_gpus_str, submit_tick, wait_for
 
 
 def _show(env: Env, job: str) -> str:
@@ -61,7 +61,9 @@ BAD = [
     (["--gpus", "2", "--model", "GPT2-Medium", "--parallelism", "3,3,3"], "does not divide 2 GPUs"),
     (["--gpus", "2", "--model", "DCGAN", "--batch-size", "32", "--parallelism", "10,14"], "no parallelism strategies"),
     (["--gpus", "1", "--no-profile", "--model", "DCGAN"], "drop --model"),
-    (["--gpus", "1", "--no-profile", "--gres=gpu:1"], "--gres is not allowed"),
+    (["--gpus", "1", "--no-profile", "--gres=gpu:2"], "conflicting GPU requests: --gpus 1 asks for 1 GPU(s)"),
+    (["-N", "2", "--gpus-per-node=2", "--no-profile"], "-N 2: tesserae runs 4 GPU(s) on 1 node(s)"),
+    (["--gres=gpu:h100:1", "--no-profile"], "has no h100 GPUs"),
     (["--gpus", "1", "--no-profile", "-w", "node1"], "--nodelist is not allowed"),
     (["--gpus", "1", "--no-profile", "--no-requeue"], "must stay requeueable"),
     (["--gpus", "1", "--no-profile", "-p", "debug"], "managed partition"),
@@ -83,12 +85,33 @@ def test_bad_input_is_refused_with_one_line_and_nothing_is_submitted(env: Env, a
 
 def test_bad_script_header_and_missing_script_are_refused(env: Env) -> None:
     script = env.tmp / "bad.sbatch"
-    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:4\n#SBATCH -J fine\necho hi\n")
+    script.write_text("#!/bin/bash\n#SBATCH --mem-per-gpu=8G\n#SBATCH -J fine\necho hi\n")
     before = env.squeue_ids()
     proc = env.tsbatch("--gpus", "1", "--no-profile", str(script), check=False)
-    assert proc.returncode == 2 and "bad.sbatch #SBATCH: sbatch option --gres is not allowed" in proc.stderr
+    assert proc.returncode == 2 and "bad.sbatch #SBATCH: sbatch option --mem-per-gpu is not allowed" in proc.stderr
     proc = env.tsbatch("--gpus", "1", "--no-profile", str(env.tmp / "missing.sh"), check=False)
     assert proc.returncode == 2 and "cannot read batch script" in proc.stderr
     proc = env.tsbatch("--gpus", "1", "--no-profile", check=False)
     assert proc.returncode == 2 and "missing batch script" in proc.stderr
     assert env.squeue_ids() == before
+
+
+def test_gpu_options_in_the_header_are_translated_and_the_job_runs(env: Env) -> None:
+    """A Perlmutter-style header (-N 2 --gpus-per-node=4) becomes an 8-GPU job on 2 nodes: Slurm sees no
+    GPU request (job_submit.lua would refuse one), keeps the header's other options, and the daemon runs it."""
+    first, trap, *rest = TICK.read_text().split("\n")
+    script = env.tmp / "perlmutter.sbatch"  # tick.sbatch with a header; tick.py stays next to the original
+    script.write_text("\n".join([first, "#SBATCH -N 2 --gpus-per-node=4 -J translated", trap,
+                                 f"export TESSERAE_SCRIPT_DIR={TICK.parent}", *rest]))
+    job = env.tsbatch("--parsable", "--no-profile", "-o", str(env.out / "%j.out"), str(script), str(env.out), "3",
+                      "0.05").stdout.strip()
+    assert JobMeta.decode(env.squeue()[job]["comment"]) == JobMeta(8, no_profile=True)
+    show = _show(env, job)
+    assert "NumNodes=2" in show and "JobName=translated" in show, show
+    assert not [f for f in show.split() if f.startswith("TresPer") or "gres/gpu" in f], show  # no GPU request
+    d = env.daemon()
+    result = d.run_round()
+    assert result.status == "applied", result.error
+    placed = {p.job_id: parse_gpus_str(p.gpus) for p in env.store().placements(result.round_id)}
+    assert {node: len(idx) for node, idx in placed[job].items()} == {"node1": 4, "node2": 4}, placed
+    wait_for(lambda: done(env, job), 90, "the translated job to run", tick=d.run_round, every=1)
