@@ -237,7 +237,10 @@ case "$action" in
         set +e
         # Live tests live in these two directories (tests/conftest.py refuses one elsewhere): the other
         # test modules import torch, numba or cvxpy, which the root does not have.
-        [ $# -gt 0 ] || set -- tests/slurm tests/daemon
+        # Only options given (e.g. --durations=0): the default paths still apply.
+        has_path=0
+        for a in "$@"; do [ -e "$repo/${a%%::*}" ] && has_path=1; done
+        [ "$has_path" -eq 1 ] || set -- "$@" tests/slurm tests/daemon
         # In the background + wait: a TERM or INT to this script runs the cleanup at once (bash defers
         # traps until a foreground child ends), and the cleanup stops pytest with the rest of the root.
         # host_lane tests say in their module why they run on the host only (chromium; old code).
