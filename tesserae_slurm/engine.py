@@ -1,7 +1,8 @@
 """The decision engine: one pure function from a round's inputs to a RoundDecision.
 
 Flow (paper Listing 1): consolidated placement in policy order -> packing of pending jobs onto
-placed ones -> migration minimization against the current physical placement. No I/O, no Slurm;
+placed ones -> migration minimization against the current physical placement. Operators' node rules
+(`tesserae pin|keep-off`) hold in all three: see ``NodeRule``. No I/O, no Slurm;
 the only clock is the one the shell passes in, used for stage timings alone.
 """
 
@@ -25,7 +26,7 @@ from .model import (
     RoundDecision,
     StageTimings,
 )
-from .placement.consolidate import Unit, place_consolidated, place_units
+from .placement.consolidate import NodeRules, Unit, place_consolidated, place_units
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
@@ -53,12 +54,27 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
+class NodeRule:
+    """An operator's rule for one job: placed only on ``nodes`` (pin), or never on them (``keep_off``).
+
+    Placement walks the job over its allowed nodes only, packing puts it only on a job whose nodes
+    are all allowed, and migration relabels a node only onto one that every rule treats alike, so
+    the rule holds after relabeling too (a running job that breaks it is moved).
+    """
+
+    nodes: frozenset[str]
+    keep_off: bool = False
+    text: str = ""  # the rule in words, for the pending reason ("pinned to node[1-2] by alice")
+
+
+@dataclass(frozen=True)
 class RoundRequest:
     cluster: Cluster
     jobs: tuple[Job, ...]  # active jobs in the policy's priority order
     current: Placement | None = None  # physical placement now (None: empty cluster)
     pairs: tuple[tuple[str, str], ...] = ()  # co-locations decided by the policy itself (Gavel LPs)
     config: EngineConfig = field(default_factory=EngineConfig)
+    rules: Mapping[str, NodeRule] = field(default_factory=dict)  # job -> operator's node rule
 
 
 def _no_clock() -> float:
@@ -129,10 +145,12 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     t0 = now()
     homes = _homes(req, cluster) if cfg.placement == "sticky" else None
     types = _type_preference(profile, cluster)
+    rules = _node_rules(req, cluster) if req.rules else None  # (rules x nodes) masks, once a round
     if req.pairs or homes is not None or types is not None:
-        placed = place_units(cluster, _units(req.jobs, req.pairs, homes, types))
+        units = _units(req.jobs, req.pairs, homes, types)
+        placed = place_units(cluster, units, rules and _unit_rules(rules, units, ids))
     else:  # one unit per job, no hints: the common case, without a Unit per active job
-        placed = place_consolidated(cluster, req.jobs)
+        placed = place_consolidated(cluster, req.jobs, rules)
     t1 = now()
 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
@@ -145,10 +163,15 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     if cfg.packing != "off" and not req.pairs:
         placed_jobs = list(map(by_id.__getitem__, placed.placed))
         waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
-        result = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective)
-        pairs.extend(result.pairs)
-        if result.pairs:  # most rounds of big traces pack nobody new
-            packed_ids = {p.partner for p in result.pairs}
+        if rules is None:
+            packed_now = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing,
+                              objective=cfg.objective).pairs
+        else:
+            packed_now = _pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, cfg, rules, ids,
+                                       placed.placement, cluster)
+        pairs.extend(packed_now)
+        if packed_now:  # most rounds of big traces pack nobody new
+            packed_ids = {p.partner for p in packed_now}
             pending = [p for p in pending if p.job_id not in packed_ids]
     logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
     t2 = now()
@@ -157,7 +180,8 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     cost = 0.0
     final = logical
     if req.current is not None:
-        res = migrate(req.current, logical, algorithm=cfg.migration, node_types=node_type)
+        res = migrate(req.current, logical, algorithm=cfg.migration,
+                      node_types=node_type if rules is None else _rule_types(node_type, cluster.shape[0], rules, ids, logical))
         final, migrated, cost = res.placement, res.migrated, res.cost
     t3 = now()
 
@@ -185,6 +209,82 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         migration_cost=cost,
         timings=StageTimings(placement=t1 - t0, packing=t2 - t1, migration=t3 - t2),
     )
+
+
+def _node_rules(req: RoundRequest, cluster: Cluster) -> NodeRules:
+    """The round's node rules as masks over the cluster's nodes, one row per distinct rule, and each
+    active job's row (-1: none), in the order of ``req.jobs``."""
+    names = np.array(cluster.shape[0], dtype=object)
+    rows: dict[bytes, int] = {}
+    masks: list[np.ndarray] = []
+    texts: list[str] = []
+    rule = np.full(len(req.jobs), -1, dtype=np.int64)
+    for k, j in enumerate(req.jobs):
+        r = req.rules.get(j.id)
+        if r is None:
+            continue
+        mask = np.isin(names, list(r.nodes)) != r.keep_off
+        key = mask.tobytes() + r.text.encode()
+        if key not in rows:
+            rows[key] = len(masks)
+            masks.append(mask)
+            texts.append(r.text or ("kept off " if r.keep_off else "pinned to ") + ",".join(sorted(r.nodes)))
+        rule[k] = rows[key]
+    allowed = np.array(masks, dtype=np.bool_).reshape(len(masks), len(names))
+    return NodeRules(rule, allowed if len(masks) else np.zeros((1, len(names)), dtype=np.bool_), tuple(texts))
+
+
+def _unit_rules(rules: NodeRules, units: Sequence[Unit], ids: Sequence[str]) -> NodeRules:
+    """Per-unit rules: a policy pair may use only the nodes both its jobs may use."""
+    row = dict(zip(ids, rules.rule.tolist()))
+    allowed, texts = list(rules.allowed), list(rules.text)
+    out = np.full(len(units), -1, dtype=np.int64)
+    for k, u in enumerate(units):
+        rs = sorted({row[j.id] for j in u.jobs} - {-1})
+        if len(rs) == 1:
+            out[k] = rs[0]
+        elif rs:
+            out[k] = len(allowed)
+            allowed.append(np.logical_and.reduce([rules.allowed[r] for r in rs]))
+            texts.append("; ".join(rules.text[r] for r in rs))
+    return NodeRules(out, np.array(allowed, dtype=np.bool_), tuple(texts))
+
+
+def _pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: ThroughputProfile,
+                  gpu_type_of: Mapping[str, str], cfg: EngineConfig, rules: NodeRules, ids: Sequence[str],
+                  plan: Placement, cluster: Cluster) -> list[PackedPair]:
+    """Packing when some pending jobs have node rules: each rule's jobs first, onto the placed jobs
+    whose nodes the rule allows, then the jobs without a rule onto the placed jobs still alone."""
+    row = dict(zip(ids, rules.rule.tolist()))
+    index = {name: i for i, name in enumerate(cluster.shape[0])}
+    node_sets = {j: sorted({index[node] for node, _ in refs}) for j, refs in plan.job_gpus().items()}
+    pairs: list[PackedPair] = []
+    taken: set[str] = set()
+    for r in sorted({row[j.id] for j in waiting} - {-1}):
+        hosts = [h for h in placed if rules.allowed[r, node_sets[h.id]].all()]
+        guests = [g for g in waiting if row[g.id] == r]
+        found = pack(hosts, guests, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
+                     exclude=taken).pairs
+        pairs.extend(found)
+        taken.update(p.placed for p in found)
+    free = [g for g in waiting if row[g.id] < 0]
+    pairs.extend(pack(placed, free, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
+                      exclude=taken).pairs)
+    order = {j.id: k for k, j in enumerate(placed)}
+    return sorted(pairs, key=lambda p: order[p.placed])
+
+
+def _rule_types(node_type: Mapping[str, str], names: Sequence[str], rules: NodeRules, ids: Sequence[str],
+                plan: Placement) -> dict[str, str]:
+    """Node types for migration, each with the node's membership in every rule a placed job carries:
+    migration relabels a node only onto a node of the same type, so a rule that held in the logical
+    plan holds in the physical one."""
+    present = plan.jobs()
+    used = sorted({r for j, r in zip(ids, rules.rule.tolist()) if r >= 0 and j in present})
+    if not used:
+        return dict(node_type)
+    bits = rules.allowed[used].T.astype(np.uint8)  # node (cluster order) x used rule
+    return {name: f"{node_type[name]}|{bits[i].tobytes().hex()}" for i, name in enumerate(names)}
 
 
 def _homes(req: RoundRequest, cluster: Cluster) -> dict[str, int]:
