@@ -180,8 +180,8 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     cost = 0.0
     final = logical
     if req.current is not None:
-        res = migrate(req.current, logical, algorithm=cfg.migration,
-                      node_types=node_type if rules is None else _rule_types(node_type, cluster.shape[0], rules, ids, logical))
+        types_now = node_type if rules is None else _rule_types(node_type, cluster.shape[0], rules, ids, logical)
+        res = migrate(req.current, logical, algorithm=cfg.migration, node_types=types_now)
         final, migrated, cost = res.placement, res.migrated, res.cost
     t3 = now()
 
@@ -252,7 +252,7 @@ def _unit_rules(rules: NodeRules, units: Sequence[Unit], ids: Sequence[str]) -> 
 
 def _pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: ThroughputProfile,
                   gpu_type_of: Mapping[str, str], cfg: EngineConfig, rules: NodeRules, ids: Sequence[str],
-                  plan: Placement, cluster: Cluster) -> list[PackedPair]:
+                  plan: Placement, cluster: Cluster) -> tuple[PackedPair, ...]:
     """Packing when some pending jobs have node rules: each rule's jobs first, onto the placed jobs
     whose nodes the rule allows, then the jobs without a rule onto the placed jobs still alone."""
     row = dict(zip(ids, rules.rule.tolist()))
@@ -271,7 +271,7 @@ def _pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: Throug
     pairs.extend(pack(placed, free, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
                       exclude=taken).pairs)
     order = {j.id: k for k, j in enumerate(placed)}
-    return sorted(pairs, key=lambda p: order[p.placed])
+    return tuple(sorted(pairs, key=lambda p: order[p.placed]))
 
 
 def _rule_types(node_type: Mapping[str, str], names: Sequence[str], rules: NodeRules, ids: Sequence[str],

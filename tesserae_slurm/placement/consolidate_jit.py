@@ -93,7 +93,13 @@ def walk(sizes, node_type, need, home, type_start, type_list, rule, allowed):  #
                 tmp_count[0] = n
                 m = 1
                 break
-            if n <= max_size[t]:  # one node suffices: best fit; never spread such a unit
+            cap = max_size[t]
+            if c >= 0:  # one node suffices among the nodes it may use
+                cap = 0
+                for i in range(nn):
+                    if node_type[i] == t and not excluded[i] and sizes[i] > cap:
+                        cap = sizes[i]
+            if n <= cap:  # one node suffices: best fit; never spread such a unit
                 if c >= 0 or n < fails_from[t]:
                     b = _best_fit(free, node_type, count_at[t], excluded, n, max_size[t], t)
                     if b >= 0:
