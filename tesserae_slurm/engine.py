@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Literal
 
 import numpy as np
@@ -35,6 +35,7 @@ Clock = Callable[[], float]
 _SPEED = itemgetter(0)
 _STRATEGY = itemgetter(1)  # of best_isolated's (speed, strategy)
 _JOB_ID = itemgetter(0)  # of a PendingJob
+_ID_OF = attrgetter("id")  # of a Job
 
 
 PlacementMode = Literal["best-fit", "sticky"]
@@ -219,11 +220,13 @@ def _node_rules(req: RoundRequest, cluster: Cluster) -> NodeRules:
     masks: list[np.ndarray] = []
     texts: list[str] = []
     rule = np.full(len(req.jobs), -1, dtype=np.int64)
+    index = {name: i for i, name in enumerate(names.tolist())}
     for k, j in enumerate(req.jobs):
         r = req.rules.get(j.id)
         if r is None:
             continue
-        mask = np.isin(names, list(r.nodes)) != r.keep_off
+        mask = np.full(len(names), r.keep_off)
+        mask[[index[n] for n in r.nodes if n in index]] = not r.keep_off
         key = mask.tobytes() + r.text.encode()
         if key not in rows:
             rows[key] = len(masks)
@@ -253,23 +256,49 @@ def _unit_rules(rules: NodeRules, units: Sequence[Unit], ids: Sequence[str]) -> 
 def _pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: ThroughputProfile,
                   gpu_type_of: Mapping[str, str], cfg: EngineConfig, rules: NodeRules, ids: Sequence[str],
                   plan: Placement, cluster: Cluster) -> tuple[PackedPair, ...]:
-    """Packing when some pending jobs have node rules: each rule's jobs first, onto the placed jobs
-    whose nodes the rule allows, then the jobs without a rule onto the placed jobs still alone."""
+    """Packing when some pending jobs have node rules. Rules that allow the same placed jobs (all of
+    whose nodes they allow) are one matching problem, the most restrictive first; the jobs without a
+    rule, and those whose rule allows every placed job, go last onto the placed jobs still alone."""
+    def run(hosts: Sequence[Job], guests: Sequence[Job], taken: set[str]) -> tuple[PackedPair, ...]:
+        return pack(hosts, guests, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
+                    exclude=taken).pairs
+
     row = dict(zip(ids, rules.rule.tolist()))
+    guest_rule = np.fromiter(map(row.__getitem__, map(_ID_OF, waiting)), np.int64, len(waiting))
+    used = sorted(set(guest_rule.tolist()) - {-1})
+    if not used or not placed:
+        return run(placed, waiting, set())
     index = {name: i for i, name in enumerate(cluster.shape[0])}
-    node_sets = {j: sorted({index[node] for node, _ in refs}) for j, refs in plan.job_gpus().items()}
+    refs = plan.job_gpus()
+    member = np.zeros((len(placed), len(index)), dtype=np.int64)  # placed job x node it uses
+    for k, h in enumerate(placed):
+        member[k, [index[node] for node, _ in refs[h.id]]] = 1
+    ok = (member @ (~rules.allowed[used]).T.astype(np.int64)) == 0  # placed job x rule: all its nodes allowed
+    problems: dict[bytes, list[int]] = {}
+    last = guest_rule < 0
+    for col, r in enumerate(used):
+        if ok[:, col].all():
+            last |= guest_rule == r
+        else:
+            problems.setdefault(ok[:, col].tobytes(), []).append(col)
+    host_n = np.fromiter([h.num_gpus for h in placed], np.int64, len(placed))
+    guest_n = np.fromiter([g.num_gpus for g in waiting], np.int64, len(waiting))
+    col_of = np.full(max(used) + 2, -1, dtype=np.int64)  # rule -> column of ok (-1 at rule -1: none)
+    col_of[used] = np.arange(len(used))
+    guest_col = col_of[guest_rule]
+    free = np.ones(len(placed), dtype=np.bool_)  # placed jobs without a partner yet
     pairs: list[PackedPair] = []
     taken: set[str] = set()
-    for r in sorted({row[j.id] for j in waiting} - {-1}):
-        hosts = [h for h in placed if rules.allowed[r, node_sets[h.id]].all()]
-        guests = [g for g in waiting if row[g.id] == r]
-        found = pack(hosts, guests, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
-                     exclude=taken).pairs
+    for cols in sorted(problems.values(), key=lambda cs: int(ok[:, cs[0]].sum())):
+        g = np.flatnonzero(np.isin(guest_col, cols))
+        h = np.flatnonzero(ok[:, cols[0]] & free & np.isin(host_n, guest_n[g]))
+        if not len(h):  # most rules of a busy round: no partner of the right size left where they may go
+            continue
+        found = run([placed[k] for k in h.tolist()], [waiting[k] for k in g.tolist()], set())
         pairs.extend(found)
         taken.update(p.placed for p in found)
-    free = [g for g in waiting if row[g.id] < 0]
-    pairs.extend(pack(placed, free, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
-                      exclude=taken).pairs)
+        free[[k for k in h.tolist() if placed[k].id in taken]] = False
+    pairs.extend(run(placed, list(compress(waiting, last.tolist())), taken))
     order = {j.id: k for k, j in enumerate(placed)}
     return tuple(sorted(pairs, key=lambda p: order[p.placed]))
 
