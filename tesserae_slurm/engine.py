@@ -290,14 +290,14 @@ def _pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: Throug
     pairs: list[PackedPair] = []
     taken: set[str] = set()
     for cols in sorted(problems.values(), key=lambda cs: int(ok[:, cs[0]].sum())):
-        g = np.flatnonzero(np.isin(guest_col, cols))
-        h = np.flatnonzero(ok[:, cols[0]] & free & np.isin(host_n, guest_n[g]))
-        if not len(h):  # most rules of a busy round: no partner of the right size left where they may go
+        gs = np.flatnonzero(np.isin(guest_col, cols)).tolist()
+        hs = np.flatnonzero(ok[:, cols[0]] & free & np.isin(host_n, guest_n[gs])).tolist()
+        if not hs:  # most rules of a busy round: no partner of the right size left where they may go
             continue
-        found = run([placed[k] for k in h.tolist()], [waiting[k] for k in g.tolist()], set())
+        found = run([placed[k] for k in hs], [waiting[k] for k in gs], set())
         pairs.extend(found)
         taken.update(p.placed for p in found)
-        free[[k for k in h.tolist() if placed[k].id in taken]] = False
+        free[[k for k in hs if placed[k].id in taken]] = False
     pairs.extend(run(placed, list(compress(waiting, last.tolist())), taken))
     order = {j.id: k for k, j in enumerate(placed)}
     return tuple(sorted(pairs, key=lambda p: order[p.placed]))
