@@ -98,6 +98,14 @@ def test_packing_puts_a_job_only_on_a_partner_whose_nodes_it_may_use():
     assert d.packed == () and [p.job_id for p in d.pending] == ["c"]  # no GPU left when its turn came
 
 
+def test_a_partner_taken_under_one_rule_is_not_offered_under_the_next():
+    cluster = Cluster.from_spec("3x2:a100")
+    jobs = [Job(x, 2, "resnet50", "32") for x in "abx"] + [Job("c", 2, "PointNet", "32"), Job("d", 2, "PointNet", "32")]
+    d = run(cluster, jobs, rules={"c": pin("node1"), "d": pin("node1", "node2")})
+    assert {(p.placed, p.partner) for p in d.packed} == {("a", "c"), ("b", "d")}
+    assert nodes_of(d, "c") == {"node1"} and nodes_of(d, "d") == {"node2"}
+
+
 def test_a_policy_pair_uses_only_nodes_both_its_jobs_may_use():
     cluster = Cluster.from_spec("3x2:a100")
     jobs = (Job("a", 2, "resnet50", "32"), Job("c", 2, "PointNet", "32"))
