@@ -157,8 +157,9 @@ def test_consolidation_with_rules_matches_the_reference(cluster, specs):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10_000), st.sampled_from(["1x8:a100", "3x4:a100", "2x2:k80,2x4:v100"]))
-def test_rules_hold_after_packing_and_migration_over_rounds(seed, spec):
+@given(st.integers(0, 10_000), st.sampled_from(["1x8:a100", "3x4:a100", "2x2:k80,2x4:v100"]),
+       st.sampled_from(["tesserae", "flat", "gavel"]), st.sampled_from(["best-fit", "sticky"]))
+def test_rules_hold_after_packing_and_migration_over_rounds(seed, spec, migration, placement):
     """Every placed job with a rule sits on allowed nodes only, round after round, as rules come and go."""
     rng = np.random.default_rng(seed)
     cluster = Cluster.from_spec(spec)
@@ -176,7 +177,8 @@ def test_rules_hold_after_packing_and_migration_over_rounds(seed, spec):
                 chosen = frozenset(rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist())
                 rules[j.id] = NodeRule(chosen, bool(rng.random() < 0.5))
         order = [jobs[k] for k in rng.permutation(len(jobs))]
-        d = decide(RoundRequest(cluster, tuple(order), current, (), EngineConfig(), rules), profile)
+        config = EngineConfig(migration=migration, placement=placement)
+        d = decide(RoundRequest(cluster, tuple(order), current, (), config, rules), profile)
         check_round(d, {j.id: j for j in jobs}, current or Placement.empty(cluster))
         for j, rule in rules.items():
             if j in d.placement.jobs():
