@@ -20,6 +20,7 @@ Operators are root, the daemon's own user, and the user names in ``admin.operato
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pwd
 import re
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from ..engine import NodeRule
     from .config import DaemonConfig
     from .store import AdminRow, Store
+
+log = logging.getLogger(__name__)
 
 JOB_COMMANDS = ("hold", "release", "requeue", "cancel", "pin", "keep-off", "unpin")
 RULE_COMMANDS = ("pin", "keep-off")  # the ones that take a node list
@@ -213,11 +216,21 @@ def standing(store: Store) -> Standing:
 
 
 def node_rules(st: Standing, jobs: Iterable[str]) -> dict[str, NodeRule]:
-    """The engine's node rules for the jobs in ``jobs`` that have one."""
+    """The engine's node rules for the jobs in ``jobs`` that have one. A row whose node list does not
+    parse (checked when taken in, so only a hand-edited database) is logged and left out: it must not
+    fail every round."""
     from ..engine import NodeRule
 
-    return {j: NodeRule(frozenset(node_names(r.nodes)), r.command == "keep-off", rule_text(r))
-            for j in jobs if (r := st.rules.get(j)) is not None}
+    out: dict[str, NodeRule] = {}
+    for j in jobs:
+        r = st.rules.get(j)
+        if r is None:
+            continue
+        try:
+            out[j] = NodeRule(frozenset(node_names(r.nodes)), r.command == "keep-off", rule_text(r))
+        except InputError as exc:
+            log.error("job %s: operator action %d ignored: %s", j, r.id, exc)
+    return out
 
 
 def rule_text(row: AdminRow) -> str:

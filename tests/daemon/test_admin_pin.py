@@ -118,3 +118,13 @@ def test_a_request_file_with_a_bad_node_list_is_refused_by_the_daemon(cfg_path: 
     rows = admin.ingest(store, cfg, 1)
     assert rows[0].status == "refused" and "not a node list" in rows[0].note
     assert admin.standing(store).rules == {}
+
+
+def test_a_rule_row_that_does_not_parse_is_left_out_not_a_failed_round(cfg_path: Path) -> None:
+    from tesserae_slurm.daemon.store import AdminRow
+
+    store = Store.open(load_config(cfg_path, check_policy=False).state.database)
+    with store.session() as s:
+        s.add_all([AdminRow(time=1.0, user="root", uid=0, command="pin", target="5", status="accepted", nodes="n[9-1]"),
+                   AdminRow(time=1.0, user="root", uid=0, command="pin", target="6", status="accepted", nodes="n1")])
+    assert set(admin.node_rules(admin.standing(store), ["5", "6"])) == {"6"}
