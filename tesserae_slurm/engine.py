@@ -1,7 +1,8 @@
 """The decision engine: one pure function from a round's inputs to a RoundDecision.
 
 Flow (paper Listing 1): consolidated placement in policy order -> packing of pending jobs onto
-placed ones -> migration minimization against the current physical placement. No I/O, no Slurm;
+placed ones -> migration minimization against the current physical placement. Operators' node rules
+(`tesserae pin|keep-off`) hold in all three: see ``NodeRule``. No I/O, no Slurm;
 the only clock is the one the shell passes in, used for stage timings alone.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Literal
 
 import numpy as np
@@ -25,7 +26,7 @@ from .model import (
     RoundDecision,
     StageTimings,
 )
-from .placement.consolidate import Unit, place_consolidated, place_units
+from .placement.consolidate import NodeRules, Unit, place_consolidated, place_units
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
@@ -34,6 +35,7 @@ Clock = Callable[[], float]
 _SPEED = itemgetter(0)
 _STRATEGY = itemgetter(1)  # of best_isolated's (speed, strategy)
 _JOB_ID = itemgetter(0)  # of a PendingJob
+_ID_OF = attrgetter("id")  # of a Job
 
 
 PlacementMode = Literal["best-fit", "sticky"]
@@ -53,12 +55,27 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
+class NodeRule:
+    """An operator's rule for one job: placed only on ``nodes`` (pin), or never on them (``keep_off``).
+
+    Placement walks the job over its allowed nodes only, packing puts it only on a job whose nodes
+    are all allowed, and migration relabels a node only onto one that every rule treats alike, so
+    the rule holds after relabeling too (a running job that breaks it is moved).
+    """
+
+    nodes: frozenset[str]
+    keep_off: bool = False
+    text: str = ""  # the rule in words, for the pending reason ("pinned to node[1-2] by alice")
+
+
+@dataclass(frozen=True)
 class RoundRequest:
     cluster: Cluster
     jobs: tuple[Job, ...]  # active jobs in the policy's priority order
     current: Placement | None = None  # physical placement now (None: empty cluster)
     pairs: tuple[tuple[str, str], ...] = ()  # co-locations decided by the policy itself (Gavel LPs)
     config: EngineConfig = field(default_factory=EngineConfig)
+    rules: Mapping[str, NodeRule] = field(default_factory=dict)  # job -> operator's node rule
 
 
 def _no_clock() -> float:
@@ -129,10 +146,12 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     t0 = now()
     homes = _homes(req, cluster) if cfg.placement == "sticky" else None
     types = _type_preference(profile, cluster)
+    rules = _node_rules(req, cluster) if req.rules else None  # (rules x nodes) masks, once a round
     if req.pairs or homes is not None or types is not None:
-        placed = place_units(cluster, _units(req.jobs, req.pairs, homes, types))
+        units = _units(req.jobs, req.pairs, homes, types)
+        placed = place_units(cluster, units, rules and _unit_rules(rules, units, ids))
     else:  # one unit per job, no hints: the common case, without a Unit per active job
-        placed = place_consolidated(cluster, req.jobs)
+        placed = place_consolidated(cluster, req.jobs, rules)
     t1 = now()
 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
@@ -145,10 +164,15 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     if cfg.packing != "off" and not req.pairs:
         placed_jobs = list(map(by_id.__getitem__, placed.placed))
         waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
-        result = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective)
-        pairs.extend(result.pairs)
-        if result.pairs:  # most rounds of big traces pack nobody new
-            packed_ids = {p.partner for p in result.pairs}
+        if rules is None:
+            packed_now = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing,
+                              objective=cfg.objective).pairs
+        else:
+            packed_now = _pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, cfg, rules, ids,
+                                       placed.placement, cluster)
+        pairs.extend(packed_now)
+        if packed_now:  # most rounds of big traces pack nobody new
+            packed_ids = {p.partner for p in packed_now}
             pending = [p for p in pending if p.job_id not in packed_ids]
     logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
     t2 = now()
@@ -157,7 +181,8 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     cost = 0.0
     final = logical
     if req.current is not None:
-        res = migrate(req.current, logical, algorithm=cfg.migration, node_types=node_type)
+        types_now = node_type if rules is None else _rule_types(node_type, cluster.shape[0], rules, ids, logical)
+        res = migrate(req.current, logical, algorithm=cfg.migration, node_types=types_now)
         final, migrated, cost = res.placement, res.migrated, res.cost
     t3 = now()
 
@@ -185,6 +210,110 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         migration_cost=cost,
         timings=StageTimings(placement=t1 - t0, packing=t2 - t1, migration=t3 - t2),
     )
+
+
+def _node_rules(req: RoundRequest, cluster: Cluster) -> NodeRules:
+    """The round's node rules as masks over the cluster's nodes, one row per distinct rule, and each
+    active job's row (-1: none), in the order of ``req.jobs``."""
+    names = np.array(cluster.shape[0], dtype=object)
+    rows: dict[bytes, int] = {}
+    masks: list[np.ndarray] = []
+    texts: list[str] = []
+    rule = np.full(len(req.jobs), -1, dtype=np.int64)
+    index = {name: i for i, name in enumerate(names.tolist())}
+    for k, j in enumerate(req.jobs):
+        r = req.rules.get(j.id)
+        if r is None:
+            continue
+        mask = np.full(len(names), r.keep_off)
+        mask[[index[n] for n in r.nodes if n in index]] = not r.keep_off
+        key = mask.tobytes() + r.text.encode()
+        if key not in rows:
+            rows[key] = len(masks)
+            masks.append(mask)
+            texts.append(r.text or ("kept off " if r.keep_off else "pinned to ") + ",".join(sorted(r.nodes)))
+        rule[k] = rows[key]
+    allowed = np.array(masks, dtype=np.bool_).reshape(len(masks), len(names))
+    return NodeRules(rule, allowed if len(masks) else np.zeros((1, len(names)), dtype=np.bool_), tuple(texts))
+
+
+def _unit_rules(rules: NodeRules, units: Sequence[Unit], ids: Sequence[str]) -> NodeRules:
+    """Per-unit rules: a policy pair may use only the nodes both its jobs may use."""
+    row = dict(zip(ids, rules.rule.tolist()))
+    allowed, texts = list(rules.allowed), list(rules.text)
+    out = np.full(len(units), -1, dtype=np.int64)
+    for k, u in enumerate(units):
+        rs = sorted({row[j.id] for j in u.jobs} - {-1})
+        if len(rs) == 1:
+            out[k] = rs[0]
+        elif rs:
+            out[k] = len(allowed)
+            allowed.append(np.logical_and.reduce([rules.allowed[r] for r in rs]))
+            texts.append("; ".join(rules.text[r] for r in rs))
+    return NodeRules(out, np.array(allowed, dtype=np.bool_), tuple(texts))
+
+
+def _pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: ThroughputProfile,
+                  gpu_type_of: Mapping[str, str], cfg: EngineConfig, rules: NodeRules, ids: Sequence[str],
+                  plan: Placement, cluster: Cluster) -> tuple[PackedPair, ...]:
+    """Packing when some pending jobs have node rules. Rules that allow the same placed jobs (all of
+    whose nodes they allow) are one matching problem, the most restrictive first; the jobs without a
+    rule, and those whose rule allows every placed job, go last onto the placed jobs still alone."""
+    def run(hosts: Sequence[Job], guests: Sequence[Job], taken: set[str]) -> tuple[PackedPair, ...]:
+        return pack(hosts, guests, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
+                    exclude=taken).pairs
+
+    row = dict(zip(ids, rules.rule.tolist()))
+    guest_rule = np.fromiter(map(row.__getitem__, map(_ID_OF, waiting)), np.int64, len(waiting))
+    used = sorted(set(guest_rule.tolist()) - {-1})
+    if not used or not placed:
+        return run(placed, waiting, set())
+    index = {name: i for i, name in enumerate(cluster.shape[0])}
+    refs = plan.job_gpus()
+    member = np.zeros((len(placed), len(index)), dtype=np.int64)  # placed job x node it uses
+    for k, h in enumerate(placed):
+        member[k, [index[node] for node, _ in refs[h.id]]] = 1
+    ok = (member @ (~rules.allowed[used]).T.astype(np.int64)) == 0  # placed job x rule: all its nodes allowed
+    problems: dict[bytes, list[int]] = {}
+    last = guest_rule < 0
+    for col, r in enumerate(used):
+        if ok[:, col].all():
+            last |= guest_rule == r
+        else:
+            problems.setdefault(ok[:, col].tobytes(), []).append(col)
+    host_n = np.fromiter([h.num_gpus for h in placed], np.int64, len(placed))
+    guest_n = np.fromiter([g.num_gpus for g in waiting], np.int64, len(waiting))
+    col_of = np.full(max(used) + 2, -1, dtype=np.int64)  # rule -> column of ok (-1 at rule -1: none)
+    col_of[used] = np.arange(len(used))
+    guest_col = col_of[guest_rule]
+    free = np.ones(len(placed), dtype=np.bool_)  # placed jobs without a partner yet
+    pairs: list[PackedPair] = []
+    taken: set[str] = set()
+    for cols in sorted(problems.values(), key=lambda cs: int(ok[:, cs[0]].sum())):
+        gs = np.flatnonzero(np.isin(guest_col, cols)).tolist()
+        hs = np.flatnonzero(ok[:, cols[0]] & free & np.isin(host_n, guest_n[gs])).tolist()
+        if not hs:  # most rules of a busy round: no partner of the right size left where they may go
+            continue
+        found = run([placed[k] for k in hs], [waiting[k] for k in gs], set())
+        pairs.extend(found)
+        taken.update(p.placed for p in found)
+        free[[k for k in hs if placed[k].id in taken]] = False
+    pairs.extend(run(placed, list(compress(waiting, last.tolist())), taken))
+    order = {j.id: k for k, j in enumerate(placed)}
+    return tuple(sorted(pairs, key=lambda p: order[p.placed]))
+
+
+def _rule_types(node_type: Mapping[str, str], names: Sequence[str], rules: NodeRules, ids: Sequence[str],
+                plan: Placement) -> dict[str, str]:
+    """Node types for migration, each with the node's membership in every rule a placed job carries:
+    migration relabels a node only onto a node of the same type, so a rule that held in the logical
+    plan holds in the physical one."""
+    present = plan.jobs()
+    used = sorted({r for j, r in zip(ids, rules.rule.tolist()) if r >= 0 and j in present})
+    if not used:
+        return dict(node_type)
+    bits = rules.allowed[used].T.astype(np.uint8)  # node (cluster order) x used rule
+    return {name: f"{node_type[name]}|{bits[i].tobytes().hex()}" for i, name in enumerate(names)}
 
 
 def _homes(req: RoundRequest, cluster: Cluster) -> dict[str, int]:

@@ -1,4 +1,5 @@
-"""Operators' actions on the daemon: hold/release/requeue/cancel a managed job, drain/resume a node.
+"""Operators' actions on the daemon: hold/release/requeue/cancel/pin/keep-off/unpin a managed job,
+drain/resume a node.
 
 Only the daemon writes the state database, so `tesserae hold 123` leaves a small JSON request in
 ``admin.requests_dir`` (mode 1730, group tesserae: operators may create files there, not list or
@@ -9,6 +10,8 @@ remove others'). At the start of each round the daemon takes every request in, r
 - hold: the job is never placed (a running one is stopped like a preemption) until released;
 - requeue: a running job is checkpoint-signalled and requeued, then placed again by the policy;
 - cancel: scancel;
+- pin / keep-off JOB NODELIST: the job is placed only on those nodes / never on them (a running job
+  that breaks the rule is moved), until `unpin` (or the next pin or keep-off, which replaces it);
 - drain: the daemon stops placing on the node and moves its jobs off; Slurm's node state is untouched.
 
 Operators are root, the daemon's own user, and the user names in ``admin.operators``.
@@ -17,23 +20,28 @@ Operators are root, the daemon's own user, and the user names in ``admin.operato
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pwd
 import re
 import stat
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..model import InputError
 
 if TYPE_CHECKING:
+    from ..engine import NodeRule
     from .config import DaemonConfig
     from .store import AdminRow, Store
 
-JOB_COMMANDS = ("hold", "release", "requeue", "cancel")
+log = logging.getLogger(__name__)
+
+JOB_COMMANDS = ("hold", "release", "requeue", "cancel", "pin", "keep-off", "unpin")
+RULE_COMMANDS = ("pin", "keep-off")  # the ones that take a node list
 NODE_COMMANDS = ("drain", "resume")
 COMMANDS = JOB_COMMANDS + NODE_COMMANDS
 MAX_REQUEST_BYTES = 4096
@@ -57,13 +65,30 @@ def is_operator(uid: int, cfg: DaemonConfig, daemon_uid: int | None = None) -> b
         user_name(uid) in cfg.admin.operators
 
 
-def check_target(command: str, target: str) -> None:
+def check_target(command: str, target: str, nodes: str = "") -> None:
     if command not in COMMANDS:
         raise InputError(f"unknown admin command {command!r}; known: {', '.join(COMMANDS)}")
     if command in JOB_COMMANDS and not target.isdigit():
         raise InputError(f"job id must be a number, got {target!r}")
     if command in NODE_COMMANDS and not _NODE.match(target):
         raise InputError(f"not a node name: {target!r}")
+    if command in RULE_COMMANDS:
+        node_names(nodes)
+    elif nodes:
+        raise InputError(f"{command} takes no node list")
+
+
+def node_names(nodes: str) -> tuple[str, ...]:
+    """The node names of a Slurm hostlist (``node[1-3],gpu7``); one line on anything else."""
+    from ..slurm.parse import SlurmParseError, parse_nodelist
+
+    try:
+        names = parse_nodelist(nodes) if len(nodes) <= 1024 else ()
+    except SlurmParseError as exc:
+        raise InputError(f"not a node list: {exc}") from None
+    if not names or len(names) > 4096 or not all(_NODE.match(n) for n in names):
+        raise InputError(f"not a node list: {nodes[:100]!r}")
+    return names
 
 
 def ensure_dir(d: Path) -> None:
@@ -72,11 +97,14 @@ def ensure_dir(d: Path) -> None:
     os.chmod(d, 0o1730)
 
 
-def submit(cfg: DaemonConfig, command: str, target: str, now: float | None = None) -> Path:
+def submit(cfg: DaemonConfig, command: str, target: str, now: float | None = None, nodes: str = "") -> Path:
     """Write one request (the CLI's side); the caller has checked the operator and the target."""
     d = requests_dir(cfg)
     now = time.time() if now is None else now
-    body = json.dumps({"command": command, "target": target, "time": now}).encode()
+    doc: dict[str, object] = {"command": command, "target": target, "time": now}
+    if nodes:
+        doc["nodes"] = nodes
+    body = json.dumps(doc).encode()
     path = d / f"{time.time_ns()}-{os.getpid()}.json"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -98,6 +126,7 @@ class Request:
     target: str
     time: float
     problem: str = ""
+    nodes: str = ""
 
 
 def _read(path: Path) -> Request:
@@ -111,10 +140,11 @@ def _read(path: Path) -> Request:
         with os.fdopen(fd, "rb") as f:
             doc = json.loads(f.read(MAX_REQUEST_BYTES))
         command, target, t = str(doc["command"]), str(doc["target"]), float(doc["time"])
-        check_target(command, target)
-    except (OSError, ValueError, KeyError, TypeError, InputError) as exc:
+        nodes = str(doc.get("nodes", ""))
+        check_target(command, target, nodes)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, InputError) as exc:
         return Request(path, st.st_uid, "?", "?", st.st_mtime, f"unreadable request: {exc}"[:200])
-    return Request(path, st.st_uid, command, target, t)
+    return Request(path, st.st_uid, command, target, t, nodes=nodes)
 
 
 def ingest(store: Store, cfg: DaemonConfig, round_id: int | None, daemon_uid: int | None = None) -> list[AdminRow]:
@@ -134,7 +164,7 @@ def ingest(store: Store, cfg: DaemonConfig, round_id: int | None, daemon_uid: in
             problem = f"{user_name(req.uid)} is not an operator (admin.operators)"
         rows.append(AdminRow(time=req.time, user=user_name(req.uid), uid=req.uid, command=req.command,
                              target=req.target, status="refused" if problem else "accepted", round_id=round_id,
-                             note=problem))
+                             note=problem, nodes=req.nodes))
         try:
             os.unlink(d / name)
         except FileNotFoundError:
@@ -152,6 +182,7 @@ class Standing:
     holds: dict[str, AdminRow]  # job -> the hold in force
     drains: dict[str, AdminRow]  # node -> the drain in force
     once: list[AdminRow]  # requeue/cancel accepted and not carried out yet
+    rules: dict[str, AdminRow] = field(default_factory=dict)  # job -> the pin or keep-off in force
 
 
 def standing(store: Store) -> Standing:
@@ -162,6 +193,7 @@ def standing(store: Store) -> Standing:
     holds: dict[str, AdminRow] = {}
     drains: dict[str, AdminRow] = {}
     once: list[AdminRow] = []
+    rules: dict[str, AdminRow] = {}
     with store.session() as s:
         rows = list(s.scalars(select(AdminRow).where(AdminRow.status.in_(("accepted", "done")))
                               .order_by(AdminRow.id)))
@@ -174,9 +206,36 @@ def standing(store: Store) -> Standing:
             drains[r.target] = r
         elif r.command == "resume":
             drains.pop(r.target, None)
+        elif r.command in RULE_COMMANDS:
+            rules[r.target] = r
+        elif r.command == "unpin":
+            rules.pop(r.target, None)
         elif r.status == "accepted":
             once.append(r)
-    return Standing(holds, drains, once)
+    return Standing(holds, drains, once, rules)
+
+
+def node_rules(st: Standing, jobs: Iterable[str]) -> dict[str, NodeRule]:
+    """The engine's node rules for the jobs in ``jobs`` that have one. A row whose node list does not
+    parse (checked when taken in, so only a hand-edited database) is logged and left out: it must not
+    fail every round."""
+    from ..engine import NodeRule
+
+    out: dict[str, NodeRule] = {}
+    for j in jobs:
+        r = st.rules.get(j)
+        if r is None:
+            continue
+        try:
+            out[j] = NodeRule(frozenset(node_names(r.nodes)), r.command == "keep-off", rule_text(r))
+        except InputError as exc:
+            log.error("job %s: operator action %d ignored: %s", j, r.id, exc)
+    return out
+
+
+def rule_text(row: AdminRow) -> str:
+    verb = "pinned to" if row.command == "pin" else "kept off"
+    return f"{verb} {row.nodes} by {row.user} ({_when(row.time)}); `tesserae unpin` to lift it"
 
 
 def finish(store: Store, row_ids: Iterable[int], status: str, note: str = "") -> None:

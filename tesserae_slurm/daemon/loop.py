@@ -355,7 +355,8 @@ class Daemon:
             self.pstate)
         t1 = time.perf_counter()
         ordered = tuple(inp.jobs[j] for j in ranking.order)
-        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config),
+        rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}  # `tesserae pin|keep-off`
+        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config, rules),
                           profile, clock=time.perf_counter)
         decision_s = time.perf_counter() - t0
         plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)

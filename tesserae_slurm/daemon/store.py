@@ -161,19 +161,20 @@ class KvRow(Base):
 
 
 class AdminRow(Base):
-    """An operator's request (`tesserae hold|release|requeue|cancel|drain|resume`) as the daemon took it in:
-    who (the request file's owner, set by the kernel) and when, and what became of it."""
+    """An operator's request (`tesserae hold|release|requeue|cancel|pin|keep-off|unpin|drain|resume`) as the
+    daemon took it in: who (the request file's owner, set by the kernel) and when, and what became of it."""
 
     __tablename__ = "admin_actions"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     time: Mapped[float] = mapped_column(Float)  # when the operator asked (the request's own stamp)
     user: Mapped[str] = mapped_column(String)
     uid: Mapped[int] = mapped_column(Integer)
-    command: Mapped[str] = mapped_column(String)  # hold|release|requeue|cancel|drain|resume
+    command: Mapped[str] = mapped_column(String)  # hold|release|requeue|cancel|pin|keep-off|unpin|drain|resume
     target: Mapped[str] = mapped_column(String, index=True)  # job id or node name
     status: Mapped[str] = mapped_column(String, default="accepted")  # accepted|refused|done|failed
     round_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # round that took it in
     note: Mapped[str] = mapped_column(Text, default="")
+    nodes: Mapped[str] = mapped_column(Text, default="", server_default="")  # pin|keep-off: Slurm hostlist
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -12,6 +12,10 @@ a job ran on last round: in *sticky* mode a single-node job goes back there when
 before best fit (Gavel's lease extension, in logical terms). Sticky trades some packing of nodes for
 fewer migrations; the paper's placement is plain best fit, the default.
 
+A unit may carry a node rule (an operator's `tesserae pin` or `keep-off`): ``NodeRules`` gives each
+unit a row of a small (rules x nodes) mask, and the walk sees only that row's nodes for the unit; a
+unit that does not fit there waits with reason ``Nodes``.
+
 The plan is *logical*: node names are real, but migration minimization relabels nodes and GPUs
 afterwards, so only which jobs share a node and a GPU matters here.
 """
@@ -54,6 +58,16 @@ class Unit(NamedTuple):
         return self.jobs[0].num_gpus
 
 
+class NodeRules(NamedTuple):
+    """Operators' node rules of one round, per unit: ``rule[k]`` is a row of ``allowed`` (-1: none), a
+    (rules x cluster nodes) mask of the nodes the unit may use; ``text[r]`` says rule ``r`` in words."""
+
+    rule: np.ndarray
+    allowed: np.ndarray
+    text: tuple[str, ...]
+
+
+_NO_RULES = NodeRules(np.zeros(0, dtype=np.int64), np.zeros((1, 1), dtype=np.bool_), ())
 _NEW_PENDING = partial(tuple.__new__, PendingJob)  # without the named tuple's argument handling
 _NO_GPU_LEFT = "no GPU left this round"
 
@@ -71,33 +85,35 @@ def _why(max_capacity: int, n: int, total_free: int) -> tuple[PendingReason, str
     return _reason(max_capacity, n, total_free), f"needs {n} GPUs; {total_free} free"
 
 
-def place_consolidated(cluster: Cluster, order: Sequence[Job]) -> ConsolidationResult:
+def place_consolidated(cluster: Cluster, order: Sequence[Job], rules: NodeRules | None = None) -> ConsolidationResult:
     """Listing 1 without packing, one unit per job (the engine's case without policy pairs or hints)."""
     count = len(order)
     need = np.fromiter([j.num_gpus for j in order], np.int64, count)
-    return _walk(cluster, [j.id for j in order], need, None, np.full(count, -1), None)
+    return _walk(cluster, [j.id for j in order], need, None, np.full(count, -1), None, rules)
 
 
 _HINTS = itemgetter(1, 2)  # a Unit's (home, types)
 
 
-def place_units(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
+def place_units(cluster: Cluster, units: Sequence[Unit], rules: NodeRules | None = None) -> ConsolidationResult:
     """Walk ``units`` in order (``consolidate_jit.walk``) and build the plan as a table."""
     count = len(units)
     need = np.fromiter([u.jobs[0].num_gpus for u in units], np.int64, count)
     width = np.fromiter([len(u.jobs) for u in units], np.int64, count)
     ids = [j.id for u in units for j in u.jobs]
     if set(map(_HINTS, units)) <= {(-1, None), (-1, cluster.gpu_types)}:
-        return _walk(cluster, ids, need, width, np.full(count, -1), None)
+        return _walk(cluster, ids, need, width, np.full(count, -1), None, rules)
     home = np.fromiter([u.home for u in units], np.int64, count)
-    return _walk(cluster, ids, need, width, home, [u.types for u in units])
+    return _walk(cluster, ids, need, width, home, [u.types for u in units], rules)
 
 
 def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray | None, home: np.ndarray,
-          unit_types: Sequence[tuple[str, ...] | None] | None) -> ConsolidationResult:
+          unit_types: Sequence[tuple[str, ...] | None] | None, rules: NodeRules | None) -> ConsolidationResult:
     """The walk of units needing ``need`` GPUs, ``width`` jobs each (None: one each; their ids in
-    ``ids``, in unit order), homes ``home`` and GPU-type orders ``unit_types`` (None: the
-    cluster's, for every unit)."""
+    ``ids``, in unit order), homes ``home``, GPU-type orders ``unit_types`` (None: the
+    cluster's, for every unit) and node rules ``rules`` (None: no unit has one)."""
+    if rules is None:
+        rules = _NO_RULES._replace(rule=np.full(len(need), -1, dtype=np.int64))
     names, sizes = cluster.shape
     types = cluster.gpu_types
     type_index = {t: k for k, t in enumerate(types)}
@@ -114,7 +130,7 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray 
         np.cumsum([len(o) for o in orders], out=type_start[1:])
         type_list = np.fromiter(chain.from_iterable(orders), np.int64, int(type_start[-1]))
     status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(
-        layout.sizes, node_type, need, home, type_start, type_list)
+        layout.sizes, node_type, need, home, type_start, type_list, rules.rule, rules.allowed)
 
     # jobs numbered in unit order; a unit's jobs share its GPUs (its second job in column 1)
     placed_k = np.flatnonzero(status == consolidate_jit.PLACED)
@@ -146,6 +162,10 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray 
         keys = list(zip(need[job_unit].tolist(), free_at[job_unit].tolist()))
         why = {k: _why(max_capacity, *k) for k in set(keys)}
         pending += map(_NEW_PENDING, map(add, zip(map(ids.__getitem__, waiting.tolist())), map(why.__getitem__, keys)))
+        if rules.text and (rules.rule[job_unit] >= 0).any():  # the operator's rule is what keeps it waiting
+            pending = [p if (r := int(rules.rule[u])) < 0 else
+                       p._replace(reason=PendingReason.NODES, detail=f"{rules.text[r]}; {p.detail} in the cluster")
+                       for p, u in zip(pending, job_unit.tolist())]
     stop = np.flatnonzero(status == consolidate_jit.NOT_REACHED)
     if len(stop):
         pending += map(_NEW_PENDING, zip(ids[int(start[stop[0]]):], repeat(PendingReason.PRIORITY),

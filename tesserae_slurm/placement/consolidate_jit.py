@@ -7,7 +7,8 @@ unit that fits in one node (the node of that type with the fewest free GPUs that
 lowest index first), else whole idle nodes (largest size first, lowest index first) and the rest
 best fit on one more node; where nodes of different sizes make that more nodes than needed, the
 fewest nodes instead (most free GPUs first). A GPU count that failed on a type fails again (GPUs
-are only taken).
+are only taken). A unit with a node rule (an operator's pin or keep-off) sees only its allowed nodes;
+its failures say nothing about other units, so they are not remembered.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ PLACED, WAITS, NOT_REACHED = 0, 1, 2
 
 
 @_jit
-def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cover - compiled
+def walk(sizes, node_type, need, home, type_start, type_list, rule, allowed):  # pragma: no cover - compiled
     """Walk units needing ``need[k]`` GPUs over nodes of ``sizes`` GPUs of type ``node_type``.
 
     Unit ``k`` tries the types ``type_list[type_start[k]:type_start[k + 1]]`` in order (-1: a type
-    the cluster lacks) and its node ``home[k]`` first (-1: none).
+    the cluster lacks) and its node ``home[k]`` first (-1: none). A unit with ``rule[k] >= 0`` is placed
+    only on the nodes where ``allowed[rule[k]]`` is True.
 
     Returns ``status`` per unit (PLACED, WAITS: it did not fit, NOT_REACHED: no GPU was left),
     ``free_at`` (free GPUs when the unit was walked), and its pieces ``first[k]:first[k + 1]`` of
@@ -73,6 +75,10 @@ def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cov
         if total == 0:
             break
         n = need[k]
+        c = rule[k]
+        if c >= 0:  # the nodes it may not use are out of reach, as chosen nodes are below
+            for i in range(nn):
+                excluded[i] = not allowed[c, i]
         free_at[k] = total
         status[k] = WAITS
         m = 0  # pieces of this unit, nodes in tmp_node (counts: whole nodes, then the rest)
@@ -82,29 +88,36 @@ def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cov
             if t < 0:
                 continue
             h = home[k]
-            if h >= 0 and node_type[h] == t and n <= free[h]:
+            if h >= 0 and node_type[h] == t and n <= free[h] and not excluded[h]:
                 tmp_node[0] = h
                 tmp_count[0] = n
                 m = 1
                 break
-            if n <= max_size[t]:  # one node suffices: best fit; never spread such a unit
-                if n < fails_from[t]:
+            cap = max_size[t]
+            if c >= 0:  # one node suffices among the nodes it may use
+                cap = 0
+                for i in range(nn):
+                    if node_type[i] == t and not excluded[i] and sizes[i] > cap:
+                        cap = sizes[i]
+            if n <= cap:  # one node suffices: best fit; never spread such a unit
+                if c >= 0 or n < fails_from[t]:
                     b = _best_fit(free, node_type, count_at[t], excluded, n, max_size[t], t)
                     if b >= 0:
                         tmp_node[0] = b
                         tmp_count[0] = n
                         m = 1
                         break
-                    fails_from[t] = n
+                    if c < 0:
+                        fails_from[t] = n
                 continue
-            if fails_multi[t, n]:
+            if c < 0 and fails_multi[t, n]:
                 continue
             rest = n
             for s in idle_sizes:
                 for i in range(nn):
                     if rest < s:
                         break
-                    if node_type[i] == t and sizes[i] == s and free[i] == s:
+                    if node_type[i] == t and sizes[i] == s and free[i] == s and not excluded[i]:
                         excluded[i] = True
                         tmp_node[m] = i
                         tmp_count[m] = s
@@ -116,15 +129,18 @@ def walk(sizes, node_type, need, home, type_start, type_list):  # pragma: no cov
                     for q2 in range(m):
                         excluded[tmp_node[q2]] = False
                     m = 0
-                    fails_multi[t, n] = True
+                    if c < 0:
+                        fails_multi[t, n] = True
                     continue
                 tmp_node[m] = b
                 tmp_count[m] = rest
                 m += 1
             for q2 in range(m):
                 excluded[tmp_node[q2]] = False
-            m = _fewest_nodes(free, node_type, t, n, m, top, tmp_node, tmp_count)
+            m = _fewest_nodes(free, node_type, excluded, t, n, m, top, tmp_node, tmp_count)
             break
+        if c >= 0:
+            excluded[:] = False
         if m == 0:
             first[k + 1] = np_
             continue
@@ -161,15 +177,15 @@ def _best_fit(free, node_type, count_at, excluded, n, max_size, t):  # pragma: n
 
 
 @_jit
-def _fewest_nodes(free, node_type, t, n, m, top, tmp_node, tmp_count):  # pragma: no cover - compiled
-    """Pieces of ``n`` GPUs on the fewest nodes of type ``t``, when the ``m`` pieces chosen are more:
+def _fewest_nodes(free, node_type, excluded, t, n, m, top, tmp_node, tmp_count):  # pragma: no cover - compiled
+    """Pieces of ``n`` GPUs on the fewest nodes of type ``t`` not excluded, when the ``m`` pieces chosen are more:
     nodes by most free GPUs, lowest index first, each given all its free GPUs but the last. Returns
     the number of pieces (``tmp_node``/``tmp_count`` rewritten when fewer)."""
     nn = free.shape[0]
     key = np.empty(nn, np.int64)
     cnt = 0
     for i in range(nn):
-        if node_type[i] == t and free[i] > 0:
+        if node_type[i] == t and free[i] > 0 and not excluded[i]:
             key[cnt] = (top - free[i]) * nn + i
             cnt += 1
     order = np.sort(key[:cnt])

@@ -1,5 +1,5 @@
-"""Operators' actions on the real dev cluster: hold/release, drain/resume, requeue, cancel, each taking
-effect at the next round and recorded with who and when (`explain`); non-operators refused in one line,
+"""Operators' actions on the real dev cluster: hold/release, drain/resume, requeue, cancel, pin/keep-off/unpin,
+each taking effect at the next round and recorded with who and when (`explain`); non-operators refused in one line,
 by the command and by the daemon (which trusts the request file's owner)."""
 
 from __future__ import annotations
@@ -123,6 +123,48 @@ def test_operator_actions_take_effect_at_the_next_round_and_are_recorded(env: En
     _once(env)
     assert _running(env, b)  # the refused hold did nothing
     assert os.listdir(admin.requests_dir(cfg)) == []  # every request taken in
+
+
+def test_keep_off_moves_a_running_job_and_a_pinned_job_lands_on_its_node(env: Env) -> None:
+    env.write_config(scheduler={"round_seconds": 2}, preemption={"grace_seconds": 10})
+    a, b = (submit_tick(env, 2, 100000, name=f"pin{i}", step_time=0.05) for i in range(2))
+    _once(env)
+    _rounds_until(env, lambda: _running(env, a) and _running(env, b), "both jobs to run")
+
+    def nodes(job: str) -> set[str]:
+        return set(_row(env, job).nodes.split(","))
+
+    assert nodes(a) == nodes(b) and len(nodes(a)) == 1, (nodes(a), nodes(b))  # best fit: one node of 4 GPUs
+    (here,) = nodes(a)
+    (other,) = {"node1", "node2"} - {here}
+
+    # keep-off: said to take effect at the next round; then b runs elsewhere, a stays
+    out = _act(env, "keep-off", b, here)
+    assert out.returncode == 0, out.stderr
+    assert f"job {b} will be kept off {here} at the daemon's next round" in out.stdout, out.stdout
+    assert nodes(b) == {here}  # nothing happened yet
+    _rounds_until(env, lambda: _running(env, b) and nodes(b) == {other}, "b to move off the node it is kept off")
+    assert nodes(a) == {here} and _running(env, a)
+
+    # pin, in Slurm hostlist syntax: a moves to the pinned node (beside b), and stays there
+    pinned = f"node[{other.removeprefix('node')}]"
+    out = _act(env, "pin", a, pinned)
+    assert out.returncode == 0 and f"job {a} will be pinned to {pinned}" in out.stdout, (out.stdout, out.stderr)
+    _rounds_until(env, lambda: _running(env, a) and nodes(a) == {other}, "a to land on its pinned node")
+    _once(env)
+    assert nodes(a) == nodes(b) == {other} and _running(env, a) and _running(env, b)
+    ex = env.tesserae("explain", a)
+    assert re.search(rf"root: pin {re.escape(pinned)} \[accepted, round \d+\]", ex.stdout), ex.stdout
+    assert [(x["command"], x["nodes"]) for x in json.loads(env.tesserae("explain", a, "--json").stdout)["admin"]] \
+        == [("pin", pinned)]
+
+    # unpin is recorded; a non-operator is refused in one line and nothing changes
+    assert _act(env, "unpin", b).returncode == 0
+    out = _act(env, "pin", b, here, user="nobody")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "nobody is not a tesserae operator" in out.stderr
+    _once(env)
+    assert [r.command for r in admin.for_target(env.store(), b)] == ["keep-off", "unpin"]
+    assert nodes(a) == nodes(b) == {other}
 
 
 def test_unknown_or_ended_job_and_bad_node_are_refused_in_one_line(env: Env) -> None:

@@ -18,8 +18,11 @@ from tesserae_slurm.placement.consolidate import ConsolidationResult, Unit
 
 
 # ---- Listing 1, lines 1-12 -------------------------------------------------------------------------
-def place_units_reference(cluster: Cluster, units: Sequence[Unit]) -> ConsolidationResult:
-    """Scan every node for every job: fewest nodes, best fit, then node order; backfill."""
+def place_units_reference(cluster: Cluster, units: Sequence[Unit],
+                          allowed: Sequence[tuple[frozenset[int], str] | None] = ()) -> ConsolidationResult:
+    """Scan every node for every job: fewest nodes, best fit, then node order; backfill. ``allowed``: per
+    unit, the node indices it may use and the rule's text (None: any node)."""
+    allowed = list(allowed) or [None] * len(units)
     free = [list(range(n.num_gpus)) for n in cluster.nodes]
     capacity: dict[str, int] = {}
     for n in cluster.nodes:
@@ -27,7 +30,7 @@ def place_units_reference(cluster: Cluster, units: Sequence[Unit]) -> Consolidat
     slots: list[list[set[str]]] = [[set() for _ in range(n.num_gpus)] for n in cluster.nodes]
     placed: list[str] = []
     pending: list[PendingJob] = []
-    for unit in units:
+    for unit, rule in zip(units, allowed):
         n = unit.num_gpus
         total_free = sum(len(f) for f in free)
         if total_free == 0:
@@ -35,7 +38,8 @@ def place_units_reference(cluster: Cluster, units: Sequence[Unit]) -> Consolidat
             continue
         pieces = None
         for gtype in unit.types or cluster.gpu_types:
-            nodes = [i for i, node in enumerate(cluster.nodes) if node.gpu_type == gtype]
+            nodes = [i for i, node in enumerate(cluster.nodes) if node.gpu_type == gtype
+                     and (rule is None or i in rule[0])]
             if unit.home in nodes and len(free[unit.home]) >= n:
                 pieces = [(unit.home, n)]
                 break
@@ -47,7 +51,10 @@ def place_units_reference(cluster: Cluster, units: Sequence[Unit]) -> Consolidat
                 reason = PendingReason.UNSATISFIABLE
             else:
                 reason = PendingReason.CONSOLIDATION if total_free >= n else PendingReason.RESOURCES
-            pending.extend(PendingJob(j.id, reason, f"needs {n} GPUs; {total_free} free") for j in unit.jobs)
+            detail = f"needs {n} GPUs; {total_free} free"
+            if rule is not None:
+                reason, detail = PendingReason.NODES, f"{rule[1]}; {detail} in the cluster"
+            pending.extend(PendingJob(j.id, reason, detail) for j in unit.jobs)
             continue
         for node_idx, count in pieces:
             got, free[node_idx] = free[node_idx][:count], free[node_idx][count:]

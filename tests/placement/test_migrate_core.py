@@ -121,7 +121,8 @@ def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
         importlib.reload(consolidate_jit)
         assert consolidate_jit.walk._cache.__class__.__name__ == "NullCache"  # really uncached
         status, _, _, p_node, p_start, p_count = consolidate_jit.walk(
-            np.array([4, 4]), np.zeros(2, np.int64), np.array([2, 4, 1]), np.full(3, -1), np.arange(4), np.zeros(3, np.int64))
+            np.array([4, 4]), np.zeros(2, np.int64), np.array([2, 4, 1]), np.full(3, -1), np.arange(4), np.zeros(3, np.int64),
+            np.full(3, -1), np.zeros((1, 2), np.bool_))  # no unit has a node rule
         assert status.tolist() == [0, 0, 0] and p_node.tolist() == [0, 1, 0] and p_count.tolist() == [2, 4, 1]
     finally:
         monkeypatch.undo()

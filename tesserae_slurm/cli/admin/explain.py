@@ -105,7 +105,8 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
 
 
 def _admin_actions(store: Store, job: str) -> list[dict[str, Any]]:
-    """Operators' actions on the job (`tesserae hold|release|requeue|cancel`): who, when, what became of it."""
+    """Operators' actions on the job (`tesserae hold|release|requeue|cancel|pin|keep-off|unpin`): who, when,
+    what became of it."""
     from sqlalchemy.exc import OperationalError
 
     from ...daemon.admin import for_target
@@ -114,8 +115,8 @@ def _admin_actions(store: Store, job: str) -> list[dict[str, Any]]:
         rows = for_target(store, job)
     except OperationalError:  # a database from before schema 0003 read through an older API
         return []
-    return [{"time": iso(r.time), "user": r.user, "command": r.command, "status": r.status, "round": r.round_id,
-             "note": r.note} for r in rows]
+    return [{"time": iso(r.time), "user": r.user, "command": r.command, "nodes": r.nodes, "status": r.status,
+             "round": r.round_id, "note": r.note} for r in rows]
 
 
 def _local(stamp: str | None) -> str:
@@ -161,7 +162,8 @@ def _text(e: dict[str, Any]) -> str:
                             for m in e["history"]]))
     if e.get("admin"):
         lines.append("\noperator actions:")
-        lines.extend(f"  {_local(a['time'])} {a['user']}: {a['command']} [{a['status']}"
+        lines.extend(f"  {_local(a['time'])} {a['user']}: {a['command']}"
+                     + (f" {a['nodes']}" if a.get("nodes") else "") + f" [{a['status']}"
                      + (f", round {a['round']}" if a["round"] is not None else "") + "]"
                      + (f" {a['note']}" if a["note"] else "") for a in e["admin"])
     if e["events"]:
