@@ -1,7 +1,8 @@
 """The decision engine: one pure function from a round's inputs to a RoundDecision.
 
 Flow (paper Listing 1): consolidated placement in policy order -> packing of pending jobs onto
-placed ones -> migration minimization against the current physical placement. No I/O, no Slurm;
+placed ones -> migration minimization against the current physical placement. Per-user and
+per-account GPU limits, when given, act inside the first two steps (placement/limits.py). No I/O, no Slurm;
 the only clock is the one the shell passes in, used for stage timings alone.
 """
 
@@ -25,7 +26,8 @@ from .model import (
     RoundDecision,
     StageTimings,
 )
-from .placement.consolidate import Unit, place_consolidated, place_units
+from .placement.consolidate import ConsolidationResult, Unit, place_consolidated, place_units
+from .placement.limits import GpuLimits
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
@@ -59,6 +61,7 @@ class RoundRequest:
     current: Placement | None = None  # physical placement now (None: empty cluster)
     pairs: tuple[tuple[str, str], ...] = ()  # co-locations decided by the policy itself (Gavel LPs)
     config: EngineConfig = field(default_factory=EngineConfig)
+    limits: GpuLimits | None = None  # per-user/account GPU limits (site configuration), for every policy
 
 
 def _no_clock() -> float:
@@ -129,27 +132,45 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     t0 = now()
     homes = _homes(req, cluster) if cfg.placement == "sticky" else None
     types = _type_preference(profile, cluster)
-    if req.pairs or homes is not None or types is not None:
-        placed = place_units(cluster, _units(req.jobs, req.pairs, homes, types))
-    else:  # one unit per job, no hints: the common case, without a Unit per active job
-        placed = place_consolidated(cluster, req.jobs)
+
+    def place(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
+        if pairs or homes is not None or types is not None:
+            return place_units(cluster, _units(jobs, pairs, homes, types))
+        return place_consolidated(cluster, jobs)  # one unit per job, no hints: the common case
+
+    gate = req.limits.gate(req.jobs) if req.limits is not None else None
+    if gate is None:
+        placed, policy_pairs_kept = place(req.jobs, req.pairs), req.pairs
+    else:
+        placed, policy_pairs_kept = gate.place_within(req.jobs, req.pairs, place)
     t1 = now()
 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
     gpu_type_of = (dict.fromkeys(placed.placed, only) if only is not None else
                    {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()})
     policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a])
-                    for a, b in req.pairs if a in gpu_type_of]
+                    for a, b in policy_pairs_kept if a in gpu_type_of]
     pairs: list[PackedPair] = list(policy_pairs)
     pending: list[PendingJob] = list(placed.pending)
+    if gate is not None:
+        gate.hold_over(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
     if cfg.packing != "off" and not req.pairs:
         placed_jobs = list(map(by_id.__getitem__, placed.placed))
         waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
+        if gate is not None:
+            waiting = [j for j in waiting if j.id not in gate.limited]
         result = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective)
-        pairs.extend(result.pairs)
-        if result.pairs:  # most rounds of big traces pack nobody new
-            packed_ids = {p.partner for p in result.pairs}
+        packed = result.pairs if gate is None else gate.accept_pairs(result.pairs, dict(zip(ids, range(len(ids)))),
+                                                                       by_id)
+        pairs.extend(packed)
+        if packed:  # most rounds of big traces pack nobody new
+            packed_ids = {p.partner for p in packed}
             pending = [p for p in pending if p.job_id not in packed_ids]
+    if gate is not None and gate.limited:
+        at = dict(zip(ids, range(len(ids))))
+        limited = gate.pending()
+        gone = {p.job_id for p in limited}
+        pending = sorted([p for p in pending if p.job_id not in gone] + limited, key=lambda p: at[p.job_id])
     logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
     t2 = now()
 

@@ -17,6 +17,7 @@ class PendingReason(str, Enum):
     RESOURCES = "Resources"  # GPUs were free but fewer than the job needs
     CONSOLIDATION = "Consolidation"  # enough GPUs free, but not on few enough nodes of one type
     UNSATISFIABLE = "Unsatisfiable"  # the cluster can never hold the job (too many GPUs, unknown type)
+    LIMIT = "Limit"  # its user or account would go over a configured GPU limit (placement/limits.py)
 
 
 class PendingJob(NamedTuple):

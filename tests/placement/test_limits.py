@@ -1,0 +1,167 @@
+"""Per-user and per-account GPU limits in the engine: held to the limit, never below it without cause."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
+from tesserae_slurm.engine import EngineConfig, RoundRequest, decide
+from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placement
+from tesserae_slurm.placement.limits import GpuLimits, limits_from
+from tesserae_slurm.profiles import load_profile
+from tesserae_slurm.sim.invariants import check_round
+
+A100 = load_profile("a100")
+
+
+def run(cluster, jobs, limits, current=None, pairs=(), **cfg):
+    d = decide(RoundRequest(cluster, tuple(jobs), current, tuple(pairs), EngineConfig(**cfg), limits), A100)
+    check_round(d, {j.id: j for j in jobs}, current or Placement.empty(cluster))
+    return d
+
+
+def held(d, jobs):
+    """GPUs each user and account holds in decision ``d`` (each placed job its num_gpus, packed or not)."""
+    by_id = {j.id: j for j in jobs}
+    use: Counter[str] = Counter()
+    for jid in d.placement.jobs():
+        j = by_id[jid]
+        if j.user:
+            use[f"user {j.user}"] += j.num_gpus
+        if j.account:
+            use[f"account {j.account}"] += j.num_gpus
+    return use
+
+
+def check_limits(d, jobs, limits):
+    """No key over its limit; a job waiting for ``Limit`` really would go over; no other job is kept
+    back by a limit."""
+    use = held(d, jobs)
+    by_id = {j.id: j for j in jobs}
+    for j in jobs:
+        for key, cap in limits.keys(j):
+            assert use[key] <= cap, f"{key} holds {use[key]} > {cap}"
+    for p in d.pending:
+        if p.reason is PendingReason.LIMIT:
+            j = by_id[p.job_id]
+            assert any(use[k] + j.num_gpus > cap for k, cap in limits.keys(j)), f"{j.id} held back under its limit"
+
+
+def test_a_user_over_the_limit_waits_with_the_reason_and_others_run():
+    cluster = Cluster.from_spec("2x4:a100")
+    jobs = [Job("a1", 4, "resnet50", "64", user="alice", no_pack=True),
+            Job("a2", 4, "resnet50", "64", user="alice", no_pack=True),
+            Job("b1", 4, "resnet50", "64", user="bob", no_pack=True)]
+    d = run(cluster, jobs, GpuLimits(users={"alice": 4}))
+    assert d.placement.jobs() == {"a1", "b1"}
+    [p] = d.pending
+    assert (p.job_id, p.reason) == ("a2", PendingReason.LIMIT)
+    assert "user alice holds 4 of 4 GPUs" in p.detail
+    free = run(cluster, jobs, None)  # without limits alice's second job runs and bob's waits
+    assert free.placement.jobs() == {"a1", "a2"}
+
+
+def test_jobs_that_got_no_gpus_do_not_count_toward_the_limit():
+    # alice's 8-GPU job comes first but does not fit (bob holds a node): her 4-GPU job behind it must
+    # run, since a limit of 8 counts GPUs held, not GPUs asked for; then the 8-GPU one is over (4 + 8)
+    cluster = Cluster.from_spec("2x4:a100")
+    jobs = [Job("b1", 4, "resnet50", "64", user="bob", no_pack=True),
+            Job("a8", 8, "resnet50", "64", user="alice", no_pack=True),
+            Job("a4", 4, "resnet50", "64", user="alice", no_pack=True)]
+    d = run(cluster, jobs, GpuLimits(users={"alice": 8}, default_user=4))
+    assert d.placement.jobs() == {"b1", "a4"}
+    [p] = d.pending
+    assert (p.job_id, p.reason, p.detail) == ("a8", PendingReason.LIMIT, "needs 8 GPUs; user alice holds 4 of 8 GPUs")
+
+
+def test_account_limits_and_defaults():
+    cluster = Cluster.from_spec("4x4:a100")
+    jobs = [Job(f"j{i}", 4, "resnet50", "64", user=f"u{i}", account="ml" if i < 3 else "bio", no_pack=True)
+            for i in range(4)]
+    d = run(cluster, jobs, GpuLimits(accounts={"ml": 8}, default_user=4))
+    assert d.placement.jobs() == {"j0", "j1", "j3"}
+    assert [(p.job_id, p.reason) for p in d.pending] == [("j2", PendingReason.LIMIT)]
+    assert "account ml holds 8 of 8 GPUs" in d.pending[0].detail
+
+
+def test_packing_never_takes_a_user_over_the_limit():
+    cluster = Cluster.from_spec("1x4:a100")
+    jobs = [Job("a", 2, "resnet50", "32", user="alice"), Job("b", 2, "resnet50", "32", user="bob"),
+            Job("c", 2, "PointNet", "32", user="alice"), Job("d", 2, "DCGAN", "64", user="bob")]
+    packed = run(cluster, jobs, None)
+    assert {p.partner for p in packed.packed} == {"c", "d"}  # both would pack without limits
+    d = run(cluster, jobs, GpuLimits(users={"alice": 2}))
+    assert {p.partner for p in d.packed} == {"d"}
+    assert [(p.job_id, p.reason) for p in d.pending] == [("c", PendingReason.LIMIT)]
+
+
+def test_policy_pairs_with_a_limited_member_are_split():
+    cluster = Cluster.from_spec("1x4:a100")
+    jobs = [Job("a", 2, "resnet50", "32", user="alice"), Job("b", 2, "resnet50", "32", user="alice"),
+            Job("c", 2, "PointNet", "32", user="bob")]
+    d = run(cluster, jobs, GpuLimits(users={"alice": 2}), pairs=[("a", "b")], packing="off")
+    assert d.placement.jobs() == {"a", "c"} and d.packed == ()
+    assert [(p.job_id, p.reason) for p in d.pending] == [("b", PendingReason.LIMIT)]
+
+
+def test_limits_that_cannot_bind_change_nothing():
+    cluster = Cluster.from_spec("4x4:a100")
+    jobs = synthetic_jobs(60, np.random.default_rng(1))
+    lim = GpuLimits(default_user=10_000)
+    assert lim.gate(jobs) is None  # and so the round costs one pass over the jobs
+    assert run(cluster, jobs, lim) == run(cluster, jobs, None)
+
+
+def test_limits_from_yaml_shape_and_bad_values():
+    lim = limits_from({"users": {"alice": 8}, "accounts": {"ml": 16}, "default_user": 4})
+    assert lim == GpuLimits({"alice": 8}, {"ml": 16}, 4, None)
+    assert limits_from({}) is None and limits_from(None) is None
+    with pytest.raises(InputError, match="unknown key"):
+        limits_from({"user": {"alice": 8}})
+    with pytest.raises(InputError, match=r"limits.users.alice: a GPU limit must be an integer >= 0"):
+        limits_from({"users": {"alice": -1}})
+    with pytest.raises(InputError, match="limits.default_user"):
+        limits_from({"default_user": "many"})
+
+
+USERS = ("alice", "bob", "carol", "")
+ACCOUNTS = ("ml", "bio", "")
+
+
+@st.composite
+def limit_cases(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 10_000)))
+    n = draw(st.integers(1, 40))
+    jobs = tuple(replace(j, user=draw(st.sampled_from(USERS)), account=draw(st.sampled_from(ACCOUNTS)))
+                 for j in synthetic_jobs(n, rng))
+    users = draw(st.dictionaries(st.sampled_from(USERS[:3]), st.integers(0, 12), max_size=3))
+    accounts = draw(st.dictionaries(st.sampled_from(ACCOUNTS[:2]), st.integers(0, 16), max_size=2))
+    default = draw(st.none() | st.integers(1, 8))
+    spec = draw(st.sampled_from(["2x4:a100", "4x4:a100", "3x8:a100", "2x4:a100,2x8:a100"]))
+    packing = draw(st.sampled_from(["on", "off", "single"]))
+    return Cluster.from_spec(spec), jobs, GpuLimits(users, accounts, default), packing, rng
+
+
+@settings(max_examples=60, deadline=None)
+@given(limit_cases())
+def test_property_limits_hold_every_round_and_are_not_conservative(case):
+    """Over consecutive rounds (orders churning, the placement carried over): no user or account ever
+    holds more GPUs than allowed, and a job waits for its limit only when it would go over it."""
+    cluster, jobs, limits, packing, rng = case
+    current = None
+    order = jobs
+    for _ in range(4):
+        d = run(cluster, order, limits, current, packing=packing)
+        check_limits(d, order, limits)
+        if packing == "off":  # the walk without the limited jobs: exactly what the limits leave
+            limited = {p.job_id for p in d.pending if p.reason is PendingReason.LIMIT}
+            rest = run(cluster, [j for j in order if j.id not in limited], None, current, packing=packing)
+            assert rest.placement == d.placement
+        current = d.placement
+        order = perturb_order(order, rng, 0.3)
