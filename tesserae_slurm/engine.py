@@ -26,8 +26,9 @@ from .model import (
     RoundDecision,
     StageTimings,
 )
+from .model.limits import GpuLimits
 from .placement.consolidate import ConsolidationResult, Unit, place_consolidated, place_units
-from .placement.limits import GpuLimits
+from .placement.limits import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
@@ -138,7 +139,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             return place_units(cluster, _units(jobs, pairs, homes, types))
         return place_consolidated(cluster, jobs)  # one unit per job, no hints: the common case
 
-    gate = req.limits.gate(req.jobs) if req.limits is not None else None
+    gate = limit_gate(req.limits, req.jobs) if req.limits is not None else None
     if gate is None:
         placed, policy_pairs_kept = place(req.jobs, req.pairs), req.pairs
     else:

@@ -23,6 +23,7 @@ from ..policies.registry import make_policy
 from ..configs import get_config
 from ..profiles.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
+from ..slurm.types import SlurmJob
 from ..tsbatch.meta import JobMeta
 from ..tsbatch.options import check_meta
 from ..tsbatch.submit import shape_from_nodes
@@ -99,6 +100,7 @@ class Daemon:
         self.heartbeat: Callable[[], None] = lambda: None
         self.heartbeat_s = 1e9
         self.admin = admin.Standing({}, {}, [])  # operators' holds and drains in force (daemon/admin.py)
+        self.slurm_priority: dict[str, int] = {}  # job -> last priority Slurm gave it unheld (_site_priority)
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.configure(cfg)
@@ -284,9 +286,13 @@ class Daemon:
             except InputError as exc:
                 excluded[r.job_id] = f"Unschedulable: {exc}"
                 continue
+            if mj.slurm.account:  # per-account GPU limits
+                job = replace(job, account=mj.slurm.account)
             jobs[r.job_id] = job
             views.append(JobView(job, r.submit_time, r.attained_service, r.executed_time, r.rounds_run,
-                                 running=placed))
+                                 running=placed, site_priority=self._site_priority(r.job_id, mj.slurm),
+                                 nice=mj.slurm.nice))
+        self.slurm_priority = {j: p for j, p in self.slurm_priority.items() if j in jobs}
         if self.dry_run:
             shadow = self.journal.load_shadow()
             actual = {j: g for j, g in _gpu_maps(shadow).items() if j in jobs} if shadow is not None else {}
@@ -296,6 +302,15 @@ class Daemon:
             self.journal.event(snap.time, "error", f"accounting inconsistency: {p}")
         return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
                            snap.held_by_others)
+
+    def _site_priority(self, job_id: str, sj: SlurmJob) -> float:
+        """Slurm's priority (policies/slurm_priority.py). Slurm computes none for a held job: squeue
+        and sprio give 0, and the daemon holds every job it has not started. Such a job keeps the last
+        priority Slurm gave it while it was not held (in this daemon's memory), else 0; ties go to
+        the lower nice, which Slurm shows on held jobs too, then to arrival."""
+        if sj.priority > 0 and not sj.held:
+            self.slurm_priority[job_id] = sj.priority
+        return float(self.slurm_priority.get(job_id, 0))
 
     # ---- the round ----------------------------------------------------------------------------------
     def run_round(self) -> RoundResult:
@@ -355,8 +370,8 @@ class Daemon:
             self.pstate)
         t1 = time.perf_counter()
         ordered = tuple(inp.jobs[j] for j in ranking.order)
-        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config),
-                          profile, clock=time.perf_counter)
+        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config,
+                                       self.cfg.limits), profile, clock=time.perf_counter)
         decision_s = time.perf_counter() - t0
         plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)
         if inp.held_by_others:  # say which foreign jobs take GPUs, where a job waits (explain, round show)

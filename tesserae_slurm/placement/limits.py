@@ -17,68 +17,30 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
-from ..model import InputError, Job, PackedPair, PendingJob, PendingReason
+from ..model import Job, PackedPair, PendingJob, PendingReason
+from ..model.limits import GpuLimits
 from .consolidate import ConsolidationResult
+
+__all__ = ["LimitGate", "gate"]
 
 Place = Callable[[Sequence[Job], Sequence[tuple[str, str]]], ConsolidationResult]
 
 
-@dataclass(frozen=True)
-class GpuLimits:
-    """GPUs a user or account may hold at once. ``default_user``/``default_account``: for every user
-    (account) not named; None: unlimited."""
-
-    users: Mapping[str, int] = field(default_factory=dict)
-    accounts: Mapping[str, int] = field(default_factory=dict)
-    default_user: int | None = None
-    default_account: int | None = None
-
-    def __post_init__(self) -> None:
-        for what, caps in (("users", self.users), ("accounts", self.accounts)):
-            for name, cap in caps.items():
-                _check(f"limits.{what}.{name}", cap)
-        for what, cap in (("default_user", self.default_user), ("default_account", self.default_account)):
-            if cap is not None:
-                _check(f"limits.{what}", cap)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.users or self.accounts) and self.default_user is None and self.default_account is None
-
-    def keys(self, job: Job) -> tuple[tuple[str, int], ...]:
-        """The limits ``job`` counts against: ("user alice", 8), ("account ml", 16)."""
-        out = []
-        if job.user:
-            cap = self.users.get(job.user, self.default_user)
-            if cap is not None:
-                out.append((f"user {job.user}", cap))
-        if job.account:
-            cap = self.accounts.get(job.account, self.default_account)
-            if cap is not None:
-                out.append((f"account {job.account}", cap))
-        return tuple(out)
-
-    def gate(self, jobs: Sequence[Job]) -> LimitGate | None:
-        """None when no limit can bind this round (all jobs of each key fit under it together)."""
-        if self.empty:
-            return None
-        keys = {j.id: k for j in jobs if (k := self.keys(j))}
-        demand: Counter[str] = Counter()
-        caps: dict[str, int] = {}
-        for j in jobs:
-            for key, cap in keys.get(j.id, ()):
-                demand[key] += j.num_gpus
-                caps[key] = cap
-        if all(demand[k] <= caps[k] for k in demand):
-            return None
-        return LimitGate(keys)
-
-
-def _check(where: str, cap: object) -> None:
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-        raise InputError(f"{where}: a GPU limit must be an integer >= 0, got {cap!r}")
+def gate(limits: GpuLimits, jobs: Sequence[Job]) -> LimitGate | None:
+    """None when no limit can bind this round (all jobs of each key fit under it together)."""
+    if limits.empty:
+        return None
+    keys = {j.id: k for j in jobs if (k := limits.keys(j))}
+    demand: Counter[str] = Counter()
+    caps: dict[str, int] = {}
+    for j in jobs:
+        for key, cap in keys.get(j.id, ()):
+            demand[key] += j.num_gpus
+            caps[key] = cap
+    if all(demand[k] <= caps[k] for k in demand):
+        return None
+    return LimitGate(keys)
 
 
 class LimitGate:
@@ -152,24 +114,3 @@ class LimitGate:
                     if self.used.get(k, 0) + j.num_gpus > cap]
             out.append(PendingJob(j.id, PendingReason.LIMIT, f"needs {j.num_gpus} GPUs; " + "; ".join(over)))
         return out
-
-
-def limits_from(raw: Mapping[str, object] | None, where: str = "limits") -> GpuLimits | None:
-    """``{users: {alice: 8}, accounts: {ml: 16}, default_user: 4, default_account: 32}`` -> GpuLimits."""
-    if not raw:
-        return None
-    if not isinstance(raw, Mapping):
-        raise InputError(f"{where} must be a mapping, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - {"users", "accounts", "default_user", "default_account"})
-    if unknown:
-        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} "
-                         "(known: users, accounts, default_user, default_account)")
-    maps = {}
-    for name in ("users", "accounts"):
-        value = raw.get(name) or {}
-        if not isinstance(value, Mapping):
-            raise InputError(f"{where}.{name} must map names to GPU counts, got {type(value).__name__}")
-        maps[name] = {str(k): v for k, v in value.items()}
-    limits = GpuLimits(maps["users"], maps["accounts"], raw.get("default_user"),  # type: ignore[arg-type]
-                       raw.get("default_account"))  # type: ignore[arg-type]
-    return None if limits.empty else limits

@@ -22,7 +22,7 @@ import numpy as np
 from ..configs import SchedulerConfig
 from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, JobView, Placement, RoundDecision
-from ..placement.limits import GpuLimits
+from ..model.limits import GpuLimits
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
