@@ -27,7 +27,7 @@ from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
 from ..profiles.speeds import SpeedModel
-from .invariants import InvariantError, check_progress, check_result, check_round
+from .invariants import InvariantError, check_limits, check_progress, check_result, check_round
 from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
@@ -216,6 +216,8 @@ class _Run:
         self.last = (ranking, decision)
         if self.check:
             check_round(decision, {j.id: j for j in ordered}, self.current)
+            if self.limits is not None:
+                check_limits(decision, ordered, self.limits)
         return decision, reused
 
     def act(self, decision: RoundDecision) -> RoundResult:

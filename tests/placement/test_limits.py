@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -16,6 +15,7 @@ from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placem
 from tesserae_slurm.model.limits import GpuLimits, limits_from
 from tesserae_slurm.placement.limits import gate
 from tesserae_slurm.profiles import load_profile
+from tesserae_slurm.sim import invariants
 from tesserae_slurm.sim.invariants import check_round
 
 A100 = load_profile("a100")
@@ -27,31 +27,8 @@ def run(cluster, jobs, limits, current=None, pairs=(), **cfg):
     return d
 
 
-def held(d, jobs):
-    """GPUs each user and account holds in decision ``d`` (each placed job its num_gpus, packed or not)."""
-    by_id = {j.id: j for j in jobs}
-    use: Counter[str] = Counter()
-    for jid in d.placement.jobs():
-        j = by_id[jid]
-        if j.user:
-            use[f"user {j.user}"] += j.num_gpus
-        if j.account:
-            use[f"account {j.account}"] += j.num_gpus
-    return use
-
-
 def check_limits(d, jobs, limits):
-    """No key over its limit; a job waiting for ``Limit`` really would go over; no other job is kept
-    back by a limit."""
-    use = held(d, jobs)
-    by_id = {j.id: j for j in jobs}
-    for j in jobs:
-        for key, cap in limits.keys(j):
-            assert use[key] <= cap, f"{key} holds {use[key]} > {cap}"
-    for p in d.pending:
-        if p.reason is PendingReason.LIMIT:
-            j = by_id[p.job_id]
-            assert any(use[k] + j.num_gpus > cap for k, cap in limits.keys(j)), f"{j.id} held back under its limit"
+    invariants.check_limits(d, jobs, limits)
 
 
 def test_a_user_over_the_limit_waits_with_the_reason_and_others_run():
