@@ -79,6 +79,21 @@ def test_packing_never_takes_a_user_over_the_limit():
     assert [(p.job_id, p.reason) for p in d.pending] == [("c", PendingReason.LIMIT)]
 
 
+def test_a_partner_over_its_limit_leaves_the_place_to_the_next_best():
+    # one host (b) and two candidates; the one packing would choose belongs to alice, who is at her
+    # limit already: the other one packs instead of nobody
+    cluster = Cluster.from_spec("2x4:a100")
+    base = [Job("a1", 4, "resnet50", "64", user="alice", no_pack=True), Job("b", 4, "resnet50", "32", user="bob"),
+            Job("c", 4, "PointNet", "32"), Job("d", 4, "DCGAN", "64")]
+    [best] = run(cluster, base, None).packed
+    other = ({"c", "d"} - {best.partner}).pop()
+    jobs = [j if j.id not in ("c", "d") else replace(j, user="alice" if j.id == best.partner else "carol")
+            for j in base]
+    d = run(cluster, jobs, GpuLimits(users={"alice": 4}))
+    assert [(p.placed, p.partner) for p in d.packed] == [("b", other)]
+    assert [(p.job_id, p.reason) for p in d.pending] == [(best.partner, PendingReason.LIMIT)]
+
+
 def test_policy_pairs_with_a_limited_member_are_split():
     cluster = Cluster.from_spec("1x4:a100")
     jobs = [Job("a", 2, "resnet50", "32", user="alice"), Job("b", 2, "resnet50", "32", user="alice"),

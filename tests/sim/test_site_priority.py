@@ -3,6 +3,8 @@ slurm-priority-t and per-user/account GPU limits (the engine's own, as in the da
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,7 +14,7 @@ from tesserae_slurm.model import Cluster
 from tesserae_slurm.model.limits import GpuLimits
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim import runner
-from tesserae_slurm.sim.invariants import check_limits
+from tesserae_slurm.sim.invariants import InvariantError, check_limits
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.traces import Trace, TraceJob
 from tesserae_slurm.sim.traces.csv_format import dumps_csv, parse_csv
@@ -75,6 +77,16 @@ def test_account_limit_is_replayed(monkeypatch):
         check_limits(d, req.jobs, lim)
     start = {j.job_id: j.start_time for j in r.jobs}
     assert start["low"] >= 600  # only after mid (same account) is done
+
+
+def test_check_catches_a_decision_over_a_limit(monkeypatch):
+    """--check's limit invariant fails a run whose engine ignored the limits."""
+    real = runner.decide
+    monkeypatch.setattr(runner, "decide", lambda req, profile, clock=None: real(
+        dataclasses.replace(req, limits=None), profile, clock))
+    with pytest.raises(InvariantError, match="account ml holds 8 GPUs, over its limit of 4"):
+        simulate(parse_csv(CSV, name="site"), Cluster.from_spec("3x4:a100"), get_config("slurm-priority"), A100,
+                 limits=GpuLimits(accounts={"ml": 4}), check_invariants=True)
 
 
 @st.composite

@@ -236,6 +236,14 @@ def test_priority_shapes(raw, want):
     assert parse.job_priority(raw) == want
 
 
+@pytest.mark.parametrize("label", ["23.02", "24.11", "26.05"])
+def test_infinite_priority_in_squeue_json(label):
+    doc = _doc(label)
+    doc["jobs"][0]["priority"] = {"set": False, "infinite": True, "number": 0}
+    version = parse.parse_version(label)
+    assert parse.parse_squeue_json(json.dumps(doc), version=version)[0].priority == parse.INFINITE
+
+
 @pytest.mark.parametrize("raw", [{"set": True}, "high", [1]])
 def test_unreadable_priority_raises(raw):
     with pytest.raises(SlurmParseError, match="cannot read priority"):
