@@ -10,6 +10,7 @@ profile drives progress (the paper's sensitivity study). Deterministic for a see
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -132,7 +133,8 @@ def simulate(
                   "migration": config.engine.migration, "policy": config.policy,
                   "policy_options": dict(config.policy_options), "reference_gpu": true_speeds.reference,
                   "profile": profile.name, "decision_profile": believed.name, "llm_strategy": llm_strategy,
-                  "fast_forwarded_rounds": run.skipped},
+                  "fast_forwarded_rounds": run.skipped,
+                  **({"limits": dataclasses.asdict(limits)} if limits is not None else {})},
     )
     if check_invariants:
         check_result(result, trace, true_speeds.max_factor)

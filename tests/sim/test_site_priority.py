@@ -4,6 +4,7 @@ slurm-priority-t and per-user/account GPU limits (the engine's own, as in the da
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -123,3 +124,24 @@ def test_named_configurations(name):
     c = get_config(name)
     assert c.policy == "slurm-priority" and c.engine.migration == "tesserae"
     assert c.engine.packing == ("on" if name.endswith("-t") else "off")
+
+
+def test_simulate_command_takes_limits_from_a_yaml_file(tmp_path, capsys):
+    from tesserae_slurm.cli.main import main
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time,num_gpus,duration,model,batch_size,user,priority\n"
+                     "a,0,4,600,resnet50,64,alice,1\nb,0,4,600,resnet50,64,alice,2\nc,0,4,600,resnet50,64,bob,1\n")
+    limits = tmp_path / "limits.yaml"
+    limits.write_text("limits:\n  users: {alice: 4}\n")
+    args = ["simulate", "--trace", str(trace), "--cluster", "3x4:a100", "--policy", "slurm-priority", "--check",
+            "--json", "-"]
+    assert main([*args, "--limits", str(limits)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    start = {j["id"]: j["start"] for j in out["per_job"]}
+    assert start == {"b": 0.0, "c": 0.0, "a": 720.0}  # alice's second job after her first, at a round
+    assert out["settings"]["limits"]["users"] == {"alice": 4}
+    assert main(args) == 0  # without: all three at once
+    assert {j["start"] for j in json.loads(capsys.readouterr().out)["per_job"]} == {0.0}
+    limits.write_text("limits:\n  users: {alice: -1}\n")
+    assert main([*args, "--limits", str(limits)]) == 2
+    assert "limits.users.alice: a GPU limit must be an integer >= 0" in capsys.readouterr().err
