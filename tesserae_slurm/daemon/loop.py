@@ -100,7 +100,7 @@ class Daemon:
         self.heartbeat: Callable[[], None] = lambda: None
         self.heartbeat_s = 1e9
         self.admin = admin.Standing({}, {}, [])  # operators' holds and drains in force (daemon/admin.py)
-        self.slurm_priority: dict[str, int] = {}  # job -> last priority Slurm gave it unheld (_site_priority)
+        self.slurm_priority: dict[str, int] = {}  # job -> last priority Slurm gave it unheld (site_priority)
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.configure(cfg)
@@ -289,9 +289,9 @@ class Daemon:
             if mj.slurm.account:  # per-account GPU limits
                 job = replace(job, account=mj.slurm.account)
             jobs[r.job_id] = job
+            prio = site_priority(self.slurm_priority, r.job_id, mj.slurm)
             views.append(JobView(job, r.submit_time, r.attained_service, r.executed_time, r.rounds_run,
-                                 running=placed, site_priority=self._site_priority(r.job_id, mj.slurm),
-                                 nice=mj.slurm.nice))
+                                 running=placed, site_priority=prio, nice=mj.slurm.nice))
         self.slurm_priority = {j: p for j, p in self.slurm_priority.items() if j in jobs}
         if self.dry_run:
             shadow = self.journal.load_shadow()
@@ -302,15 +302,6 @@ class Daemon:
             self.journal.event(snap.time, "error", f"accounting inconsistency: {p}")
         return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
                            snap.held_by_others)
-
-    def _site_priority(self, job_id: str, sj: SlurmJob) -> float:
-        """Slurm's priority (policies/slurm_priority.py). Slurm computes none for a held job: squeue
-        and sprio give 0, and the daemon holds every job it has not started. Such a job keeps the last
-        priority Slurm gave it while it was not held (in this daemon's memory), else 0; ties go to
-        the lower nice, which Slurm shows on held jobs too, then to arrival."""
-        if sj.priority > 0 and not sj.held:
-            self.slurm_priority[job_id] = sj.priority
-        return float(self.slurm_priority.get(job_id, 0))
 
     # ---- the round ----------------------------------------------------------------------------------
     def run_round(self) -> RoundResult:
@@ -571,6 +562,16 @@ class Daemon:
             return
         log.info("configuration reloaded (policy %s, round %gs)", cfg.scheduler.policy, cfg.scheduler.round_seconds)
         self.journal.event(self.clock(), "config", "reloaded")
+
+
+def site_priority(memory: dict[str, int], job_id: str, sj: SlurmJob) -> float:
+    """Slurm's priority for the slurm-priority order. Slurm computes none for a held job (squeue and
+    sprio give 0), and the daemon holds every job it has not started: such a job keeps the last
+    priority Slurm gave it while not held (``memory``, this daemon's), else 0; ties then go to the
+    lower nice, which Slurm shows on held jobs too, then to arrival."""
+    if sj.priority > 0 and not sj.held:
+        memory[job_id] = sj.priority
+    return float(memory.get(job_id, 0))
 
 
 def parse_gpus_safe(text_or_assignment: str) -> GpuMap | None:
