@@ -8,9 +8,9 @@ that its own would go over. A job is therefore never held back by jobs that did 
 job held back is over its limit in the final placement too (usage only grows along the walk).
 
 The walk itself is compiled (consolidate_jit.walk) and knows nothing of limits, so ``place_within``
-runs it on the order without the jobs known to be limited, scans the placed jobs in order and adds
-the ones that went over, and repeats: usually once or twice. Packing partners are then added only
-while their user and account stay within their limits, in policy order.
+walks without the jobs it guesses limited and checks the guesses against that walk, until a walk
+confirms them (``tests/oracles/limits.py`` is the slow, certain reference). Packing partners are then
+added only while their user and account stay within their limits, in policy order.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .consolidate import ConsolidationResult
 __all__ = ["LimitGate", "gate"]
 
 Place = Callable[[Sequence[Job], Sequence[tuple[str, str]]], ConsolidationResult]
+_GUESSES = 8  # walks of guess-and-check before the slow, certain way
 
 
 def gate(limits: GpuLimits, jobs: Sequence[Job]) -> LimitGate | None:
@@ -41,6 +42,23 @@ def gate(limits: GpuLimits, jobs: Sequence[Job]) -> LimitGate | None:
     if all(demand[k] <= caps[k] for k in demand):
         return None
     return LimitGate(keys)
+
+
+def _walk_order(jobs: Sequence[Job], kept: Sequence[tuple[str, str]], skipped: set[str]) -> list[str]:
+    """Job ids in the walk's order: policy order, a policy pair at its first member's place (as the
+    engine's units), skipped jobs at their own places."""
+    partner = {a: b for a, b in kept} | {b: a for a, b in kept}
+    out: list[str] = []
+    seen: set[str] = set()
+    for j in jobs:
+        if j.id in seen:
+            continue
+        seen.add(j.id)
+        out.append(j.id)
+        if j.id in partner and j.id not in skipped:
+            seen.add(partner[j.id])
+            out.append(partner[j.id])
+    return out
 
 
 class LimitGate:
@@ -61,33 +79,74 @@ class LimitGate:
     def place_within(self, jobs: Sequence[Job], pairs: Sequence[tuple[str, str]],
                      place: Place) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:
         """The walk in policy order with limited jobs skipped; returns it and the policy pairs kept
-        (a pair with a limited member is dropped: the other member is walked alone)."""
+        (a pair with a limited member is dropped: the other member is walked alone).
+
+        Guess and check: walk without the jobs guessed limited, then go through the walk's order with
+        the guessed jobs at their places, counting the placed ones. A placed job over a limit there is
+        guessed limited next time; a guessed job under its limit there is not. When a walk changes no
+        guess, every job saw exactly the usage the walk with skips would have given it (induction along
+        the order), so the result is that walk. Usually two or three walks; guesses that keep changing
+        (never seen in tests) fall back to settling one first job per walk."""
         by_id = {j.id: j for j in jobs}
-        for j in jobs:  # over its limit with nothing placed: never needs a walk to find out
-            if self._over(j, {}):
-                self.limited[j.id] = j
-        while True:
-            order = [j for j in jobs if j.id not in self.limited]
-            kept = tuple(p for p in pairs if p[0] not in self.limited and p[1] not in self.limited)
-            result = place(order, kept)
-            used: Counter[str] = Counter()
-            frozen: Counter[str] | None = None  # usage before the first job that went over
-            new = []
-            for jid in result.placed:
-                j = by_id[jid]
-                if frozen is None and not self._over(j, used):
-                    for k, _ in self.keys.get(jid, ()):
-                        used[k] += j.num_gpus
-                elif frozen is None:
-                    frozen = used.copy()
-                    new.append(j)
-                elif self._over(j, frozen):  # over on the usage of jobs that stay placed: certain
-                    new.append(j)
-            if not new:
-                for jid in result.placed:
-                    self._take(by_id[jid])
-                return result, kept
-            self.limited.update((j.id, j) for j in new)
+        certain = {j.id for j in jobs if self._over(j, {})}  # over its limit with nothing placed
+        guess = set(certain)
+        for _ in range(_GUESSES):
+            result, kept = self._walk(jobs, pairs, guess, place)
+            changed = self._check(jobs, kept, guess, set(result.placed), by_id)
+            if changed is None:
+                return self._done(result, kept, guess, by_id)
+            guess = changed
+        guess = set(certain)
+        while True:  # the slow, certain way: one first job over its limit settled per walk
+            result, kept = self._walk(jobs, pairs, guess, place)
+            first = self._first_over(jobs, kept, guess, set(result.placed), by_id)
+            if first is None:
+                return self._done(result, kept, guess, by_id)
+            guess.add(first)
+
+    @staticmethod
+    def _walk(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], skip: set[str],
+              place: Place) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:
+        kept = tuple(p for p in pairs if p[0] not in skip and p[1] not in skip)
+        return place([j for j in jobs if j.id not in skip], kept), kept
+
+    def _check(self, jobs: Sequence[Job], kept: Sequence[tuple[str, str]], guess: set[str], placed: set[str],
+               by_id: Mapping[str, Job]) -> set[str] | None:
+        """The next guess, or None when this walk confirms every guess: a job is limited exactly when,
+        at its place in the walk, the placed jobs before it fill its user or account (placed or not:
+        a limited member splits its policy pair)."""
+        used: Counter[str] = Counter()
+        out = set(guess)
+        for jid in _walk_order(jobs, kept, guess):
+            j = by_id[jid]
+            if self._over(j, used):
+                out.add(jid)
+            elif jid in guess:
+                out.discard(jid)
+            elif jid in placed:
+                for k, _ in self.keys.get(jid, ()):
+                    used[k] += j.num_gpus
+        return None if out == guess else out
+
+    def _first_over(self, jobs: Sequence[Job], kept: Sequence[tuple[str, str]], skip: set[str], placed: set[str],
+                    by_id: Mapping[str, Job]) -> str | None:
+        used: Counter[str] = Counter()
+        for jid in _walk_order(jobs, kept, skip):
+            if jid in skip:
+                continue
+            if self._over(by_id[jid], used):
+                return jid
+            if jid in placed:
+                for k, _ in self.keys.get(jid, ()):
+                    used[k] += by_id[jid].num_gpus
+        return None
+
+    def _done(self, result: ConsolidationResult, kept: tuple[tuple[str, str], ...], limited: set[str],
+              by_id: Mapping[str, Job]) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:
+        self.limited.update((jid, by_id[jid]) for jid in limited)
+        for jid in result.placed:
+            self._take(by_id[jid])
+        return result, kept
 
     def hold_over(self, waiting: Iterable[Job]) -> None:
         """Jobs the walk left waiting that are over a limit already: they wait for it, and never pack."""

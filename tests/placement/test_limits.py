@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles.limits import exact_walk
 
 from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
-from tesserae_slurm.engine import EngineConfig, RoundRequest, decide
+from tesserae_slurm.engine import EngineConfig, RoundRequest, _units, decide
 from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placement
 from tesserae_slurm.model.limits import GpuLimits, limits_from
+from tesserae_slurm.placement.consolidate import place_consolidated, place_units
 from tesserae_slurm.placement.limits import gate
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim import invariants
@@ -158,3 +160,35 @@ def test_property_limits_hold_every_round_and_are_not_conservative(case):
             assert rest.placement == d.placement
         current = d.placement
         order = perturb_order(order, rng, 0.3)
+
+
+def _place(cluster):
+    """The engine's placement call (engine.decide's ``place``) for a one-type cluster without hints."""
+    def place(jobs, pairs):
+        return place_units(cluster, _units(jobs, pairs)) if pairs else place_consolidated(cluster, jobs)
+    return place
+
+
+@settings(max_examples=150, deadline=None)
+@given(limit_cases(), st.data())
+def test_property_guess_and_check_equals_the_certain_walk(case, data):
+    """placement/limits.py's guess-and-check gives exactly the reference's walk with skips
+    (tests/oracles/limits.py), policy pairs included."""
+    cluster, jobs, limits, _, rng = case
+    cluster = Cluster.from_spec("4x4:a100")  # one GPU type: the engine's call has no type hints
+    pairs, free = [], list(jobs)
+    while len(free) > 1 and data.draw(st.booleans()):
+        a = free.pop(data.draw(st.integers(0, len(free) - 1)))
+        same = [j for j in free if j.num_gpus == a.num_gpus]
+        if same:
+            b = same[0]
+            free.remove(b)
+            pairs.append((a.id, b.id))
+    want, want_kept, want_limited = exact_walk(limits, jobs, pairs, _place(cluster))
+    g = gate(limits, jobs)
+    if g is None:
+        assert not want_limited
+        return
+    got, got_kept = g.place_within(jobs, pairs, _place(cluster))
+    assert set(g.limited) == want_limited
+    assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
