@@ -15,6 +15,7 @@ from tesserae_slurm.engine import EngineConfig, RoundRequest, _units, decide
 from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placement
 from tesserae_slurm.model.limits import GpuLimits, limits_from
 from tesserae_slurm.placement.consolidate import place_consolidated, place_units
+from tesserae_slurm.placement import limits as limits_module
 from tesserae_slurm.placement.limits import gate
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim import invariants
@@ -191,4 +192,11 @@ def test_property_guess_and_check_equals_the_certain_walk(case, data):
         return
     got, got_kept = g.place_within(jobs, pairs, _place(cluster))
     assert set(g.limited) == want_limited
+    assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
+    with pytest.MonkeyPatch.context() as mp:  # the fallback, one first job settled per walk, alone
+        mp.setattr(limits_module, "_GUESSES", 0)
+        slow = gate(limits, jobs)
+        assert slow is not None
+        got, got_kept = slow.place_within(jobs, pairs, _place(cluster))
+    assert set(slow.limited) == want_limited
     assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
