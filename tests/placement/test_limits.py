@@ -200,3 +200,11 @@ def test_property_guess_and_check_equals_the_certain_walk(case, data):
         got, got_kept = slow.place_within(jobs, pairs, _place(cluster))
     assert set(slow.limited) == want_limited
     assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
+
+
+def test_bench_decision_with_a_user_limit():
+    """`tesserae bench decision --user-limit N` times the engine under limits that bind."""
+    from tesserae_slurm.bench.decision import bench_decision
+    free = bench_decision(32, 128, repeats=1)
+    none = bench_decision(32, 128, repeats=1, limits=GpuLimits(default_user=0))  # every synthetic job has a user
+    assert free.packed_median > 0 and none.packed_median == 0 and none.migrations_median == 0
