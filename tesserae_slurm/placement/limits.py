@@ -62,7 +62,7 @@ def _walk_order(jobs: Sequence[Job], kept: Sequence[tuple[str, str]], skipped: s
 
 
 class LimitGate:
-    """One round's limit bookkeeping (built by ``GpuLimits.gate``)."""
+    """One round's limit bookkeeping (built by ``gate``)."""
 
     def __init__(self, keys: Mapping[str, tuple[tuple[str, int], ...]]) -> None:
         self.keys = keys
