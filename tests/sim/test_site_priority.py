@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.configs import get_config
@@ -104,19 +104,20 @@ def site_traces(draw):
     return Trace.of("prop", jobs), GpuLimits(users, accounts, draw(st.none() | st.integers(4, 6)))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None)
 @given(site_traces(), st.sampled_from(["slurm-priority-t", "tesserae-t", "fifo", "las"]))
-def test_property_no_user_or_account_ever_holds_more_than_allowed(monkeypatch, case, config):
+def test_property_no_user_or_account_ever_holds_more_than_allowed(case, config):
     """Every round of a simulated run under any policy: within every limit, and a job waits for a
-    limit only when it would go over it (tests/placement/test_limits.py's check)."""
+    limit only when it would go over it (sim/invariants.check_limits)."""
     trace, lim = case
-    seen = recording(monkeypatch)
-    r = simulate(trace, Cluster.from_spec("2x4:a100"), get_config(config), A100, limits=lim, check_invariants=True,
-                 reuse_decisions=False)
+    with pytest.MonkeyPatch.context() as mp:
+        seen = recording(mp)
+        r = simulate(trace, Cluster.from_spec("2x4:a100"), get_config(config), A100, limits=lim,
+                     check_invariants=True, reuse_decisions=False)
     assert len(r.jobs) == len(trace)  # limits of >= 4 GPUs never keep a job of <= 4 GPUs out for good
+    assert seen
     for req, d in seen:
         check_limits(d, req.jobs, lim)
-    seen.clear()
 
 
 @pytest.mark.parametrize("name", ["slurm-priority", "slurm-priority-t"])
