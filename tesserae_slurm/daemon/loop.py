@@ -362,7 +362,7 @@ class Daemon:
         t1 = time.perf_counter()
         ordered = tuple(inp.jobs[j] for j in ranking.order)
         decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config,
-                                       self.cfg.limits), profile, clock=time.perf_counter)
+                                       limits=self.cfg.limits), profile, clock=time.perf_counter)
         decision_s = time.perf_counter() - t0
         plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)
         if inp.held_by_others:  # say which foreign jobs take GPUs, where a job waits (explain, round show)

@@ -204,7 +204,8 @@ class _Run:
         ordered = tuple(self.views_of[j].job for j in ranking.order)
         if len(ordered) != len(self.live):
             raise RuntimeError(f"policy {self.config.policy} ranked {len(ordered)} of {len(self.live)} active jobs")
-        request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine, self.limits)
+        request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine,
+                               limits=self.limits)
         last = self.last
         reused = (self.reuse and last is not None and last[0] == ranking and last[1].placement is self.current)
         if reused and last is not None:

@@ -25,7 +25,7 @@ A100 = load_profile("a100")
 
 
 def run(cluster, jobs, limits, current=None, pairs=(), **cfg):
-    d = decide(RoundRequest(cluster, tuple(jobs), current, tuple(pairs), EngineConfig(**cfg), limits), A100)
+    d = decide(RoundRequest(cluster, tuple(jobs), current, tuple(pairs), EngineConfig(**cfg), limits=limits), A100)
     check_round(d, {j.id: j for j in jobs}, current or Placement.empty(cluster))
     return d
 
