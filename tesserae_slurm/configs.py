@@ -48,6 +48,10 @@ CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
     _cfg("gavel", "gavel", "off", "gavel", "Gavel LAS LP with pair variables, Gavel round mechanism"),
     _cfg("gavel-ftf", "gavel-ftf", "off", "gavel", "Gavel finish-time-fairness LP with packing"),
     _cfg("pop", "pop", "off", "gavel", "POP: Gavel LAS LP on k random partitions"),
+    _cfg("slurm-priority", "slurm-priority", "off", "tesserae",
+         "Slurm's own priority order (the site's fair-share, QOS, age, nice), consolidated, no packing"),
+    _cfg("slurm-priority-t", "slurm-priority", "on", "tesserae",
+         "Slurm's own priority order + Tesserae packing + migration minimization"),
 )}
 
 

@@ -2,7 +2,8 @@
 
 Flow (paper Listing 1): consolidated placement in policy order -> packing of pending jobs onto
 placed ones -> migration minimization against the current physical placement. Operators' node rules
-(`tesserae pin|keep-off`) hold in all three: see ``NodeRule``. No I/O, no Slurm;
+(`tesserae pin|keep-off`) hold in all three: see ``NodeRule``. Per-user and per-account GPU limits,
+when given, act inside the first two steps (placement/limits.py). No I/O, no Slurm;
 the only clock is the one the shell passes in, used for stage timings alone.
 """
 
@@ -26,7 +27,9 @@ from .model import (
     RoundDecision,
     StageTimings,
 )
-from .placement.consolidate import NodeRules, Unit, place_consolidated, place_units
+from .model.limits import GpuLimits
+from .placement.consolidate import ConsolidationResult, NodeRules, Unit, place_consolidated, place_units
+from .placement.limits import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.pack import PackingMode, pack
 from .profiles import ThroughputProfile
@@ -76,6 +79,7 @@ class RoundRequest:
     pairs: tuple[tuple[str, str], ...] = ()  # co-locations decided by the policy itself (Gavel LPs)
     config: EngineConfig = field(default_factory=EngineConfig)
     rules: Mapping[str, NodeRule] = field(default_factory=dict)  # job -> operator's node rule
+    limits: GpuLimits | None = None  # per-user/account GPU limits (site configuration), for every policy
 
 
 def _no_clock() -> float:
@@ -147,33 +151,52 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     homes = _homes(req, cluster) if cfg.placement == "sticky" else None
     types = _type_preference(profile, cluster)
     rules = _node_rules(req, cluster) if req.rules else None  # (rules x nodes) masks, once a round
-    if req.pairs or homes is not None or types is not None:
-        units = _units(req.jobs, req.pairs, homes, types)
-        placed = place_units(cluster, units, rules and _unit_rules(rules, units, ids))
-    else:  # one unit per job, no hints: the common case, without a Unit per active job
-        placed = place_consolidated(cluster, req.jobs, rules)
+
+    def place(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
+        sub = rules if rules is None or len(jobs) == len(ids) else _rules_of(rules, jobs, ids)
+        if pairs or homes is not None or types is not None:
+            units = _units(jobs, pairs, homes, types)
+            return place_units(cluster, units, sub and _unit_rules(sub, units, [j.id for j in jobs]))
+        return place_consolidated(cluster, jobs, sub)  # one unit per job, no hints: the common case
+
+    gate = limit_gate(req.limits, req.jobs) if req.limits is not None else None
+    if gate is None:
+        placed, policy_pairs_kept = place(req.jobs, req.pairs), req.pairs
+    else:
+        placed, policy_pairs_kept = gate.place_within(req.jobs, req.pairs, place)
     t1 = now()
 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
     gpu_type_of = (dict.fromkeys(placed.placed, only) if only is not None else
                    {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()})
     policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a])
-                    for a, b in req.pairs if a in gpu_type_of]
+                    for a, b in policy_pairs_kept if a in gpu_type_of]
     pairs: list[PackedPair] = list(policy_pairs)
     pending: list[PendingJob] = list(placed.pending)
+    if gate is not None:
+        gate.hold_over(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
     if cfg.packing != "off" and not req.pairs:
         placed_jobs = list(map(by_id.__getitem__, placed.placed))
         waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
+        if gate is not None:
+            waiting = [j for j in waiting if j.id not in gate.limited]
         if rules is None:
-            packed_now = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing,
-                              objective=cfg.objective).pairs
+            packed_now: Sequence[PackedPair] = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing,
+                                                    objective=cfg.objective).pairs
         else:
             packed_now = _pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, cfg, rules, ids,
                                        placed.placement, cluster)
+        if gate is not None:
+            packed_now = gate.accept_pairs(packed_now, dict(zip(ids, range(len(ids)))), by_id)
         pairs.extend(packed_now)
         if packed_now:  # most rounds of big traces pack nobody new
             packed_ids = {p.partner for p in packed_now}
             pending = [p for p in pending if p.job_id not in packed_ids]
+    if gate is not None and gate.limited:
+        at = dict(zip(ids, range(len(ids))))
+        limited = gate.pending()
+        gone = {p.job_id for p in limited}
+        pending = sorted([p for p in pending if p.job_id not in gone] + limited, key=lambda p: at[p.job_id])
     logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
     t2 = now()
 
@@ -235,6 +258,12 @@ def _node_rules(req: RoundRequest, cluster: Cluster) -> NodeRules:
         rule[k] = rows[key]
     allowed = np.array(masks, dtype=np.bool_).reshape(len(masks), len(names))
     return NodeRules(rule, allowed if len(masks) else np.zeros((1, len(names)), dtype=np.bool_), tuple(texts))
+
+
+def _rules_of(rules: NodeRules, jobs: Sequence[Job], ids: Sequence[str]) -> NodeRules:
+    """The rules of a subset of the round's jobs (the walk without the jobs over a GPU limit)."""
+    at = dict(zip(ids, range(len(ids))))
+    return rules._replace(rule=rules.rule[[at[j.id] for j in jobs]])
 
 
 def _unit_rules(rules: NodeRules, units: Sequence[Unit], ids: Sequence[str]) -> NodeRules:

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..engine import EngineConfig, RoundRequest, decide
 from ..model import Cluster
+from ..model.limits import GpuLimits
 from ..profiles import profile_from_spec
 from .synthetic import perturb_order, synthetic_jobs
 
@@ -28,7 +29,8 @@ class DecisionBench:
 
 
 def bench_decision(gpus: int, jobs: int, repeats: int = 7, seed: int = 0, gpus_per_node: int = 4,
-                   config: EngineConfig | None = None, warmup: int = 1) -> DecisionBench:
+                   config: EngineConfig | None = None, warmup: int = 1,
+                   limits: GpuLimits | None = None) -> DecisionBench:
     """Each repeat: a fresh seeded state whose `current` is the engine's own previous decision. The first
     ``warmup`` runs (on the first repeat's state) are not counted: they pay the JIT compile."""
     profile = profile_from_spec("a100")
@@ -38,10 +40,11 @@ def bench_decision(gpus: int, jobs: int, repeats: int = 7, seed: int = 0, gpus_p
     for i, r in enumerate([0] * warmup + list(range(repeats))):
         rng = np.random.default_rng(seed + r)
         prev = synthetic_jobs(jobs, rng)
-        current = decide(RoundRequest(cluster, prev, None, config=config), profile).placement
+        current = decide(RoundRequest(cluster, prev, None, config=config, limits=limits), profile).placement
         order = perturb_order(prev, rng)
         t0 = time.perf_counter()
-        d = decide(RoundRequest(cluster, order, current, config=config), profile, clock=time.perf_counter)
+        d = decide(RoundRequest(cluster, order, current, config=config, limits=limits), profile,
+                   clock=time.perf_counter)
         if i < warmup:
             continue
         totals.append((time.perf_counter() - t0) * 1e3)

@@ -35,6 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--packing", choices=["on", "off", "single"], default="on")
     d.add_argument("--migration", choices=["tesserae", "flat", "gavel"], default="tesserae")
+    d.add_argument("--user-limit", type=int, default=None, metavar="GPUS",
+                   help="a GPU limit for every user (the synthetic jobs have 50 users); default none")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=run_decision)
 
@@ -97,8 +99,11 @@ def run_decision(args: argparse.Namespace) -> int:
 
     if args.repeats < 1 or args.warmup < 0:
         raise InputError("--repeats must be >= 1 and --warmup >= 0")
+    from ..model.limits import GpuLimits
+    limits = GpuLimits(default_user=args.user_limit) if args.user_limit is not None else None
     b = bench_decision(args.gpus, args.jobs, repeats=args.repeats, seed=args.seed,
-                       config=EngineConfig(packing=args.packing, migration=args.migration), warmup=args.warmup)
+                       config=EngineConfig(packing=args.packing, migration=args.migration), warmup=args.warmup,
+                       limits=limits)
     if args.json:
         dump_json(as_json(b))
         return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Cluster, InputError
+from ..model.limits import GpuLimits, limits_from
 from ..profiles import profile_from_spec
 from ..sim.compare import RunSpec, run_many, write_report
 from ..configs import CONFIGS, get_config
@@ -46,6 +47,9 @@ def add_common(p: argparse.ArgumentParser, *, cluster: str = "20x4:a100", trace:
                    help="LLM parallelism the engine may choose: best (default), dp or default-pp when packed, "
                         "default-pp-always (docs/simulator.md)")
     p.add_argument("--check", action="store_true", help="check invariants on every round (slower)")
+    p.add_argument("--limits", default="", metavar="YAML",
+                   help="per-user/account GPU limits: a file with a `limits:` mapping, as the daemon's config "
+                        "(the trace's user and account columns count against them)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -108,9 +112,27 @@ def specs_from_args(args: argparse.Namespace, policies: list[str],
     decision = getattr(args, "decision_profile", "") or ""
     if decision:
         profile_from_spec(decision)  # fail here with one line, not in a worker process
+    limits = limits_file(args.limits) if getattr(args, "limits", "") else None
     return [RunSpec(tuple(trace), name, args.cluster, p, profile, args.round_s, args.seed, args.noise,
                     args.check, restart, tuple(sorted((policy_options or {}).items())), decision,
-                    getattr(args, "llm_strategy", "best")) for p in policies]
+                    getattr(args, "llm_strategy", "best"), limits) for p in policies]
+
+
+def limits_file(path: str) -> GpuLimits | None:
+    """The ``limits:`` mapping of a YAML file (the daemon's config works as is)."""
+    try:
+        import yaml
+    except ImportError:
+        raise InputError("--limits needs PyYAML: pip install 'tesserae-slurm[daemon]'") from None
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"--limits {path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"--limits {path}: malformed YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict) or "limits" not in raw:
+        raise InputError(f"--limits {path}: no top-level `limits:` mapping")
+    return limits_from(raw["limits"], f"--limits {path}")
 
 
 def _policy_options(items: list[str]) -> dict[str, Any]:

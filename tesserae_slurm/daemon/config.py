@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import InputError
+from ..model.limits import GpuLimits, limits_from
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class DaemonConfig:
     feedback: FeedbackSection = FeedbackSection()
     retention: RetentionSection = RetentionSection()
     admin: AdminSection = AdminSection()
+    limits: GpuLimits | None = None  # per-user/account GPU limits for every policy (model/limits.py)
     log_level: str = "INFO"
 
 
@@ -176,6 +178,7 @@ def config_from_mapping(raw: Any, where: str = "config", check_policy: bool = Tr
         kwargs[section] = cls(**{k: _coerce(section, k, v, getattr(defaults, k), where) for k, v in body.items()})
     if "log_level" in raw:
         kwargs["log_level"] = _coerce("", "log_level", raw["log_level"], "", where)
+    kwargs["limits"] = limits_from(raw.get("limits"), where)
     if kwargs.get("feedback") is not None and kwargs["feedback"].reports_dir.startswith("~"):
         import dataclasses
         fb = kwargs["feedback"]

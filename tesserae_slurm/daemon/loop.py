@@ -23,6 +23,7 @@ from ..policies.registry import make_policy
 from ..configs import get_config
 from ..profiles.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
+from ..slurm.types import SlurmJob
 from ..tsbatch.meta import JobMeta
 from ..tsbatch.options import check_meta
 from ..tsbatch.submit import shape_from_nodes
@@ -99,6 +100,7 @@ class Daemon:
         self.heartbeat: Callable[[], None] = lambda: None
         self.heartbeat_s = 1e9
         self.admin = admin.Standing({}, {}, [])  # operators' holds and drains in force (daemon/admin.py)
+        self.slurm_priority: dict[str, int] = {}  # job -> last priority Slurm gave it unheld (site_priority)
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.configure(cfg)
@@ -284,9 +286,13 @@ class Daemon:
             except InputError as exc:
                 excluded[r.job_id] = f"Unschedulable: {exc}"
                 continue
+            if mj.slurm.account:  # per-account GPU limits
+                job = replace(job, account=mj.slurm.account)
             jobs[r.job_id] = job
+            prio = site_priority(self.slurm_priority, r.job_id, mj.slurm)
             views.append(JobView(job, r.submit_time, r.attained_service, r.executed_time, r.rounds_run,
-                                 running=placed))
+                                 running=placed, site_priority=prio, nice=mj.slurm.nice))
+        self.slurm_priority = {j: p for j, p in self.slurm_priority.items() if j in jobs}
         if self.dry_run:
             shadow = self.journal.load_shadow()
             actual = {j: g for j, g in _gpu_maps(shadow).items() if j in jobs} if shadow is not None else {}
@@ -356,8 +362,8 @@ class Daemon:
         t1 = time.perf_counter()
         ordered = tuple(inp.jobs[j] for j in ranking.order)
         rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}  # `tesserae pin|keep-off`
-        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config, rules),
-                          profile, clock=time.perf_counter)
+        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config, rules,
+                                       limits=self.cfg.limits), profile, clock=time.perf_counter)
         decision_s = time.perf_counter() - t0
         plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)
         if inp.held_by_others:  # say which foreign jobs take GPUs, where a job waits (explain, round show)
@@ -557,6 +563,16 @@ class Daemon:
             return
         log.info("configuration reloaded (policy %s, round %gs)", cfg.scheduler.policy, cfg.scheduler.round_seconds)
         self.journal.event(self.clock(), "config", "reloaded")
+
+
+def site_priority(memory: dict[str, int], job_id: str, sj: SlurmJob) -> float:
+    """Slurm's priority for the slurm-priority order. Slurm computes none for a held job (squeue and
+    sprio give 0), and the daemon holds every job it has not started: such a job keeps the last
+    priority Slurm gave it while not held (``memory``, this daemon's), else 0; ties then go to the
+    lower nice, which Slurm shows on held jobs too, then to arrival."""
+    if sj.priority > 0 and not sj.held:
+        memory[job_id] = sj.priority
+    return float(memory.get(job_id, 0))
 
 
 def parse_gpus_safe(text_or_assignment: str) -> GpuMap | None:

@@ -18,6 +18,7 @@ class PendingReason(str, Enum):
     CONSOLIDATION = "Consolidation"  # enough GPUs free, but not on few enough nodes of one type
     UNSATISFIABLE = "Unsatisfiable"  # the cluster can never hold the job (too many GPUs, unknown type)
     NODES = "Nodes"  # an operator pinned it to nodes (or kept it off nodes) that cannot hold it now
+    LIMIT = "Limit"  # its user or account would go over a configured GPU limit (placement/limits.py)
 
 
 class PendingJob(NamedTuple):

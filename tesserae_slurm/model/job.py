@@ -15,7 +15,8 @@ class Job:
     run with (LLM layer splits such as ``"10,14"``, or ``"TP24"``/``"DP24"``); empty means every
     strategy the profile knows for this model and GPU count. ``group``: jobs of different non-empty
     groups are never packed together (the daemon sets it to the user when MPS must not time-slice
-    between users' servers, ``mps.cross_user: never``); "" packs with anyone.
+    between users' servers, ``mps.cross_user: never``); "" packs with anyone. ``user`` and
+    ``account`` are what per-user and per-account GPU limits count against (placement/limits.py).
     """
 
     id: str
@@ -26,6 +27,7 @@ class Job:
     parallelism: tuple[str, ...] = ()
     no_pack: bool = False
     group: str = ""
+    account: str = ""
     # what the job's profile class depends on (model, batch size, GPUs, parallelism) as one string:
     # the engine keys per-job memos on it every round, and a string hashes once, a tuple every time
     class_key: str = field(init=False, repr=False, compare=False)

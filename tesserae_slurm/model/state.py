@@ -25,6 +25,10 @@ class JobView(NamedTuple):
     total_work: float | None = None  # isolated duration in seconds, when known (oracle / estimate)
     remaining_work: float | None = None  # isolated seconds of work left, when known
     priority_weight: float = 1.0
+    # the site's own order (policies/slurm_priority.py): Slurm's priority in the daemon, the trace's
+    # priority column in the simulator; higher first, then lower nice, then arrival
+    site_priority: float = 0.0
+    nice: int = 0
 
     @property
     def id(self) -> str:

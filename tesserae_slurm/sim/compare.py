@@ -22,6 +22,7 @@ import numpy as np
 
 from ..configs import get_config
 from ..model import Cluster, InputError
+from ..model.limits import GpuLimits
 from ..profiles import profile_from_spec
 from .metrics import STAGES, SimResult, cdf
 from .restart import RestartCost
@@ -48,6 +49,7 @@ class RunSpec:
     policy_options: tuple[tuple[str, Any], ...] = ()  # override the configuration's options
     decision_profile: str = ""  # what the scheduler decides with ("" = ``profile``); progress uses ``profile``
     llm_strategy: str = "best"  # best | dp | default-pp | default-pp-always (sim/strategies.py)
+    limits: GpuLimits | None = None  # per-user/account GPU limits (--limits; model/limits.py)
 
 
 def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResult:
@@ -58,7 +60,7 @@ def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResul
     return simulate(spec.trace, Cluster.from_spec(spec.cluster_spec), config, profile_from_spec(spec.profile),
                     round_s=spec.round_s, seed=spec.seed, noise=spec.noise, restart=spec.restart,
                     check_invariants=spec.check_invariants, trace_name=spec.trace_name, on_round=on_round,
-                    decision_profile=believed, llm_strategy=spec.llm_strategy)
+                    decision_profile=believed, llm_strategy=spec.llm_strategy, limits=spec.limits)
 
 
 def run_many(specs: Sequence[RunSpec], workers: int | None = None,

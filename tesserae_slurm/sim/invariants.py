@@ -2,7 +2,8 @@
 
 Per decision: no GPU holds more than two jobs; packed jobs have the same GPU count and the same GPUs;
 every placed job has exactly its GPU count; no job is lost (every active job is placed or pending);
-started/preempted/migrated/kept match the placements. Per round: every job's work is conserved
+started/preempted/migrated/kept match the placements; under GPU limits, no user or account holds more
+than its limit and a job waits for a limit only when it would go over it. Per round: every job's work is conserved
 (work done + work left = its duration, nothing left below zero) and no job finishes twice. Per run:
 every trace job finishes exactly once, with all its work done, no earlier than its isolated duration
 allows (duration / the fastest speed any GPU type gives).
@@ -10,10 +11,12 @@ allows (duration / the fastest speed any GPU type gives).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..model import MAX_JOBS_PER_GPU, Job, Placement, RoundDecision
+from ..model import MAX_JOBS_PER_GPU, Job, PendingReason, Placement, RoundDecision
+from ..model.limits import GpuLimits
 from .traces.record import TraceJob
 
 if TYPE_CHECKING:
@@ -24,6 +27,25 @@ REL_TOL = 1e-7
 
 class InvariantError(AssertionError):
     pass
+
+
+def check_limits(d: RoundDecision, jobs: Sequence[Job], limits: GpuLimits) -> None:
+    """Every user and account within its limit (each placed job counts its GPUs, packed or not), and
+    every job waiting for ``Limit`` really over it: the limit holds no job back without cause."""
+    by_id = {j.id: j for j in jobs}
+    use: Counter[str] = Counter()
+    for jid in d.placement.jobs():
+        for key, _ in limits.keys(by_id[jid]):
+            use[key] += by_id[jid].num_gpus
+    for j in jobs:
+        for key, cap in limits.keys(j):
+            if use[key] > cap:
+                raise InvariantError(f"{key} holds {use[key]} GPUs, over its limit of {cap}")
+    for p in d.pending:
+        if p.reason is PendingReason.LIMIT:
+            j = by_id[p.job_id]
+            if not any(use[k] + j.num_gpus > cap for k, cap in limits.keys(j)):
+                raise InvariantError(f"job {j.id} waits for a limit it is under ({p.detail})")
 
 
 def check_round(d: RoundDecision, jobs: Mapping[str, Job], current: Placement) -> None:

@@ -25,7 +25,8 @@ from .traces.record import TraceJob
 
 
 def job_of(t: TraceJob, parallelism: tuple[str, ...] = ()) -> Job:
-    return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, parallelism=parallelism, no_pack=t.no_pack)
+    return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, parallelism=parallelism, no_pack=t.no_pack,
+               account=t.account)
 
 
 class SteadyOutcomes:
@@ -92,11 +93,11 @@ _new = tuple.__new__  # JobView(...) without the named tuple's argument handling
 def view_of(s: LiveJob, running: bool) -> JobView:
     """What the policy sees of a job (the shell rebuilds it only when the job ran or its running flag
     changed; other jobs keep last round's view). Equal to ``JobView(s.job, t.submit_time,
-    s.attained, s.executed, s.rounds_run, running, t.duration, s.remaining, t.priority)``; a test
-    compares the two."""
+    s.attained, s.executed, s.rounds_run, running, t.duration, s.remaining, t.priority, t.priority)``
+    (the trace's priority is both Gavel's weight and the site's order); a test compares the two."""
     t = s.trace
     return _new(JobView, (s.job, t.submit_time, s.attained, s.executed, s.rounds_run, running, t.duration,
-                          s.remaining, t.priority))
+                          s.remaining, t.priority, t.priority, 0))
 
 
 def running_views(cols: JobColumns, ids: Sequence[str], idx: np.ndarray) -> Iterator[tuple[str, JobView]]:
@@ -104,7 +105,7 @@ def running_views(cols: JobColumns, ids: Sequence[str], idx: np.ndarray) -> Iter
     return zip(ids, map(tuple.__new__, repeat(JobView), zip(
         cols.job[idx].tolist(), cols.submit_time[idx].tolist(), cols.attained[idx].tolist(),
         cols.executed[idx].tolist(), cols.rounds_run[idx].tolist(), repeat(True), cols.duration[idx].tolist(),
-        cols.remaining[idx].tolist(), cols.priority[idx].tolist())))
+        cols.remaining[idx].tolist(), cols.priority[idx].tolist(), cols.priority[idx].tolist(), repeat(0))))
 
 
 class RoundResult(NamedTuple):

@@ -10,6 +10,7 @@ profile drives progress (the paper's sensitivity study). Deterministic for a see
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -22,11 +23,12 @@ import numpy as np
 from ..configs import SchedulerConfig
 from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, JobView, Placement, RoundDecision
+from ..model.limits import GpuLimits
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
 from ..profiles.speeds import SpeedModel
-from .invariants import InvariantError, check_progress, check_result, check_round
+from .invariants import InvariantError, check_limits, check_progress, check_result, check_round
 from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
@@ -71,6 +73,7 @@ def simulate(
     llm_strategy: str = "best",
     reuse_decisions: bool = True,
     fast_forward: bool = True,
+    limits: GpuLimits | None = None,
 ) -> SimResult:
     """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring.
 
@@ -86,7 +89,10 @@ def simulate(
     round that kept the running set, the rounds that are certainly quiet (no arrival, no finish, the
     same ranking) are applied in one tight loop without ranking them, with the same float operations
     per round (``sim/quiet.py``): the results are identical. With ``check_invariants`` nothing is
-    skipped; every round the fast-forward promised quiet is checked to be so instead."""
+    skipped; every round the fast-forward promised quiet is checked to be so instead.
+
+    ``limits``: per-user and per-account GPU limits (the trace's ``user`` and ``account`` columns),
+    applied by the engine as in the daemon."""
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be > 0 seconds, got {round_s}")
     if not 0.0 <= noise <= 1.0:
@@ -105,7 +111,7 @@ def simulate(
     parallelism = {t.job_id: job_parallelism(profile, t.model, t.batch_size, t.num_gpus, llm_strategy)
                    for t in trace} if llm_strategy == "default-pp-always" else {}
     run = _Run(trace, cluster, config, believed, decision_speeds, true_speeds, restart, round_s, seed, parallelism,
-               check_invariants, reuse_decisions, fast_forward)
+               check_invariants, reuse_decisions, fast_forward, limits)
 
     while run.jobs_left():
         arrived = run.admit_arrivals()  # 1. arrivals join (or jump to the next one on an idle cluster)
@@ -127,7 +133,8 @@ def simulate(
                   "migration": config.engine.migration, "policy": config.policy,
                   "policy_options": dict(config.policy_options), "reference_gpu": true_speeds.reference,
                   "profile": profile.name, "decision_profile": believed.name, "llm_strategy": llm_strategy,
-                  "fast_forwarded_rounds": run.skipped},
+                  "fast_forwarded_rounds": run.skipped,
+                  **({"limits": dataclasses.asdict(limits)} if limits is not None else {})},
     )
     if check_invariants:
         check_result(result, trace, true_speeds.max_factor)
@@ -140,8 +147,9 @@ class _Run:
     def __init__(self, trace: Sequence[TraceJob], cluster: Cluster, config: SchedulerConfig,
                  believed: ThroughputProfile, decision_speeds: SpeedModel, true_speeds: SpeedModel,
                  restart: RestartCost, round_s: float, seed: int, parallelism: Mapping[str, tuple[str, ...]],
-                 check_invariants: bool, reuse_decisions: bool, fast_forward: bool) -> None:
-        self.cluster, self.config, self.believed = cluster, config, believed
+                 check_invariants: bool, reuse_decisions: bool, fast_forward: bool,
+                 limits: GpuLimits | None = None) -> None:
+        self.cluster, self.config, self.believed, self.limits = cluster, config, believed, limits
         self.lookup = decision_speeds.lookup()
         self.true_speeds, self.restart, self.round_s, self.seed = true_speeds, restart, round_s, seed
         self.parallelism, self.check, self.reuse = parallelism, check_invariants, reuse_decisions
@@ -196,7 +204,8 @@ class _Run:
         ordered = tuple(self.views_of[j].job for j in ranking.order)
         if len(ordered) != len(self.live):
             raise RuntimeError(f"policy {self.config.policy} ranked {len(ordered)} of {len(self.live)} active jobs")
-        request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine)
+        request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine,
+                               limits=self.limits)
         last = self.last
         reused = (self.reuse and last is not None and last[0] == ranking and last[1].placement is self.current)
         if reused and last is not None:
@@ -210,6 +219,8 @@ class _Run:
         self.last = (ranking, decision)
         if self.check:
             check_round(decision, {j.id: j for j in ordered}, self.current)
+            if self.limits is not None:
+                check_limits(decision, ordered, self.limits)
         return decision, reused
 
     def act(self, decision: RoundDecision) -> RoundResult:

@@ -237,7 +237,7 @@ def nodes_source(version: Version) -> str:
 _JOB_FIELDS = (
     "job_id", "job_state", "name", "user_name", "partition", "nodes", "gres_detail", "comment",
     "admin_comment", "restart_cnt", "priority", "submit_time", "start_time", "end_time",
-    "tres_per_node", "required_nodes", "batch_host", "requeue", "exit_code", "state_reason",
+    "tres_per_node", "required_nodes", "batch_host", "requeue", "exit_code", "state_reason", "account", "nice",
 )
 _NODE_FIELDS = ("name", "state", "partitions", "cpus", "alloc_cpus", "gres", "gres_used", "reason")
 
@@ -356,7 +356,7 @@ def job_from_json(j: Mapping[str, Any], version: Version | None = None) -> Slurm
         comment=_s(j["comment"]),
         admin_comment=_s(j["admin_comment"]),
         restart_count=_i(j["restart_cnt"]) or 0,
-        priority=_i(j["priority"]) or 0,
+        priority=job_priority(j["priority"], where),
         submit_time=_t(j["submit_time"]),
         eligible_time=_t(j.get("eligible_time")),
         start_time=None if state is SlurmJobState.PENDING else _t(j["start_time"]),
@@ -370,7 +370,37 @@ def job_from_json(j: Mapping[str, Any], version: Version | None = None) -> Slurm
         exit_signal=exit_signal,
         state_reason="" if _s(j["state_reason"]) == "None" else _s(j["state_reason"]),
         state_flags=tuple(n for n in flags if n != state.value),
+        account=_s(j["account"]),
+        nice=_nice(j["nice"]),
     )
+
+
+INFINITE = 0xFFFFFFFF  # Slurm's INFINITE (uint32): a job raised to the top
+
+
+def job_priority(raw: Any, where: str = "job") -> int:
+    """Slurm's priority: 22.05 an int; 23.02+ `{set, infinite, number}` (UINT32_NO_VAL: infinite is
+    `set: false, infinite: true`, unset is `set: false`); a held job has 0."""
+    if isinstance(raw, Mapping):
+        if raw.get("infinite"):
+            return INFINITE
+        if "number" not in raw:
+            raise SlurmParseError(f"{where}: cannot read priority {raw!r}")
+        return int(raw["number"]) if raw.get("set") else 0
+    if raw is None:
+        return 0
+    if isinstance(raw, str) and raw.lower() in ("infinite", "infinity"):
+        return INFINITE
+    value = _i(raw)
+    if value is None:
+        raise SlurmParseError(f"{where}: cannot read priority {raw!r}")
+    return value
+
+
+def _nice(raw: Any) -> int:
+    """22.05 prints nice as uint32 (-20 is 4294967276) and null for 0; 23.02+ a signed int."""
+    value = _i(raw) or 0
+    return value - (1 << 32) if value >= (1 << 31) else value
 
 
 def exit_status(raw: Any, where: str = "job") -> tuple[int, int]:

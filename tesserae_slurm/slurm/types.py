@@ -126,6 +126,8 @@ class SlurmJob:
     exit_signal: int | None = None
     state_reason: str = ""  # Slurm's reason code alone (JobHeldAdmin stays visible under a description)
     state_flags: tuple[str, ...] = ()  # the other names in Slurm's job_state (e.g. REQUEUED), 23.11+
+    account: str = ""
+    nice: int = 0  # signed; Slurm's priority is lowered by it (0 while held: see parse.job_priority)
 
     @property
     def admin_held(self) -> bool:

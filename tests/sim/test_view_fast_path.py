@@ -19,7 +19,7 @@ def test_view_equals_the_constructor(submit, duration, attained, executed, remai
     t = TraceJob("j1", submit, 2, duration, "resnet50", "32", priority=priority)
     s = LiveJob(t, job_of(t), remaining=remaining, attained=attained, executed=executed, rounds_run=rounds)
     want = JobView(s.job, t.submit_time, s.attained, s.executed, s.rounds_run, running, t.duration, s.remaining,
-                   t.priority)
+                   t.priority, site_priority=t.priority)  # the trace's priority is also the site's order
     got = view_of(s, running)
     assert type(got) is JobView and got == want
     assert [getattr(got, f) for f in JobView._fields] == [getattr(want, f) for f in JobView._fields]

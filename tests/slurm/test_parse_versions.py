@@ -200,3 +200,57 @@ def test_exit_status_shapes():
     for bad in ("3", None, {"foo": 1}):
         with pytest.raises(SlurmParseError, match="cannot read exit_code"):
             parse.exit_status(bad)
+
+
+def _raw_jobs(label: str) -> dict[int, dict]:
+    return {j["job_id"]: j for j in json.loads((SETS[label] / "squeue.json").read_text())["jobs"]}
+
+
+@pytest.mark.parametrize("label", sorted(SETS))
+def test_priority_user_account_and_nice_on_every_release(label):
+    """What the site-priority order and the GPU limits read: Slurm's priority (0 while held), the
+    user, the account (empty: the recording clusters run without accounting) and nice."""
+    version = parse.parse_version((SETS[label] / "version.txt").read_text())
+    jobs = {j.job_id: j for j in parse.parse_squeue_json((SETS[label] / "squeue.json").read_text(), version=version)}
+    raw = _raw_jobs(label)
+    assert set(jobs) == set(raw)
+    for jid, r in raw.items():
+        p = r["priority"]
+        want = p if isinstance(p, int) else p["number"]  # 22.05: a plain int; 23.02+: {set, infinite, number}
+        assert jobs[jid].priority == want
+        assert jobs[jid].user == r["user_name"] == "root"
+        assert jobs[jid].account == r["account"] == ""
+        assert jobs[jid].nice == 0
+    _, roles, _, _ = load(label)
+    assert roles["held"].priority == 0 and roles["run2"].priority > 0
+
+
+@pytest.mark.parametrize("raw, want", [
+    (7, 7), (0, 0), (None, 0),
+    ({"set": True, "infinite": False, "number": 42}, 42),
+    ({"set": False, "infinite": False, "number": 0}, 0),  # NO_VAL: unset
+    ({"set": False, "infinite": True, "number": 0}, parse.INFINITE),  # INFINITE (data_parser UINT32_NO_VAL)
+    ("Infinity", parse.INFINITE),  # the complex-values form
+])
+def test_priority_shapes(raw, want):
+    assert parse.job_priority(raw) == want
+
+
+@pytest.mark.parametrize("label", ["23.02", "24.11", "26.05"])
+def test_infinite_priority_in_squeue_json(label):
+    doc = _doc(label)
+    doc["jobs"][0]["priority"] = {"set": False, "infinite": True, "number": 0}
+    version = parse.parse_version(label)
+    assert parse.parse_squeue_json(json.dumps(doc), version=version)[0].priority == parse.INFINITE
+
+
+@pytest.mark.parametrize("raw", [{"set": True}, "high", [1]])
+def test_unreadable_priority_raises(raw):
+    with pytest.raises(SlurmParseError, match="cannot read priority"):
+        parse.job_priority(raw, "Slurm 24.11: squeue --json job 3")
+
+
+def test_nice_shapes():
+    # 22.05 prints nice as a uint32 and null for 0 (recorded: `scontrol update job=1 nice=-20` shows
+    # 4294967276); 23.02+ print a signed int
+    assert [parse._nice(v) for v in (None, 0, 50, 4294967276, -20)] == [0, 0, 50, -20, -20]

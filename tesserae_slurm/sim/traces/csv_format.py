@@ -1,7 +1,9 @@
 """The project's trace CSV: a header line, then one job per row (any column order).
 
 Required: ``job_id, submit_time, num_gpus, duration, model, batch_size`` (seconds for times).
-Optional: ``user, priority, no_pack, total_steps, source_type``. The Tesserae/Blox generator's output
+Optional: ``user, priority, no_pack, total_steps, source_type, account``. ``priority`` (> 0, default 1)
+is Gavel's weight and the order of the ``slurm-priority`` configurations (higher first); ``user`` and
+``account`` are what per-user and per-account GPU limits count against. The Tesserae/Blox generator's output
 (``job_id,num_gpus,submit_time,duration,model,batch_size``) is this format. ``write_csv`` output reads
 back to equal records.
 """
@@ -19,7 +21,7 @@ from .models import resolve_model
 from .record import Trace, TraceJob
 
 REQUIRED = ("job_id", "submit_time", "num_gpus", "duration", "model", "batch_size")
-OPTIONAL = ("user", "priority", "no_pack", "total_steps", "source_type")
+OPTIONAL = ("user", "priority", "no_pack", "total_steps", "source_type", "account")
 COLUMNS = REQUIRED + OPTIONAL
 
 
@@ -96,6 +98,7 @@ def _job(cells: dict[str, str], at: Where) -> TraceJob:
         no_pack=at.flag("no_pack", cells.get("no_pack", "")),
         total_steps=at.count("total_steps", steps) if steps else None,
         source_type=cells.get("source_type") or None,
+        account=cells.get("account", ""),
     )
 
 
@@ -113,6 +116,8 @@ def dumps_csv(jobs: Iterable[TraceJob]) -> str:
         cols.append("total_steps")
     if any(j.source_type for j in jobs):
         cols.append("source_type")
+    if any(j.account for j in jobs):
+        cols.append("account")
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(cols)

@@ -28,10 +28,11 @@ class TraceJob:
     model: str  # canonical profile model name (see models.py)
     batch_size: str  # "64", LLM "256/16"; "" for Gavel job types without one (A3C, CycleGAN)
     user: str = ""
-    priority: float = 1.0  # weight (Gavel's priority_weight)
+    priority: float = 1.0  # weight (Gavel's priority_weight) and the site's order (slurm-priority: higher first)
     no_pack: bool = False
     total_steps: int | None = None  # iterations, where the source has them (Gavel/Shockwave/Philly)
     source_type: str | None = None  # the job type as the source file wrote it
+    account: str = ""  # Slurm account, for per-account GPU limits
 
     def __post_init__(self) -> None:
         problem = record_problem(self)

@@ -1,0 +1,175 @@
+"""Per-user and per-account GPU limits: applied by the engine after ranking, so every policy obeys them.
+
+A placed job counts its ``num_gpus`` against its user's and its account's limit, packed or alone (as
+Slurm's GrpTRES counts each job's allocation). Jobs without a user (or account) are not limited by
+that key. The rule is the consolidation walk with one more check: a job is skipped, reason ``Limit``,
+when the jobs placed *before it in policy order* already hold so many GPUs of its user or account
+that its own would go over. A job is therefore never held back by jobs that did not get GPUs, and a
+job held back is over its limit in the final placement too (usage only grows along the walk).
+
+The walk itself is compiled (consolidate_jit.walk) and knows nothing of limits, so ``place_within``
+walks without the jobs it guesses limited and checks the guesses against that walk, until a walk
+confirms them (``tests/oracles/limits.py`` is the slow, certain reference). Packing partners are then
+added only while their user and account stay within their limits, in policy order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from ..model import Job, PackedPair, PendingJob, PendingReason
+from ..model.limits import GpuLimits
+from .consolidate import ConsolidationResult
+
+__all__ = ["LimitGate", "gate"]
+
+Place = Callable[[Sequence[Job], Sequence[tuple[str, str]]], ConsolidationResult]
+_GUESSES = 8  # walks of guess-and-check before the slow, certain way
+
+
+def gate(limits: GpuLimits, jobs: Sequence[Job]) -> LimitGate | None:
+    """None when no limit can bind this round (all jobs of each key fit under it together)."""
+    if limits.empty:
+        return None
+    keys = {j.id: k for j in jobs if (k := limits.keys(j))}
+    demand: Counter[str] = Counter()
+    caps: dict[str, int] = {}
+    for j in jobs:
+        for key, cap in keys.get(j.id, ()):
+            demand[key] += j.num_gpus
+            caps[key] = cap
+    if all(demand[k] <= caps[k] for k in demand):
+        return None
+    return LimitGate(keys)
+
+
+def _walk_order(jobs: Sequence[Job], kept: Sequence[tuple[str, str]], skipped: set[str]) -> list[str]:
+    """Job ids in the walk's order: policy order, a policy pair at its first member's place (as the
+    engine's units), skipped jobs at their own places."""
+    partner = {a: b for a, b in kept} | {b: a for a, b in kept}
+    out: list[str] = []
+    seen: set[str] = set()
+    for j in jobs:
+        if j.id in seen:
+            continue
+        seen.add(j.id)
+        out.append(j.id)
+        if j.id in partner and j.id not in skipped:
+            seen.add(partner[j.id])
+            out.append(partner[j.id])
+    return out
+
+
+class LimitGate:
+    """One round's limit bookkeeping (built by ``gate``)."""
+
+    def __init__(self, keys: Mapping[str, tuple[tuple[str, int], ...]]) -> None:
+        self.keys = keys
+        self.used: Counter[str] = Counter()  # GPUs held per key by the jobs placed so far
+        self.limited: dict[str, Job] = {}
+
+    def _over(self, job: Job, used: Mapping[str, int]) -> bool:
+        return any(used.get(k, 0) + job.num_gpus > cap for k, cap in self.keys.get(job.id, ()))
+
+    def _take(self, job: Job) -> None:
+        for k, _ in self.keys.get(job.id, ()):
+            self.used[k] += job.num_gpus
+
+    def place_within(self, jobs: Sequence[Job], pairs: Sequence[tuple[str, str]],
+                     place: Place) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:
+        """The walk in policy order with limited jobs skipped; returns it and the policy pairs kept
+        (a pair with a limited member is dropped: the other member is walked alone).
+
+        Guess and check: walk without the jobs guessed limited, then go through the walk's order with
+        the guessed jobs at their places, counting the placed ones. A placed job over a limit there is
+        guessed limited next time; a guessed job under its limit there is not. When a walk changes no
+        guess, every job saw exactly the usage the walk with skips would have given it (induction along
+        the order), so the result is that walk. Usually two or three walks; guesses that keep changing
+        (never seen in tests) fall back to settling one first job per walk."""
+        by_id = {j.id: j for j in jobs}
+        certain = {j.id for j in jobs if self._over(j, {})}  # over its limit with nothing placed
+        guess = set(certain)
+        for _ in range(_GUESSES):
+            result, kept = self._walk(jobs, pairs, guess, place)
+            changed = self._check(jobs, kept, guess, set(result.placed), by_id)
+            if changed is None:
+                return self._done(result, kept, guess, by_id)
+            guess = changed
+        guess = set(certain)
+        while True:  # the slow, certain way: one first job over its limit settled per walk
+            result, kept = self._walk(jobs, pairs, guess, place)
+            first = self._first_over(jobs, kept, guess, set(result.placed), by_id)
+            if first is None:
+                return self._done(result, kept, guess, by_id)
+            guess.add(first)
+
+    @staticmethod
+    def _walk(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], skip: set[str],
+              place: Place) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:
+        kept = tuple(p for p in pairs if p[0] not in skip and p[1] not in skip)
+        return place([j for j in jobs if j.id not in skip], kept), kept
+
+    def _check(self, jobs: Sequence[Job], kept: Sequence[tuple[str, str]], guess: set[str], placed: set[str],
+               by_id: Mapping[str, Job]) -> set[str] | None:
+        """The next guess, or None when this walk confirms every guess: a job is limited exactly when,
+        at its place in the walk, the placed jobs before it fill its user or account (placed or not:
+        a limited member splits its policy pair)."""
+        used: Counter[str] = Counter()
+        out = set(guess)
+        for jid in _walk_order(jobs, kept, guess):
+            j = by_id[jid]
+            if self._over(j, used):
+                out.add(jid)
+            elif jid in guess:
+                out.discard(jid)
+            elif jid in placed:
+                for k, _ in self.keys.get(jid, ()):
+                    used[k] += j.num_gpus
+        return None if out == guess else out
+
+    def _first_over(self, jobs: Sequence[Job], kept: Sequence[tuple[str, str]], skip: set[str], placed: set[str],
+                    by_id: Mapping[str, Job]) -> str | None:
+        used: Counter[str] = Counter()
+        for jid in _walk_order(jobs, kept, skip):
+            if jid in skip:
+                continue
+            if self._over(by_id[jid], used):
+                return jid
+            if jid in placed:
+                for k, _ in self.keys.get(jid, ()):
+                    used[k] += by_id[jid].num_gpus
+        return None
+
+    def _done(self, result: ConsolidationResult, kept: tuple[tuple[str, str], ...], limited: set[str],
+              by_id: Mapping[str, Job]) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:
+        self.limited.update((jid, by_id[jid]) for jid in limited)
+        for jid in result.placed:
+            self._take(by_id[jid])
+        return result, kept
+
+    def hold_over(self, waiting: Iterable[Job]) -> None:
+        """Jobs the walk left waiting that are over a limit already: they wait for it, and never pack."""
+        self.limited.update((j.id, j) for j in waiting if self._over(j, self.used))
+
+    def accept_pairs(self, pairs: Sequence[PackedPair], order: Mapping[str, int],
+                     by_id: Mapping[str, Job]) -> list[PackedPair]:
+        """Packed partners in policy order, each kept while its user and account stay within limits."""
+        kept = []
+        for p in sorted(pairs, key=lambda p: order[p.partner]):
+            j = by_id[p.partner]
+            if self._over(j, self.used):
+                self.limited[j.id] = j
+                continue
+            self._take(j)
+            kept.append(p)
+        return kept
+
+    def pending(self) -> list[PendingJob]:
+        """The limited jobs with their reason, counted on the final usage."""
+        out = []
+        for j in self.limited.values():
+            over = [f"{k} holds {self.used.get(k, 0)} of {cap} GPUs" for k, cap in self.keys[j.id]
+                    if self.used.get(k, 0) + j.num_gpus > cap]
+            out.append(PendingJob(j.id, PendingReason.LIMIT, f"needs {j.num_gpus} GPUs; " + "; ".join(over)))
+        return out
