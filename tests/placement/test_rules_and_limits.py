@@ -1,0 +1,56 @@
+"""Operators' node rules and site GPU limits in one round: both hold at once (they were built apart,
+and meet in engine.decide, where the walk without the limited jobs must keep each job's own rule)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
+from tesserae_slurm.engine import EngineConfig, NodeRule, RoundRequest, decide
+from tesserae_slurm.model import Cluster, PendingReason, Placement
+from tesserae_slurm.model.limits import GpuLimits
+from tesserae_slurm.profiles import load_profile
+from tesserae_slurm.sim import invariants
+from tesserae_slurm.sim.invariants import check_round
+
+A100 = load_profile("a100")
+
+
+def _nodes(d, job):
+    return {node for node, _ in d.placement.job_gpus()[job]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(4, 30), st.sampled_from(["2x4:a100", "4x4:a100", "3x8:a100"]),
+       st.sampled_from(["on", "off"]), st.integers(1, 8))
+def test_rules_and_limits_hold_together_over_rounds(seed, n, spec, packing, user_cap):
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.from_spec(spec)
+    names = list(cluster.shape[0])
+    jobs = tuple(replace(j, user=str(rng.choice(["alice", "bob", "carol"]))) for j in synthetic_jobs(n, rng))
+    limits = GpuLimits({"alice": user_cap}, {}, None)
+    rules = {}
+    for j in jobs:
+        if rng.random() < 0.3:
+            chosen = frozenset(rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist())
+            rules[j.id] = NodeRule(chosen, bool(rng.random() < 0.5))
+    current, order = None, jobs
+    for _ in range(3):
+        d = decide(RoundRequest(cluster, order, current, (), EngineConfig(packing=packing), rules, limits=limits),
+                   A100)
+        check_round(d, {j.id: j for j in order}, current or Placement.empty(cluster))
+        invariants.check_limits(d, order, limits)
+        for j, rule in rules.items():
+            if j in d.placement.jobs():
+                where = _nodes(d, j)
+                assert (where.isdisjoint(rule.nodes) if rule.keep_off else where <= rule.nodes), (j, rule, where)
+        if packing == "off":  # the limited jobs left out, the rest is the walk under the rules alone
+            limited = {p.job_id for p in d.pending if p.reason is PendingReason.LIMIT}
+            rest = decide(RoundRequest(cluster, tuple(j for j in order if j.id not in limited), current, (),
+                                       EngineConfig(packing=packing), rules), A100)
+            assert rest.placement == d.placement
+        current, order = d.placement, perturb_order(order, rng, 0.3)
