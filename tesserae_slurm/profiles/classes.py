@@ -136,13 +136,6 @@ class ClassTable:
     gain: np.ndarray
     weight: np.ndarray
 
-    def number_of(self, profile: ThroughputProfile, job: Job) -> int:
-        """The job's class number, -1 when its class is not in the table (``resolve_class`` it)."""
-        n = self.spelled.get(job.class_key)
-        if n is None:
-            n = self.number.get(resolve_class(profile, job), -1)
-        return n
-
     def cut(self, gpu_type: str, classes: Sequence[JobClass]) -> PairMatrix:
         """The matrix over ``classes`` (all in the table) on one of its GPU types."""
         t = self.gpu_types.index(gpu_type)
