@@ -359,6 +359,33 @@ class Store:
         with self.session() as s:
             return list(s.scalars(select(PlacementRow).where(PlacementRow.round_id == round_id)))
 
+    def round_spans(self, first: int, statuses: Sequence[str]) -> list[tuple[int, float, float | None]]:
+        """(round, started, finished) of the rounds from ``first`` in these statuses, in order."""
+        with self.session() as s:
+            return [(int(r), float(t0), None if t1 is None else float(t1)) for r, t0, t1 in s.execute(
+                select(RoundRow.round_id, RoundRow.started_at, RoundRow.finished_at)
+                .where(RoundRow.round_id >= first, RoundRow.status.in_(list(statuses))).order_by(RoundRow.round_id))]
+
+    def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[PlacementRow]:
+        """The placement rows of these jobs in these rounds."""
+        out: list[PlacementRow] = []
+        if round_ids:
+            with self.session() as s:
+                for i in range(0, len(job_ids), 500):
+                    out += s.scalars(select(PlacementRow).where(PlacementRow.round_id.in_(list(round_ids)),
+                                                                PlacementRow.job_id.in_(list(job_ids[i:i + 500]))))
+        return out
+
+    def done_actions(self, job_ids: Sequence[str], kinds: Sequence[str]) -> list[ActionRow]:
+        """The done actions of these kinds on these jobs, each job's in round and sequence order."""
+        out: list[ActionRow] = []
+        with self.session() as s:
+            for i in range(0, len(job_ids), 500):
+                out += s.scalars(select(ActionRow).where(
+                    ActionRow.job_id.in_(list(job_ids[i:i + 500])), ActionRow.kind.in_(list(kinds)),
+                    ActionRow.status == "done").order_by(ActionRow.round_id, ActionRow.seq))
+        return out
+
     def slurm_calls(self, round_id: int | None = None, job_id: str | None = None) -> list[SlurmCallRow]:
         with self.session() as s:
             q = select(SlurmCallRow).order_by(SlurmCallRow.id)
