@@ -412,3 +412,18 @@ def test_noise(a100):
     assert noisy.isolated_speed(ProfileKey("resnet50", "32", 1), "a100") == 1.0
     with pytest.raises(InputError):
         a100.with_noise(1.5, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("name", ["a100", "gavel"])
+def test_the_class_tables_unmeasured_test_agrees_with_resolving(name):
+    """``ClassTable.unmeasured`` (one dict read) says what resolving the job's class would: its key
+    was measured on no GPU type; for every spelling the table knows and GPU counts 1 to 16."""
+    profile = load_profile(name)
+    table = profile.classes
+    for model, batch in table.counts:
+        for n in range(1, 17):
+            job = Job("j", n, model, batch)
+            assert table.unmeasured(job) == (not profile.measured(profile.job_class(job).key)), (model, batch, n)
+            if table.unmeasured(job):
+                assert profile.best_isolated(job, profile.gpu_types[0]) == (1.0, None)
+    assert not table.unmeasured(Job("p", 16, "GPT2-Medium", parallelism=("TP24",)))  # listed: resolve it

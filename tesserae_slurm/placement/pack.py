@@ -141,7 +141,8 @@ def _classes(profile: ThroughputProfile, hosts: list[Job], guests: list[Job]
     keys = [j.class_key for j in jobs]
     found = list(map(table.spelled.get, keys))
     if None in found:
-        missed = {i: profile.job_class(jobs[i]) for i, n in enumerate(found) if n is None}
+        missed = {i: profile.job_class(jobs[i]) for i, n in enumerate(found)
+                  if n is None and not table.unmeasured(jobs[i])}
         extra = [c for c in missed.values() if c not in table.number and profile.measured(c.key)]
         if extra:
             table = table.with_extra(profile, extra)

@@ -122,12 +122,15 @@ class ClassTable:
     ``RESOLUTION``, else 0; ``weight`` is the pair's speed sum on the same edges (Algorithm 3 as
     written). ``spelled``: ``Job.class_key`` -> number for the spellings the profile itself uses
     (canonical names and batches), so most jobs find their class with one dict lookup.
+    ``counts``: for each (model, batch) so spelled, the GPU counts at which it names a measured
+    key; at any other count such a job is the unmeasured fallback (see ``unmeasured``).
     """
 
     gpu_types: tuple[str, ...]
     classes: tuple[JobClass, ...]
     number: Mapping[JobClass, int]
     spelled: Mapping[str, int]
+    counts: Mapping[tuple[str, str], frozenset[int]]
     total: np.ndarray
     option: np.ndarray
     options: tuple[PairOption, ...]
@@ -135,6 +138,13 @@ class ClassTable:
     isolated_strategy: tuple[tuple[str | None, ...], ...]
     gain: np.ndarray
     weight: np.ndarray
+
+    def unmeasured(self, job: Job) -> bool:
+        """True if the job, spelled as the profile spells its model and batch and listing no
+        strategies, is on a GPU count no GPU type measured: it runs alone at 1.0 and never packs.
+        False also when unsure (``resolve_class`` tells)."""
+        known = self.counts.get((job.model, job.batch_size))
+        return known is not None and not job.parallelism and job.num_gpus not in known
 
     def cut(self, gpu_type: str, classes: Sequence[JobClass]) -> PairMatrix:
         """The matrix over ``classes`` (all in the table) on one of its GPU types."""
@@ -200,33 +210,46 @@ def _table(profile: ThroughputProfile, classes: list[JobClass], known: ClassTabl
             isolated[t, i], strategy[t][i] = class_isolated(profile, classes[i], gpu)
     gain = total - isolated[:, :, None]  # NaN: never measured
     edge = gain > RESOLUTION  # False for NaN
+    counts: Mapping[tuple[str, str], frozenset[int]]
     if known is None:
-        spelled = _spellings(profile, classes)
+        spelled, counts = _spellings(profile, classes)
     else:
+        counts = known.counts
         renumber = np.empty(len(known.classes), dtype=np.int64)
         renumber[old[at]] = at
         spelled = dict(zip(known.spelled, renumber[list(known.spelled.values())].tolist()))
-    return ClassTable(gpus, tuple(classes), number, spelled, total, option, tuple(options), isolated,
-                      tuple(map(tuple, strategy)), np.where(edge, gain, 0.0), np.where(edge, total, 0.0))
+    arrays = (total, option, isolated, np.where(edge, gain, 0.0), np.where(edge, total, 0.0))
+    for a in arrays:
+        a.setflags(write=False)  # the table is shared by every caller of the profile
+    return ClassTable(gpus, tuple(classes), number, spelled, counts, *arrays[:2], tuple(options), arrays[2],
+                      tuple(map(tuple, strategy)), *arrays[3:])
 
 
-def _spellings(profile: ThroughputProfile, classes: Sequence[JobClass]) -> dict[str, int]:
+def _spellings(profile: ThroughputProfile, classes: Sequence[JobClass]
+               ) -> tuple[dict[str, int], dict[tuple[str, str], frozenset[int]]]:
     """``Job.class_key`` of the ways a trace or user names each class with the profile's own
-    spelling: the canonical model (or its family plus the batch, for Gavel's job types), the
-    measured batch or none, and the class's strategy. Each is checked to resolve to its class."""
-    out: dict[str, int] = {}
+    spelling -- the canonical model (or its family plus the batch, for Gavel's job types), the
+    measured batch or none, and the class's strategy -- each checked to resolve to its class; and
+    for each (model, batch) so spelled, the GPU counts at which it names a measured key (a count
+    no key has is unmeasured for every spelling)."""
+    spelled: dict[str, int] = {}
+    pairs: set[tuple[str, str]] = set()
     for i, cls in enumerate(classes):
         k = cls.key
         models = [k.model]
-        emb = embedded_batch(k.model)
-        if emb is not None:
+        if embedded_batch(k.model) is not None:
             models.append(k.model[:k.model.rfind(" (batch size")])
         for model in models:
             for batch in dict.fromkeys((k.batch_size, "")):
                 job = Job("class", k.num_gpus, model, batch, parallelism=cls.candidates)
                 try:
                     if resolve_class(profile, job) == cls:
-                        out.setdefault(job.class_key, i)
+                        spelled.setdefault(job.class_key, i)
+                        pairs.add((model, batch))
                 except InputError:
                     continue
-    return out
+    all_counts = sorted({c.key.num_gpus for c in classes})
+    counts = {(m, b): frozenset(n for n in all_counts
+                                if profile.measured(resolve_class(profile, Job("class", n, m, b)).key))
+              for m, b in pairs}
+    return spelled, counts

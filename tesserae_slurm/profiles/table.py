@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import cast
 
 import numpy as np
 
@@ -250,7 +249,7 @@ class ThroughputProfile:
         table = self.classes
         n = table.spelled.get(job.class_key)
         if n is None:
-            return class_isolated(self, resolve_class(self, job), g)
+            return (1.0, None) if table.unmeasured(job) else class_isolated(self, resolve_class(self, job), g)
         t = table.gpu_types.index(g)
         return float(table.isolated[t, n]), table.isolated_strategy[t][n]
 
@@ -259,9 +258,7 @@ class ThroughputProfile:
         job every round): one table read for the jobs spelled as the profile spells them."""
         table = self.classes
         found = list(map(table.spelled.get, [j.class_key for j in jobs]))
-        if None in found:
-            return list(map(self.best_isolated, jobs, gpu_types))
-        nums = cast("list[int]", found)
+        nums = [0 if n is None else n for n in found]  # a miss is looked up below
         type_of = {g: table.gpu_types.index(self._gpu(g)) for g in dict.fromkeys(gpu_types)}
         t = np.fromiter(map(type_of.__getitem__, gpu_types), np.int64, len(jobs))
         speeds = table.isolated[t, np.array(nums, dtype=np.int64)].tolist()
@@ -269,7 +266,12 @@ class ThroughputProfile:
             strategies = list(map(table.isolated_strategy[int(t[0])].__getitem__, nums)) if len(jobs) else []
         else:
             strategies = [table.isolated_strategy[ti][n] for ti, n in zip(t.tolist(), nums)]
-        return list(zip(speeds, strategies))
+        out = list(zip(speeds, strategies))
+        if None in found:
+            for i, n in enumerate(found):
+                if n is None:
+                    out[i] = self.best_isolated(jobs[i], gpu_types[i])
+        return out
 
     def best_pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
         if a.num_gpus != b.num_gpus:
