@@ -75,7 +75,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     all_pending = tuple([j.id for j in pending])
     if mode == "off":
         return PackingResult((), all_pending)
-    hosts, guests = _packable(placed, mode, set(exclude)), _packable(pending, mode)
+    hosts, guests = _packable(placed, mode, profile.classes, set(exclude)), _packable(pending, mode, profile.classes)
     table, host_cls, guest_cls, hosts, guests = _classes(profile, hosts, guests)
     host_gpus, guest_gpus = [j.num_gpus for j in hosts], [j.num_gpus for j in guests]
     counts = sorted(set(host_gpus) & set(guest_gpus))
@@ -123,26 +123,29 @@ def _problems(counts: Sequence[int], host_n: np.ndarray, guest_n: np.ndarray, ho
             for n in counts for g in sorted(groups)]
 
 
-def _packable(jobs: Sequence[Job], mode: PackingMode, skip: Collection[str] = ()) -> list[Job]:
-    """The jobs that may take part in packing, in order: not ``no_pack``, not in ``skip``, and in
-    ``single`` mode on one GPU."""
+def _packable(jobs: Sequence[Job], mode: PackingMode, table: ClassTable, skip: Collection[str] = ()) -> list[Job]:
+    """The jobs that may take part in packing, in order: not ``no_pack``, not in ``skip``, in
+    ``single`` mode on one GPU, and not on a GPU count that no GPU type measured for them
+    (``ClassTable.unmeasured``)."""
+    known, unmeasured = table.spelled, table.unmeasured
     if mode == "on" and not skip:
-        return [j for j in jobs if not j.no_pack]
-    return [j for j in jobs if not j.no_pack and j.id not in skip and (mode == "on" or j.num_gpus == 1)]
+        return [j for j in jobs if not j.no_pack and (j.class_key in known or not unmeasured(j))]
+    return [j for j in jobs if not j.no_pack and j.id not in skip and (mode == "on" or j.num_gpus == 1)
+            and (j.class_key in known or not unmeasured(j))]
 
 
 def _classes(profile: ThroughputProfile, hosts: list[Job], guests: list[Job]
              ) -> tuple[ClassTable, np.ndarray, np.ndarray, list[Job], list[Job]]:
-    """(table, class numbers of hosts and guests, hosts, guests): jobs of a key that no GPU type
-    measured are left out (they never pack); classes the profile's table lacks (a job listing
-    several strategies) are added to a table for this call."""
+    """(table, class numbers of hosts and guests, hosts, guests): jobs spelled otherwise than the
+    profile spells them are resolved; those of a key no GPU type measured are left out (they never
+    pack); classes the table lacks (a job listing several strategies) are added to a table for
+    this call."""
     table = profile.classes
     jobs = [*hosts, *guests]
     keys = [j.class_key for j in jobs]
     found = list(map(table.spelled.get, keys))
     if None in found:
-        missed = {i: profile.job_class(jobs[i]) for i, n in enumerate(found)
-                  if n is None and not table.unmeasured(jobs[i])}
+        missed = {i: profile.job_class(jobs[i]) for i, n in enumerate(found) if n is None}
         extra = [c for c in missed.values() if c not in table.number and profile.measured(c.key)]
         if extra:
             table = table.with_extra(profile, extra)
