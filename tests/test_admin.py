@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from tesserae_slurm.cli.main import COMMANDS, build_parser, main
 from tesserae_slurm.daemon.calls import CallRecord
-from tesserae_slurm.daemon.journal import Intent, Journal
+from tesserae_slurm.daemon.journal import Intent, Journal, RoundCounts
 from tesserae_slurm.daemon.observe import managed_job
 from tesserae_slurm.daemon.plan import plan_round
-from tesserae_slurm.daemon.store import Store
+from tesserae_slurm.daemon.store import JobUpdate, Store
 from tesserae_slurm.model import PackedPair, PendingJob, PendingReason, Placement, RoundDecision
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState
 from tesserae_slurm.tsbatch.meta import JobMeta
@@ -46,25 +46,25 @@ def db(tmp_path):
         {"11": 0.73, "12": 0.7, "14": 1.0})
     plan = plan_round(dec, {}, ("11", "12", "13", "14"))
     r1 = j.begin_round(2000.0, "tesserae-t", False)
-    j.record_decision(r1, dec, plan.targets, {"jobs_active": 4, "running": 3, "started": 3, "packed_pairs": 1,
-                                              "pending": 1}, ("11", "12", "13", "14"))
-    ids = j.record_intents(r1, [Intent("start", a.job_id, {"gpus": "node1:0-1"}, {}) for a in plan.starts], 2000.0)
+    j.record_decision(r1, dec, plan.targets, RoundCounts(jobs_active=4, running=3, started=3, packed_pairs=1,
+                                                          pending=1), ("11", "12", "13", "14"))
+    ids = j.record_intents(r1, [Intent("start", a.job_id, {"gpus": "node1:0-1"}) for a in plan.starts], 2000.0)
     for aid in ids:
         j.finish_action(aid, "done", 2001.0)
     j.record_calls(r1, [CallRecord(2000.5, "place", ("11",), True, "", 9.0),
                         CallRecord(2000.6, "release", ("11", "12", "14"), True, "", 5.0)])
     j.update_round(r1, status="applied", finished_at=2001.0)
-    j.update_jobs({"11": {"state": "RUNNING", "gpus": "node1:0-1", "nodes": "node1", "packed_with": "12",
-                          "strategy": "10,14", "executed_time": 3725.0, "attained_service": 7450.0},
-                   "12": {"state": "RUNNING", "gpus": "node1:0-1", "nodes": "node1", "packed_with": "11"},
-                   "13": {"state": "PENDING", "reason": "Resources: needs 4 GPUs; 1 free"},
-                   "14": {"state": "COMPLETED", "reason": "completed"}})
+    j.update_jobs({"11": JobUpdate(state="RUNNING", gpus="node1:0-1", nodes="node1", packed_with="12",
+                                   strategy="10,14", executed_time=3725.0, attained_service=7450.0),
+                   "12": JobUpdate(state="RUNNING", gpus="node1:0-1", nodes="node1", packed_with="11"),
+                   "13": JobUpdate(state="PENDING", reason="Resources: needs 4 GPUs; 1 free"),
+                   "14": JobUpdate(state="COMPLETED", reason="completed")})
     r2 = j.begin_round(2400.0, "tesserae-t", False)
     moved = Placement.from_lists({"node1": [[], [], [], []], "node2": [["11", "12"], ["11", "12"], [], []]})
     dec2 = RoundDecision(moved, (), (), ("11", "12"), (), (PackedPair("11", "12", 0.73, 0.70, "10,14", None),),
                          (PendingJob("13", PendingReason.RESOURCES, "needs 4 GPUs; 1 free"),), {}, {})
-    j.record_decision(r2, dec2, plan_round(dec2, {}).targets, {"migrated": 2}, ("11", "12", "13"))
-    aid = j.record_intents(r2, [Intent("migrate", "11", {"from": "node1:0-1", "to": "node2:0-1"}, {})], 2400.0)[0]
+    j.record_decision(r2, dec2, plan_round(dec2, {}).targets, RoundCounts(migrated=2), ("11", "12", "13"))
+    aid = j.record_intents(r2, [Intent("migrate", "11", {"from": "node1:0-1", "to": "node2:0-1"})], 2400.0)[0]
     j.finish_action(aid, "done", 2401.0)
     j.update_round(r2, status="applied")
     j.event(2400.0, "reconcile", "an event about 11", "11", r2)

@@ -356,11 +356,10 @@ def test_best_isolated_many_is_best_isolated_job_by_job():
     jobs = [Job("a", 2, "GPT2-Medium", "512/8", parallelism=("10,14", "TP24")), Job("b", 1, "resnet50", "32"),
             Job("c", 2, "GPT2-Medium", "512/8", parallelism=("10,14", "TP24")), Job("d", 8, "GPT2-Medium", "64"),
             Job("e", 1, "resnet50", "32")]
-    want = [replace(load_profile("a100")).best_isolated(j, "a100") for j in jobs]  # a fresh memo each
-    fresh = replace(load_profile("a100"))
-    assert not fresh._memo
-    assert fresh.best_isolated_many(jobs[:2], ["a100"] * 2) == want[:2]  # misses
-    assert fresh.best_isolated_many(jobs, ["a100"] * 5) == want  # hits and misses mixed
+    fresh = load_profile("a100")
+    want = [fresh.best_isolated(j, "a100") for j in jobs]
+    assert fresh.best_isolated_many(jobs[1:2], ["a100"]) == want[1:2]  # spelled as the table spells it
+    assert fresh.best_isolated_many(jobs, ["a100"] * 5) == want  # an unmeasured GPU count among them
     assert want[0] == (0.78, "10,14") and want[1] == (1.0, None)
     gavel = replace(load_profile("gavel"))
     mixed = [Job("r", 1, "ResNet-50", "64"), Job("s", 1, "ResNet-50", "64")]
@@ -413,3 +412,18 @@ def test_noise(a100):
     assert noisy.isolated_speed(ProfileKey("resnet50", "32", 1), "a100") == 1.0
     with pytest.raises(InputError):
         a100.with_noise(1.5, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("name", ["a100", "gavel"])
+def test_the_class_tables_unmeasured_test_agrees_with_resolving(name):
+    """``ClassTable.unmeasured`` (one dict read) says what resolving the job's class would: its key
+    was measured on no GPU type; for every spelling the table knows and GPU counts 1 to 16."""
+    profile = load_profile(name)
+    table = profile.classes
+    for model, batch in table.counts:
+        for n in range(1, 17):
+            job = Job("j", n, model, batch)
+            assert table.unmeasured(job) == (not profile.measured(profile.job_class(job).key)), (model, batch, n)
+            if table.unmeasured(job):
+                assert profile.best_isolated(job, profile.gpu_types[0]) == (1.0, None)
+    assert not table.unmeasured(Job("p", 16, "GPT2-Medium", parallelism=("TP24",)))  # listed: resolve it

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..model import Cluster, Job, Placement
+from ..model import Job
 
 # (model, batch sizes) of the A100 profile; LLMs only at 2/4/8 GPUs as in the Tesserae trace generator
 SMALL = ("resnet50", "vgg19", "DCGAN", "PointNet")
 LLM = (("Bert-Large", "256/16"), ("GPT2-Medium", "512/8"))
 GPU_MIX = ((1, 0.6), (2, 0.3), (4, 0.09), (8, 0.01))
-
-
-@dataclass(frozen=True)
-class SyntheticState:
-    cluster: Cluster
-    jobs: tuple[Job, ...]  # this round's priority order
-    previous_order: tuple[Job, ...]  # last round's order (produced `current`)
-    current: Placement | None
 
 
 def synthetic_jobs(n: int, rng: np.random.Generator) -> tuple[Job, ...]:

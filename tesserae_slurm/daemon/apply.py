@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..harness.assignment import EVERY_KEY, REPORTS_KEY
 from ..slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
@@ -24,7 +24,7 @@ from .gpuset import GpuMap, format_gpus
 from .journal import Intent, Journal
 from .plan import Action
 from .reconcile import _finished_state, account, close_run
-from .store import PENDING, PREEMPTING, STARTING, JobRow
+from .store import PENDING, PREEMPTING, STARTING, JobUpdate
 
 log = logging.getLogger(__name__)
 # After requeue-hold, how long the round waits for Slurm to kill the job (KillWait) and list it pending;
@@ -33,7 +33,6 @@ REQUEUE_SETTLE_S = 15.0
 # slurmd revokes a killed job's credential with one-second resolution: a requeued job launched again
 # within the same second is killed as "Job credential revoked" (seen on 22.05). Wait this long first.
 RELAUNCH_GAP_S = 2.0
-CLEAR = {"nodes": "", "gpus": "", "assignment": "", "assign_round": None, "placed_at": None, "packed_with": ""}
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ class Applier:
         now = self.clock()
         intents = [Intent(it.kind, it.job_id,
                           {"from": format_gpus(it.previous or {}), "to": format_gpus(it.target or {})},
-                          {"state": PREEMPTING}) for it in items]
+                          JobUpdate(state=PREEMPTING)) for it in items]
         action_ids = dict(zip((it.job_id for it in items), self.journal.record_intents(round_id, intents, now),
                               strict=True))
         failpoints.hit("after-intent")
@@ -198,10 +197,10 @@ class Applier:
                 why = f"ended ({state.lower()}) before the requeue-hold: not requeued"
                 result.ended[it.job_id] = state
                 self._signalled_at.pop(it.job_id, None)
-                self.journal.finish_action(aid, "done", now, why, job_id=it.job_id, job_update={
-                    **CLEAR, "state": state, "slurm_state": sj.state.value, "reason": why, "exit_code": sj.exit_code,
-                    "finished_at": float(sj.end_time or now), "executed_time": executed, "run_start": None,
-                    "run_counted": 0.0, "attained_service": executed * facts.num_gpus})
+                self.journal.finish_action(aid, "done", now, why, job_id=it.job_id, job_update=JobUpdate(
+                    state=state, slurm_state=sj.state.value, reason=why, exit_code=sj.exit_code,
+                    finished_at=float(sj.end_time or now), executed_time=executed, run_start=None,
+                    run_counted=0.0, attained_service=executed * facts.num_gpus).cleared())
                 continue
             if not _gone(sj):
                 why = "still running after requeue-hold: carried over to the next round (its GPUs stay booked)"
@@ -210,13 +209,15 @@ class Applier:
                 continue
             self._signalled_at.pop(it.job_id, None)
             executed, run_start, counted = close_run(facts, now)
-            counter = {"migrate": "migrations", "preempt": "preemptions"}.get(it.kind)
-            update = {**CLEAR, "state": PENDING, "executed_time": executed, "run_start": run_start,
-                      "run_counted": counted, "attained_service": executed * facts.num_gpus,
-                      "reason": {"migrate": f"migrating (round {st.round_id})",
-                                 "preempt": f"preempted in round {st.round_id}"}.get(it.kind, "requeue-held")}
-            if counter:
-                update[counter] = getattr(JobRow, counter) + 1
+            update = JobUpdate(state=PENDING, executed_time=executed, run_start=run_start, run_counted=counted,
+                               attained_service=executed * facts.num_gpus,
+                               reason={"migrate": f"migrating (round {st.round_id})",
+                                       "preempt": f"preempted in round {st.round_id}"}.get(it.kind, "requeue-held")
+                               ).cleared()
+            if it.kind == "migrate":
+                update = replace(update, migrations_added=1)
+            elif it.kind == "preempt":
+                update = replace(update, preemptions_added=1)
             self.journal.finish_action(aid, "done", now, job_id=it.job_id, job_update=update)
             result.stopped.add(it.job_id)
             self._stopped_at[it.job_id] = now
@@ -253,10 +254,10 @@ class Applier:
         intents = [Intent("start" if a.kind == "start" else "migrate-start", a.job_id,
                           {"gpus": format_gpus(a.target.gpus), "partner": a.target.partner,  # type: ignore[union-attr]
                            "strategy": a.target.strategy, "assignment": assignments[a.job_id]},  # type: ignore[union-attr]
-                          {"state": STARTING, "assignment": assignments[a.job_id], "assign_round": round_id,
-                           "gpus": format_gpus(a.target.gpus), "nodes": ",".join(a.target.nodes),  # type: ignore[union-attr]
-                           "packed_with": a.target.partner, "strategy": a.target.strategy,  # type: ignore[union-attr]
-                           "placed_at": now, "reason": ""})
+                          JobUpdate(state=STARTING, assignment=assignments[a.job_id], assign_round=round_id,
+                                    gpus=format_gpus(a.target.gpus), nodes=",".join(a.target.nodes),  # type: ignore[union-attr]
+                                    packed_with=a.target.partner, strategy=a.target.strategy,  # type: ignore[union-attr]
+                                    placed_at=now, reason=""))
                    for a in ready]
         action_ids = dict(zip((a.job_id for a in ready), self.journal.record_intents(round_id, intents, now),
                               strict=True))
@@ -297,7 +298,7 @@ class Applier:
                 why = result.failed.get(a.job_id) or result.skipped.get(a.job_id, "not released")
                 status = "skipped" if a.job_id in result.skipped else "failed"
                 self.journal.finish_action(aid, status, now, why, job_id=a.job_id,
-                                           job_update={**CLEAR, "state": PENDING, "reason": f"start failed: {why}"})
+                                           job_update=JobUpdate(state=PENDING, reason=f"start failed: {why}").cleared())
 
     def _release(self, ids: list[int], result: ApplyResult) -> set[str]:
         if not ids:
@@ -315,18 +316,3 @@ class Applier:
             except SlurmError as exc:
                 result.failed[str(i)] = str(exc)
         return done
-
-    # ---- reconciliation's holds ---------------------------------------------------------------------
-    def hold_jobs(self, round_id: int, job_ids: Sequence[str], result: ApplyResult) -> None:
-        if not job_ids:
-            return
-        now = self.clock()
-        ids = self.journal.record_intents(round_id, [Intent("hold", j, {}, {}) for j in job_ids], now)
-        try:
-            self.backend.hold([int(j) for j in job_ids])
-            status, error = "done", ""
-        except SlurmError as exc:
-            status, error = "failed", str(exc)
-            result.failed.update({j: error for j in job_ids})
-        for aid in ids:
-            self.journal.finish_action(aid, status, self.clock(), error)

@@ -23,13 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import select
-
 from ..estimators.entries import Endpoint
 from ..estimators.online import OnlineState, ThroughputReport
 from ..harness.report import REPORT_VERSION
 from ..profiles import ProfileKey
-from .store import ActionRow, JobRow, PlacementRow, RoundRow, Store
+from .store import JobRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -261,38 +259,18 @@ def report_files(directory: Path) -> dict[str, Path]:
     return out
 
 
-def _chunks(items: Sequence[str], n: int = 500) -> list[Sequence[str]]:
-    return [items[i:i + n] for i in range(0, len(items), n)] or [[]]
-
-
 def load_history(store: Store, raws: Sequence[RawReport], key_of: Callable[[JobRow], ProfileKey | None],
                  gpu_type: Callable[[str], str]) -> History:
     """The rounds, placements, starts and profile keys the reports need, in a few queries."""
     first = min(r.round_id for r in raws)
-    with store.session() as s:
-        rounds = [(int(rid), float(t0), float(t1) if t1 is not None else math.inf) for rid, t0, t1 in s.execute(
-            select(RoundRow.round_id, RoundRow.started_at, RoundRow.finished_at)
-            .where(RoundRow.round_id >= first, RoundRow.status.in_(DECIDED)).order_by(RoundRow.round_id))]
-        needed = sorted({rid for r in raws for rid in covering_rounds(rounds, r.t0, r.t1)})
-        jobs = sorted({r.job for r in raws})
-        placed: dict[tuple[int, str], tuple[str, str]] = {}
-        for chunk in _chunks(jobs):
-            if needed:
-                q = select(PlacementRow).where(PlacementRow.round_id.in_(needed), PlacementRow.job_id.in_(chunk))
-                for row in s.scalars(q):
-                    placed[(row.round_id, row.job_id)] = (row.gpus, row.partner)
-        everyone = sorted(set(jobs) | {p for _, p in placed.values() if p})
-        runs: dict[str, list[Run]] = {}
-        keys: dict[str, ProfileKey] = {}
-        for chunk in _chunks(everyone):
-            q = (select(ActionRow).where(ActionRow.job_id.in_(chunk), ActionRow.kind.in_(("start", "migrate-start")),
-                                         ActionRow.status == "done").order_by(ActionRow.round_id, ActionRow.seq))
-            for a in s.scalars(q):
-                d = json.loads(a.detail or "{}")
-                run = Run(a.round_id, str(d.get("strategy", "")), str(d.get("gpus", "")))
-                runs.setdefault(a.job_id, []).append(run)
-            for row in s.scalars(select(JobRow).where(JobRow.job_id.in_(chunk))):
-                key = key_of(row)
-                if key is not None:
-                    keys[row.job_id] = key
+    rounds = [(rid, t0, math.inf if t1 is None else t1) for rid, t0, t1 in store.round_spans(first, DECIDED)]
+    needed = sorted({rid for r in raws for rid in covering_rounds(rounds, r.t0, r.t1)})
+    jobs = sorted({r.job for r in raws})
+    placed = {(row.round_id, row.job_id): (row.gpus, row.partner) for row in store.placements_of(needed, jobs)}
+    everyone = sorted(set(jobs) | {p for _, p in placed.values() if p})
+    runs: dict[str, list[Run]] = {}
+    for a in store.done_actions(everyone, ("start", "migrate-start")):
+        d = json.loads(a.detail or "{}")
+        runs.setdefault(a.job_id, []).append(Run(a.round_id, str(d.get("strategy", "")), str(d.get("gpus", ""))))
+    keys = {row.job_id: key for row in store.jobs_by_id(everyone) if (key := key_of(row)) is not None}
     return History(rounds, placed, runs, keys, gpu_type)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -21,7 +21,7 @@ from .calls import CallRecord
 from .observe import ManagedJob
 from .reconcile import JobFacts
 from .store import (
-    ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store, TERMINAL_STATES, dumps,
+    ActionRow, EventRow, JobRow, JobUpdate, PlacementRow, RoundRow, SlurmCallRow, Store, TERMINAL_STATES, dumps,
 )
 
 _log = logging.getLogger("tesserae_slurm.daemon.actions")
@@ -32,7 +32,25 @@ class Intent:
     kind: str
     job_id: str
     detail: Mapping[str, Any]
-    job_update: Mapping[str, Any]  # columns of the job row set in the same transaction
+    job_update: JobUpdate = JobUpdate()  # columns of the job row set in the same transaction
+
+
+@dataclass(frozen=True)
+class RoundCounts:
+    """What a round decided, in numbers and stage times, for its row."""
+
+    scheduling_ms: float = 0.0
+    placement_ms: float = 0.0
+    packing_ms: float = 0.0
+    migration_ms: float = 0.0
+    jobs_active: int = 0
+    running: int = 0
+    kept: int = 0
+    started: int = 0
+    preempted: int = 0
+    migrated: int = 0
+    packed_pairs: int = 0
+    pending: int = 0
 
 
 class Journal:
@@ -47,18 +65,23 @@ class Journal:
             s.flush()
             return int(row.round_id)
 
-    def update_round(self, round_id: int, **values: Any) -> None:
+    def update_round(self, round_id: int, *, status: str | None = None, error: str | None = None,
+                     finished_at: float | None = None, observe_ms: float | None = None,
+                     apply_ms: float | None = None) -> None:
+        """Set the given columns of the round's row (None: left alone)."""
+        values = {k: v for k, v in (("status", status), ("error", error), ("finished_at", finished_at),
+                                    ("observe_ms", observe_ms), ("apply_ms", apply_ms)) if v is not None}
         with self.store.session() as s:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id).values(**values))
 
     def record_decision(self, round_id: int, decision: RoundDecision, targets: Mapping[str, Any],
-                        values: Mapping[str, Any], order: Sequence[str] = (),
+                        counts: RoundCounts, order: Sequence[str] = (),
                         sources: Mapping[str, Any] | None = None) -> None:
         # the policy's order and where each placed job's speed came from, for `tesserae explain`
         body = {**decision_to_json(decision), "order": list(order), "sources": dict(sources or {})}
         with self.store.session() as s:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
-                      .values(decision_json=dumps(body), **values))
+                      .values(decision_json=dumps(body), **asdict(counts)))
             from .gpuset import format_gpus
             for job, t in targets.items():
                 s.add(PlacementRow(round_id=round_id, job_id=job, gpus=format_gpus(t.gpus), partner=t.partner,
@@ -89,17 +112,23 @@ class Journal:
                 submit_time=float(sj.submit_time or now), state="NEW", last_seen=now,
             ))
 
-    def update_job(self, job_id: str, **values: Any) -> None:
-        with self.store.session() as s:
-            s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
+    def update_job(self, job_id: str, up: JobUpdate) -> None:
+        self.update_jobs({job_id: up})
 
-    def update_jobs(self, updates: Mapping[str, Mapping[str, Any]]) -> None:
+    def update_jobs(self, updates: Mapping[str, JobUpdate]) -> None:
         if not updates:
             return
         with self.store.session() as s:
-            for job_id, values in updates.items():
+            for job_id, up in updates.items():
+                values = up.columns()
                 if values:
                     s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
+
+    def count_rounds_run(self, ids: Sequence[str]) -> None:
+        """One more round run for each of these jobs."""
+        if ids:
+            with self.store.session() as s:
+                s.execute(update(JobRow).where(JobRow.job_id.in_(ids)).values(rounds_run=JobRow.rounds_run + 1))
 
     def count_by_state(self) -> dict[str, int]:
         with self.store.session() as s:
@@ -115,18 +144,18 @@ class Journal:
                                 detail=dumps(dict(it.detail)), created_at=now)
                 s.add(row)
                 rows.append(row)
-                if it.job_update:
-                    s.execute(update(JobRow).where(JobRow.job_id == it.job_id).values(**it.job_update))
+                if values := it.job_update.columns():
+                    s.execute(update(JobRow).where(JobRow.job_id == it.job_id).values(**values))
             s.flush()
             return [int(r.id) for r in rows]
 
     def finish_action(self, action_id: int, status: str, now: float, error: str = "",
-                      job_id: str = "", job_update: Mapping[str, Any] | None = None) -> None:
+                      job_id: str = "", job_update: JobUpdate | None = None) -> None:
         with self.store.session() as s:
             s.execute(update(ActionRow).where(ActionRow.id == action_id)
                       .values(status=status, finished_at=now, error=error))
-            if job_id and job_update:
-                s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**job_update))
+            if job_id and job_update is not None and (values := job_update.columns()):
+                s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
             row = s.get(ActionRow, action_id)
         if row is not None:  # one line per action outcome (round, job, action, outcome: --log-format json)
             _log.log(logging.WARNING if status == "failed" else logging.INFO, "round %d: %s of job %s %s%s",

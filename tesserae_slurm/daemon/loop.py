@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from sqlalchemy import func, update
 
 from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
@@ -32,7 +31,7 @@ from .calls import RecordingBackend
 from .config import DaemonConfig
 from .gpuset import GpuMap, format_gpus, parse_gpus
 from .guard import load_holds, save_holds, still_held, to_secure
-from .journal import Intent, Journal
+from .journal import Intent, Journal, RoundCounts
 from .metrics import Metrics
 from .observe import Snapshot, build_snapshot, in_slurm_indices
 from .online import OnlineFeedback
@@ -40,7 +39,7 @@ from .plan import RoundPlan, plan_round
 from ..partition import scheduling_profile
 from . import admin
 from .reconcile import JobFacts, account, transition
-from .store import PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, JobRow, Store, acquire_lock
+from .store import PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, JobUpdate, Store, acquire_lock
 
 log = logging.getLogger(__name__)
 SCHEDULABLE = (PENDING, STARTING, RUNNING)
@@ -143,33 +142,33 @@ class Daemon:
         requeue: list[StopItem] = []
         hold: list[str] = []
         evict: list[str] = []
-        updates: dict[str, dict] = {}
+        updates: dict[str, JobUpdate] = {}
         for job_id, f in facts.items():
             mj = snap.jobs.get(job_id)
             t = transition(f, mj, snap.time, self.cfg.slurm.start_timeout_s, own_hold=job_id in holds)
-            up: dict = {"state": t.state, "last_seen": snap.time}
+            up = JobUpdate(state=t.state, last_seen=snap.time)
             if t.reason or t.state != f.state:
-                up["reason"] = t.reason
+                up = replace(up, reason=t.reason)
             if mj is not None:
                 sj = mj.slurm
                 executed, run_start, counted = account(f, sj, snap.time)
-                up.update(slurm_state=sj.state.value, restarts=sj.restart_count, executed_time=executed,
-                          run_start=run_start, run_counted=counted, attained_service=executed * f.num_gpus,
-                          name=sj.name)
+                up = replace(up, slurm_state=sj.state.value, restarts=sj.restart_count, executed_time=executed,
+                             run_start=run_start, run_counted=counted, attained_service=executed * f.num_gpus,
+                             name=sj.name)
                 ran = sj.state.is_active or (sj.end_time is not None and sj.start_time is not None
                                              and sj.end_time > sj.start_time)
                 if sj.start_time is not None and ran:
-                    up["first_start"] = func.coalesce(JobRow.first_start, float(sj.start_time))
+                    up = replace(up, first_start=float(sj.start_time))  # written only if none yet
                 if sj.state.is_finished:
-                    up.update(exit_code=sj.exit_code, finished_at=float(sj.end_time or snap.time))
+                    up = replace(up, exit_code=sj.exit_code, finished_at=float(sj.end_time or snap.time))
                 if t.adopt and mj.assignment is not None:
                     a = mj.assignment
-                    up.update(assignment=sj.admin_comment, assign_round=a.round_id, gpus=format_gpus(a.gpus),
-                              nodes=",".join(sorted(a.gpus)), packed_with=a.partner, strategy=a.strategy)
+                    up = replace(up, assignment=sj.admin_comment, assign_round=a.round_id, gpus=format_gpus(a.gpus),
+                                 nodes=",".join(sorted(a.gpus)), packed_with=a.partner, strategy=a.strategy)
             if t.clear_placement:
-                up.update(nodes="", gpus="", assignment="", assign_round=None, placed_at=None, packed_with="")
+                up = up.cleared()
                 if t.state == PENDING and f.run_start is not None and (mj is None or mj.slurm.start_time is None):
-                    up.update(run_start=None, run_counted=0.0)
+                    up = replace(up, run_start=None, run_counted=0.0)
             updates[job_id] = up
             if t.event:
                 log.warning("job %s: %s", job_id, t.event)
@@ -198,7 +197,7 @@ class Daemon:
             return
         now = self.clock()
         save_holds(self.journal.store, load_holds(self.journal.store) | set(ids))
-        intents = [Intent(kind, j, {}, {}) for j in ids]
+        intents = [Intent(kind, j, {}) for j in ids]
         actions = self.journal.record_intents(rid, intents, now) if rid is not None else []
         try:
             self.backend.admin_hold([int(j) for j in ids])
@@ -214,7 +213,7 @@ class Daemon:
         if not ids:
             return
         now = self.clock()
-        actions = dict(zip(ids, self.journal.record_intents(rid, [Intent("evict", j, {}, {"state": PENDING})
+        actions = dict(zip(ids, self.journal.record_intents(rid, [Intent("evict", j, {}, JobUpdate(state=PENDING))
                                                                  for j in ids], now))) if rid is not None else {}
         stopped: list[str] = []
         for j in ids:
@@ -377,7 +376,7 @@ class Daemon:
         if self.dry_run:
             self.journal.record_intents(rid, [Intent(a.kind, a.job_id, {
                 "gpus": format_gpus(a.target.gpus) if a.target else "",
-                "from": format_gpus(a.previous) if a.previous else ""}, {}) for a in plan.actions], snap.time)
+                "from": format_gpus(a.previous) if a.previous else ""}) for a in plan.actions], snap.time)
             self._finish_dry_run(rid)
             self.journal.save_shadow(decision.placement)
             return self._done(rid, "dry-run", decision, plan, decision_s, t_round, "")
@@ -465,7 +464,7 @@ class Daemon:
 
     def _record_decision(self, rid: int, inp: RoundInputs, decision: RoundDecision, plan: RoundPlan,
                          scheduling_ms: float, order: tuple[str, ...]) -> None:
-        counts = dict(
+        counts = RoundCounts(
             scheduling_ms=scheduling_ms, placement_ms=decision.timings.placement * 1e3,
             packing_ms=decision.timings.packing * 1e3, migration_ms=decision.timings.migration * 1e3,
             jobs_active=len(inp.jobs), running=len(plan.targets), kept=len(plan.kept),
@@ -478,18 +477,15 @@ class Daemon:
         self.journal.record_decision(rid, decision, plan.targets, counts, order, sources)
         if self.dry_run:
             return
-        reasons: dict[str, dict] = {j: {"reason": why} for j, why in inp.excluded.items()}
+        reasons = {j: JobUpdate(reason=why) for j, why in inp.excluded.items()}
         for p in decision.pending:
-            reasons[p.job_id] = {"reason": p.reason.value + (f": {p.detail}" if p.detail else "")}
+            reasons[p.job_id] = JobUpdate(reason=p.reason.value + (f": {p.detail}" if p.detail else ""))
         for j in plan.kept:  # no Slurm call; only the record of who shares its GPUs changes
-            reasons[j] = {"packed_with": plan.targets[j].partner, "reason": ""}
+            reasons[j] = JobUpdate(packed_with=plan.targets[j].partner, reason="")
         self.journal.update_jobs(reasons)
 
     def _record_outcome(self, plan: RoundPlan, result: ApplyResult) -> None:
-        ran = [j for j in plan.targets if j in plan.kept or j in result.started]
-        if ran:
-            with self.journal.store.session() as s:
-                s.execute(update(JobRow).where(JobRow.job_id.in_(ran)).values(rounds_run=JobRow.rounds_run + 1))
+        self.journal.count_rounds_run([j for j in plan.targets if j in plan.kept or j in result.started])
 
     # ---- running -----------------------------------------------------------------------------------
     def start(self) -> None:

@@ -12,12 +12,12 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Boolean, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event, select, update,
+    Boolean, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event, func, select,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
@@ -74,6 +74,63 @@ class JobRow(Base):
     first_start: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_seen: Mapped[float] = mapped_column(Float, default=0.0)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class _Unset:
+    """A column an update leaves alone."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class JobUpdate:
+    """Columns of one job row to write; fields left ``UNSET`` are not written. ``first_start`` is
+    written only where the row has none yet: a job's first start never moves. ``*_added`` add to
+    the row's counters."""
+
+    state: str = UNSET
+    slurm_state: str = UNSET
+    reason: str = UNSET
+    name: str = UNSET
+    last_seen: float = UNSET
+    attained_service: float = UNSET
+    executed_time: float = UNSET
+    run_start: float | None = UNSET
+    run_counted: float = UNSET
+    restarts: int = UNSET
+    first_start: float = UNSET
+    exit_code: int | None = UNSET
+    finished_at: float = UNSET
+    nodes: str = UNSET
+    gpus: str = UNSET
+    assignment: str = UNSET
+    assign_round: int | None = UNSET
+    placed_at: float | None = UNSET
+    packed_with: str = UNSET
+    strategy: str = UNSET
+    preemptions_added: int = UNSET  # added to the row's count
+    migrations_added: int = UNSET
+
+    def cleared(self) -> JobUpdate:
+        """This update, and the job no longer holds GPUs (no nodes, GPUs, assignment or partner)."""
+        return replace(self, nodes="", gpus="", assignment="", assign_round=None, placed_at=None, packed_with="")
+
+    def columns(self) -> dict[str, Any]:
+        """The SQL values of the fields set."""
+        out = {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not UNSET}
+        if "first_start" in out:
+            out["first_start"] = func.coalesce(JobRow.first_start, out["first_start"])
+        if "preemptions_added" in out:
+            out["preemptions"] = JobRow.preemptions + out.pop("preemptions_added")
+        if "migrations_added" in out:
+            out["migrations"] = JobRow.migrations + out.pop("migrations_added")
+        return out
 
 
 class RoundRow(Base):
@@ -303,6 +360,33 @@ class Store:
         with self.session() as s:
             return list(s.scalars(select(PlacementRow).where(PlacementRow.round_id == round_id)))
 
+    def round_spans(self, first: int, statuses: Sequence[str]) -> list[tuple[int, float, float | None]]:
+        """(round, started, finished) of the rounds from ``first`` in these statuses, in order."""
+        with self.session() as s:
+            return [(int(r), float(t0), None if t1 is None else float(t1)) for r, t0, t1 in s.execute(
+                select(RoundRow.round_id, RoundRow.started_at, RoundRow.finished_at)
+                .where(RoundRow.round_id >= first, RoundRow.status.in_(list(statuses))).order_by(RoundRow.round_id))]
+
+    def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[PlacementRow]:
+        """The placement rows of these jobs in these rounds."""
+        out: list[PlacementRow] = []
+        if round_ids:
+            with self.session() as s:
+                for i in range(0, len(job_ids), 500):
+                    out += s.scalars(select(PlacementRow).where(PlacementRow.round_id.in_(list(round_ids)),
+                                                                PlacementRow.job_id.in_(list(job_ids[i:i + 500]))))
+        return out
+
+    def done_actions(self, job_ids: Sequence[str], kinds: Sequence[str]) -> list[ActionRow]:
+        """The done actions of these kinds on these jobs, each job's in round and sequence order."""
+        out: list[ActionRow] = []
+        with self.session() as s:
+            for i in range(0, len(job_ids), 500):
+                out += s.scalars(select(ActionRow).where(
+                    ActionRow.job_id.in_(list(job_ids[i:i + 500])), ActionRow.kind.in_(list(kinds)),
+                    ActionRow.status == "done").order_by(ActionRow.round_id, ActionRow.seq))
+        return out
+
     def slurm_calls(self, round_id: int | None = None, job_id: str | None = None) -> list[SlurmCallRow]:
         with self.session() as s:
             q = select(SlurmCallRow).order_by(SlurmCallRow.id)
@@ -319,15 +403,6 @@ class Store:
             if job_id is not None:
                 q = q.where(EventRow.job_id == job_id)
             return list(s.scalars(q))
-
-    def add_event(self, now: float, kind: str, message: str, job_id: str = "", round_id: int | None = None) -> None:
-        with self.session() as s:
-            s.add(EventRow(time=now, kind=kind, job_id=job_id, round_id=round_id, message=message))
-
-    def mark_action(self, action_id: int, status: str, now: float, error: str = "") -> None:
-        with self.session() as s:
-            s.execute(update(ActionRow).where(ActionRow.id == action_id)
-                      .values(status=status, finished_at=now, error=error))
 
 
 class DaemonRunning(InputError):

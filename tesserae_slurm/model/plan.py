@@ -84,13 +84,6 @@ class Placement:
         return Placement.from_rows(PlanRows(names, sizes, (), np.full((sum(sizes), 2), -1, dtype=np.int64)))
 
     @staticmethod
-    def built(nodes: Mapping[str, tuple[GpuSlot, ...]],
-              job_gpus: Mapping[str, tuple[GpuRef, ...]] | None = None) -> Placement:
-        """``Placement(nodes)``, for callers written when plans could skip the check (``job_gpus``
-        is ignored: the table gives it)."""
-        return Placement(nodes)
-
-    @staticmethod
     def from_rows(rows: PlanRows) -> Placement:
         """A plan given as a table (see ``PlanRows``); checked: its shape, job numbers in range, no
         job twice on a GPU, every listed job on at least one GPU."""

@@ -9,10 +9,11 @@ strategies both jobs allow (paper "Parallelism Strategy") -- exceeds the placed 
 speed.
 
 Jobs fall into a few profile classes, and jobs of one class are interchangeable, so the job-level
-matrix only repeats a small (class, GPU type) x class matrix cut from the profile's memoized class
-matrices: medium problems go to one assignment on the job-level matrix (capped to the jobs that can
-matter; compiled in ``pack_jit``), large ones to the equivalent transportation LP between groups
-(HiGHS; integral at its vertices), which keeps memory linear in jobs.
+matrix only repeats a small (class, GPU type) x class matrix from the profile's class table
+(``ClassTable``, built with the profile): medium problems go to one assignment on the job-level
+matrix (capped to the jobs that can matter; compiled in ``pack_jit``), large ones to the
+equivalent transportation LP between groups (HiGHS; integral at its vertices), which keeps memory
+linear in jobs.
 
 Objectives, for a fixed set of placed jobs (they run whether packed or not):
 
@@ -34,24 +35,23 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import count, filterfalse
+from itertools import compress, count, filterfalse
 from operator import attrgetter
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from ..model import InputError, Job, PackedPair
-from ..profiles import JobClass, PairMatrix, ThroughputProfile
-from ..profiles.classes import pair_matrix_at, universe_rows
+from ..profiles import ThroughputProfile
+from ..profiles.classes import ClassTable
 from . import pack_jit
 
 PackingMode = Literal["off", "on", "single"]
 Objective = Literal["throughput", "paper-sum"]
 MODES: tuple[str, ...] = ("off", "on", "single")
 OBJECTIVES: tuple[str, ...] = ("throughput", "paper-sum")
-RESOLUTION = 1e-6  # a gain below this is no gain
 ASSIGNMENT_LIMIT = 40_000  # job-level matrices up to ~200 x 200 go to one assignment; larger ones to the LP
 
 
@@ -75,33 +75,31 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     all_pending = tuple([j.id for j in pending])
     if mode == "off":
         return PackingResult((), all_pending)
-    hosts, guests = _packable(placed, mode, set(exclude)), _packable(pending, mode)
+    hosts, guests = _packable(placed, mode, profile.classes, set(exclude)), _packable(pending, mode, profile.classes)
+    table, host_cls, guest_cls, hosts, guests = _classes(profile, hosts, guests)
     host_gpus, guest_gpus = [j.num_gpus for j in hosts], [j.num_gpus for j in guests]
     counts = sorted(set(host_gpus) & set(guest_gpus))
     if not counts:
         return PackingResult((), all_pending)
 
-    ids = _ClassIds.of(profile)
-    host_raw, guest_raw = ids.of_jobs(hosts), ids.of_jobs(guests)
     try:
         raw_gpu = [gpu_type_of[j.id] for j in hosts]
     except KeyError as e:
         raise InputError(f"placed job {e.args[0]!r} has no GPU type") from None
-    lowered = {g: g.strip().lower() for g in dict.fromkeys(raw_gpu)}
+    lowered = {g: profile._gpu(g) for g in dict.fromkeys(raw_gpu)}
     gpu_names = tuple(dict.fromkeys(lowered.values()))
-    # every class seen so far in canonical order: ranks, and so the solvers' tie-breaks, do not depend
-    # on which job came first nor on which other classes are present
-    table = ids.ranked(gpu_names, objective)
-    host_cls, guest_cls = table.rank[host_raw], table.rank[guest_raw]
+    # classes are numbered in canonical order: the solvers' tie-breaks do not depend on which job
+    # came first nor on which other classes are present
+    type_at = [table.gpu_types.index(g) for g in gpu_names]
+    values = (table.gain if objective == "throughput" else table.weight)[type_at]
     gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n, guest_n = np.array(host_gpus, dtype=np.int64), np.array(guest_gpus, dtype=np.int64)
     pairs: list[PackedPair] = []
     for _n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests):
-        for r, c in _match(host_cls[rows], host_type[rows], guest_cls[cols], table.values, _assignment_limit):
+        for r, c in _match(host_cls[rows], host_type[rows], guest_cls[cols], values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
-            mat = table.matrices[host_type[h]]
-            opt = mat.options[int(mat.option[host_cls[h], guest_cls[g]])]
+            opt = table.options[int(table.option[type_at[host_type[h]], host_cls[h], guest_cls[g]])]
             pairs.append(PackedPair(hosts[h].id, guests[g].id, opt.a_speed, opt.b_speed,
                                     opt.a_strategy, opt.b_strategy))
     if not pairs:  # most rounds of big traces
@@ -125,114 +123,50 @@ def _problems(counts: Sequence[int], host_n: np.ndarray, guest_n: np.ndarray, ho
             for n in counts for g in sorted(groups)]
 
 
-def _packable(jobs: Sequence[Job], mode: PackingMode, skip: Collection[str] = ()) -> list[Job]:
-    """The jobs that may take part in packing, in order: not ``no_pack``, not in ``skip``, and in
-    ``single`` mode on one GPU."""
+def _packable(jobs: Sequence[Job], mode: PackingMode, table: ClassTable, skip: Collection[str] = ()) -> list[Job]:
+    """The jobs that may take part in packing, in order: not ``no_pack``, not in ``skip``, in
+    ``single`` mode on one GPU, and not on a GPU count that no GPU type measured for them
+    (``ClassTable.unmeasured``)."""
+    known, unmeasured = table.spelled, table.unmeasured
     if mode == "on" and not skip:
-        return [j for j in jobs if not j.no_pack]
-    return [j for j in jobs if not j.no_pack and j.id not in skip and (mode == "on" or j.num_gpus == 1)]
+        return [j for j in jobs if not j.no_pack and (j.class_key in known or not unmeasured(j))]
+    return [j for j in jobs if not j.no_pack and j.id not in skip and (mode == "on" or j.num_gpus == 1)
+            and (j.class_key in known or not unmeasured(j))]
 
 
-class _ClassIds:
-    """Profile classes numbered in the order first seen, memoized on the profile: the engine maps
-    every placed and pending job to its class every round, and a dict hit on the job's class key
-    is cheaper than hashing a ``JobClass``. ``sort_key`` gives the canonical class order."""
-
-    def __init__(self, profile: ThroughputProfile) -> None:
-        self.profile = profile
-        self.by_raw: dict[str, int] = {}  # Job.class_key -> class number
-        self.by_class: dict[JobClass, int] = {}
-        self.classes: list[JobClass] = []
-        self.sort_key: list[tuple[str, str, int, tuple[str, ...]]] = []
-        self.tables: dict[tuple[tuple[str, ...], str], _Ranked] = {}  # see ranked
-        self.rows: dict[str, np.ndarray] = {}  # GPU type -> universe row per class number (-1: not yet)
-
-    def universe_rows(self, gpu: str, numbers: tuple[int, ...]) -> np.ndarray:
-        """``classes.universe_rows`` of these class numbers, kept per GPU type by number: a round
-        whose set of classes is new cuts its pair matrix without hashing a ``JobClass``."""
-        known = self.rows.get(gpu)
-        if known is None or len(known) < len(self.classes):
-            grown = np.full(len(self.classes), -1, dtype=np.int64)
-            if known is not None:
-                grown[:len(known)] = known
-            known = self.rows[gpu] = grown
-        at = np.array(numbers, dtype=np.int64)
-        missing = at[known[at] < 0]
-        if len(missing):
-            known[missing] = universe_rows(self.profile, [self.classes[i] for i in missing.tolist()], gpu)
-        return known[at]
-
-    def ranked(self, gpus: tuple[str, ...], objective: Objective) -> _Ranked:
-        """Edge values and best options over every class numbered so far, in canonical order (by
-        ``sort_key``, then number), one matrix per GPU type: rebuilt only when a class is new (the
-        first rounds of a trace), so a round whose set of present classes is new costs no cut. Ranks
-        keep the present classes' relative order, so the matchings see what a cut would give."""
-        found = self.tables.get((gpus, objective))
-        if found is not None and len(found.rank) == len(self.classes):
-            return found
-        order = sorted(range(len(self.classes)), key=self.sort_key.__getitem__)
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        classes = [self.classes[i] for i in order]
-        matrices = tuple(pair_matrix_at(self.profile, classes, g, self.universe_rows(g, tuple(order))) for g in gpus)
-        found = self.tables[(gpus, objective)] = _Ranked(
-            rank, np.stack([_edge_values(m, objective) for m in matrices]), matrices)
-        return found
-
-    @staticmethod
-    def of(profile: ThroughputProfile) -> _ClassIds:
-        ids = profile._memo.get("pack-class-ids")
-        if ids is None:
-            ids = profile._memo["pack-class-ids"] = _ClassIds(profile)
-        return ids
-
-    def of_jobs(self, jobs: Sequence[Job]) -> np.ndarray:
-        """Class numbers of ``jobs`` (a class is numbered the first time it is seen)."""
-        raws = [j.class_key for j in jobs]
-        found = list(map(self.by_raw.get, raws))
-        if None in found:
-            for i, raw in enumerate(raws):
-                if found[i] is None:
-                    found[i] = self._add(jobs[i], raw)
-        return np.array(found, dtype=np.int64)
-
-    def _add(self, j: Job, raw: str) -> int:
-        found = self.by_raw.get(raw)  # an earlier job of this call may have added it
-        if found is None:
-            cls = self.profile.job_class(j)
-            found = self.by_class.get(cls)
-            if found is None:
-                found = self.by_class[cls] = len(self.classes)
-                self.classes.append(cls)
-                self.sort_key.append((cls.key.model, cls.key.batch_size, cls.key.num_gpus, cls.candidates))
-            self.by_raw[raw] = found
-        return found
+def _classes(profile: ThroughputProfile, hosts: list[Job], guests: list[Job]
+             ) -> tuple[ClassTable, np.ndarray, np.ndarray, list[Job], list[Job]]:
+    """(table, class numbers of hosts and guests, hosts, guests): jobs spelled otherwise than the
+    profile spells them are resolved; those of a key no GPU type measured are left out (they never
+    pack); classes the table lacks (a job listing several strategies) are added to a table for
+    this call."""
+    table = profile.classes
+    jobs = [*hosts, *guests]
+    keys = [j.class_key for j in jobs]
+    found = list(map(table.spelled.get, keys))
+    if None in found:
+        missed = {i: profile.job_class(jobs[i]) for i, n in enumerate(found) if n is None}
+        extra = [c for c in missed.values() if c not in table.number and profile.measured(c.key)]
+        if extra:
+            table = table.with_extra(profile, extra)
+            found = list(map(table.spelled.get, keys))  # renumbered
+        for i, cls in missed.items():
+            found[i] = table.number.get(cls, -1)
+        keep = [n is not None and n >= 0 for n in found]
+        hosts, guests = list(compress(hosts, keep[:len(hosts)])), list(compress(guests, keep[len(hosts):]))
+        found = list(compress(found, keep))
+    numbers = np.array(found, dtype=np.int64)
+    return table, numbers[:len(hosts)], numbers[len(hosts):], hosts, guests
 
 
 _ID = attrgetter("id")
 
 
-class _Ranked(NamedTuple):
-    """Every class seen so far, in canonical order, on a tuple of GPU types: what ``pack`` indexes."""
-
-    rank: np.ndarray  # class number -> canonical rank
-    values: np.ndarray  # [GPU type, rank, rank]: ``_edge_values`` of the objective
-    matrices: tuple[PairMatrix, ...]  # per GPU type, over the classes in rank order (best options)
-
-
-def _edge_values(mat: PairMatrix, objective: Objective) -> np.ndarray:
-    """Edge value of every (placed class, pending class) on one GPU type, 0 where there is no edge:
-    the gain (``throughput``) or the weight (``paper-sum``) where packing gains more than
-    ``RESOLUTION``."""
-    gain = mat.total - mat.isolated[:, None]  # NaN: never measured
-    edge = gain > RESOLUTION  # False for NaN
-    return np.where(edge, gain if objective == "throughput" else mat.total, 0.0)
-
-
 def _match(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray, values: np.ndarray,
            assignment_limit: int | None) -> list[tuple[int, int]]:
     """One matching problem: placed jobs (rows) x pending jobs (columns) of one GPU count;
-    ``values[t]``: ``_edge_values`` on GPU type t. Returns (row, column) positions of the pairs:
+    ``values[t]``: the objective's edge values (``ClassTable.gain`` or ``weight``) on GPU type t.
+    Returns (row, column) positions of the pairs:
     by one job-level assignment in ``pack_jit.match``, or, for problems over ``assignment_limit``,
     the transportation LP between groups."""
     status, rows, cols, group_value, group_of_row, class_of_col = pack_jit.match(

@@ -1,8 +1,12 @@
-"""Job-level lookups for the engine: profile classes, fallbacks, and dense class x class matrices.
+"""Job-level lookups for the engine: profile classes, fallbacks, and the class tables.
 
 Thousands of jobs share a handful of (model, batch, GPU count, allowed strategies) combinations, so
-the packing stage maps every job to a ``JobClass`` and builds its weight matrix by fancy-indexing a
-small class x class matrix instead of looking up each job pair. Results are memoized on the profile.
+the packing stage maps every job to a ``JobClass`` and reads its edges from a small class x class
+matrix instead of looking up each job pair. ``ClassTable`` holds those matrices for every class a
+profile can name without a job's help -- each measured key, unrestricted or restricted to one of
+its strategies -- and is built once with the profile. Jobs outside it (a list of several
+strategies, an unmeasured GPU count) are looked up when asked, and ``ClassTable.with_extra`` gives
+a table that holds them too for one packing call.
 
 Fallbacks (documented in docs/profiles.md): a job of a known model on a GPU count or GPU type the
 table did not measure runs alone at 1.0 -- its best isolated throughput, by the definition of
@@ -12,30 +16,23 @@ measured keys that the table never co-located (two LLMs) is not packable either.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..model import InputError, Job
-from .keys import JobClass, PairOption, fold_strategy
+from .keys import JobClass, PairOption, embedded_batch, fold_strategy
 
 if TYPE_CHECKING:
     from .table import ThroughputProfile
 
-
-# what a job's profile class depends on: ``Job.class_key``, the repr of (model, batch size, GPUs,
-# parallelism), one string that per-job memos key on
-CLASS_FIELDS = attrgetter("class_key")
+RESOLUTION = 1e-6  # a packing gain below this is no gain (float noise, not throughput)
 
 
-def job_class(profile: ThroughputProfile, job: Job) -> JobClass:
-    memo_key = ("class", CLASS_FIELDS(job))
-    hit: JobClass | None = profile._memo.get(memo_key)
-    if hit is not None:
-        return hit
+def resolve_class(profile: ThroughputProfile, job: Job) -> JobClass:
+    """The job's class: its canonical key and its strategy restriction (InputError if unknown)."""
     key = profile.key(job.model, job.batch_size, job.num_gpus)
     candidates: tuple[str, ...] = ()
     if job.parallelism:
@@ -55,9 +52,7 @@ def job_class(profile: ThroughputProfile, job: Job) -> JobClass:
             candidates = tuple(s for s in known if fold_strategy(s) in wanted)
             if len(candidates) == len(known):
                 candidates = ()
-    cls = JobClass(key, candidates)
-    profile._memo[memo_key] = cls
-    return cls
+    return JobClass(key, candidates)
 
 
 def _runs(profile: ThroughputProfile, cls: JobClass, gpu: str) -> tuple[tuple[str | None, float], ...]:
@@ -68,30 +63,19 @@ def _runs(profile: ThroughputProfile, cls: JobClass, gpu: str) -> tuple[tuple[st
     return runs
 
 
-def class_isolated(profile: ThroughputProfile, cls: JobClass, gpu_type: str) -> tuple[float, str | None]:
-    """(best normalized speed alone, its strategy); ties go to the strategy listed first."""
-    gpu = profile._gpu(gpu_type)
-    memo_key = ("isolated", gpu, cls)
-    hit: tuple[float, str | None] | None = profile._memo.get(memo_key)
-    if hit is not None:
-        return hit
+def class_isolated(profile: ThroughputProfile, cls: JobClass, gpu: str) -> tuple[float, str | None]:
+    """(best normalized speed alone, its strategy) on canonical GPU type ``gpu``; ties go to the
+    strategy listed first."""
     runs = _runs(profile, cls, gpu)
     if not runs:
-        out: tuple[float, str | None] = (1.0, (cls.candidates[0] if cls.candidates else None))
-    else:
-        best = max(range(len(runs)), key=lambda i: (runs[i][1], -i))
-        out = (runs[best][1], runs[best][0])
-    profile._memo[memo_key] = out
-    return out
+        return 1.0, (cls.candidates[0] if cls.candidates else None)
+    best = max(range(len(runs)), key=lambda i: (runs[i][1], -i))
+    return runs[best][1], runs[best][0]
 
 
-def class_best_pair(profile: ThroughputProfile, a: JobClass, b: JobClass, gpu_type: str) -> PairOption | None:
-    """Feasible option with the largest speed sum the two classes may use; ties: first listed."""
-    gpu = profile._gpu(gpu_type)
-    memo_key = ("pair", gpu, a, b)
-    if memo_key in profile._memo:
-        known: PairOption | None = profile._memo[memo_key]
-        return known
+def class_best_pair(profile: ThroughputProfile, a: JobClass, b: JobClass, gpu: str) -> PairOption | None:
+    """Feasible option with the largest speed sum the two classes may use on canonical GPU type
+    ``gpu``; ties: first listed."""
     best: PairOption | None = None
     if a.key.num_gpus == b.key.num_gpus and _runs(profile, a, gpu) and _runs(profile, b, gpu):
         for opt in profile._ix.options.get((gpu, a.key, b.key), ()):
@@ -103,8 +87,11 @@ def class_best_pair(profile: ThroughputProfile, a: JobClass, b: JobClass, gpu_ty
                 continue
             if best is None or opt.total > best.total:
                 best = opt
-    profile._memo[memo_key] = best
     return best
+
+
+def _sort_key(cls: JobClass) -> tuple[str, str, int, tuple[str, ...]]:
+    return cls.key.model, cls.key.batch_size, cls.key.num_gpus, cls.candidates
 
 
 @dataclass(frozen=True)
@@ -125,81 +112,144 @@ class PairMatrix:
     isolated_strategy: tuple[str | None, ...]
 
 
-def pair_matrix(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_type: str) -> PairMatrix:
-    """The matrix over ``classes``, cut from a per-GPU-type matrix over every class seen so far.
+@dataclass(frozen=True)
+class ClassTable:
+    """Classes numbered in canonical order (model, batch, GPUs, strategies), and per GPU type of
+    the profile (``gpu_types`` order) their best pairs, speeds alone and packing edges.
 
-    The universe only grows: a class's row and column are computed once per profile, so a round
-    whose classes differ from the last round's (common on traces with dozens of job types) costs a
-    fancy-index, not a rebuild.
+    ``total[t, i, j]``/``option[t, i, j]``: as ``PairMatrix`` on type t. ``gain[t, i, j]``: what
+    packing a class-j job onto a placed class-i job adds to throughput, where it adds more than
+    ``RESOLUTION``, else 0; ``weight`` is the pair's speed sum on the same edges (Algorithm 3 as
+    written). ``spelled``: ``Job.class_key`` -> number for the spellings the profile itself uses
+    (canonical names and batches), so most jobs find their class with one dict lookup.
+    ``counts``: for each (model, batch) so spelled, the GPU counts at which it names a measured
+    key; at any other count such a job is the unmeasured fallback (see ``unmeasured``).
     """
-    gpu = profile._gpu(gpu_type)
-    return _cut(gpu, _universe(profile, gpu), classes, universe_rows(profile, classes, gpu))
 
+    gpu_types: tuple[str, ...]
+    classes: tuple[JobClass, ...]
+    number: Mapping[JobClass, int]
+    spelled: Mapping[str, int]
+    counts: Mapping[tuple[str, str], frozenset[int]]
+    total: np.ndarray
+    option: np.ndarray
+    options: tuple[PairOption, ...]
+    isolated: np.ndarray
+    isolated_strategy: tuple[tuple[str | None, ...], ...]
+    gain: np.ndarray
+    weight: np.ndarray
 
-def universe_rows(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_type: str) -> np.ndarray:
-    """Each class's row in the GPU type's universe (added when new): callers that number their
-    classes themselves keep these and cut with ``pair_matrix_at``, without hashing a class again."""
-    gpu = profile._gpu(gpu_type)
-    universe = _universe(profile, gpu)
-    universe.add(profile, gpu, classes)
-    return np.array([universe.index[c] for c in classes], dtype=np.int64)
+    def unmeasured(self, job: Job) -> bool:
+        """True if the job, spelled as the profile spells its model and batch and listing no
+        strategies, is on a GPU count no GPU type measured: it runs alone at 1.0 and never packs.
+        False also when unsure (``resolve_class`` tells)."""
+        known = self.counts.get((job.model, job.batch_size))
+        return known is not None and not job.parallelism and job.num_gpus not in known
 
+    def cut(self, gpu_type: str, classes: Sequence[JobClass]) -> PairMatrix:
+        """The matrix over ``classes`` (all in the table) on one of its GPU types."""
+        t = self.gpu_types.index(gpu_type)
+        ix = np.array([self.number[c] for c in classes], dtype=np.int64)
+        return PairMatrix(gpu_type, tuple(classes), self.total[t][np.ix_(ix, ix)], self.option[t][np.ix_(ix, ix)],
+                          self.options, self.isolated[t, ix], tuple(self.isolated_strategy[t][i] for i in ix.tolist()))
 
-def pair_matrix_at(profile: ThroughputProfile, classes: Sequence[JobClass], gpu_type: str,
-                   rows: np.ndarray) -> PairMatrix:
-    """``pair_matrix(classes)`` where ``rows`` are the classes' ``universe_rows``."""
-    gpu = profile._gpu(gpu_type)
-    return _cut(gpu, _universe(profile, gpu), classes, rows)
-
-
-def _universe(profile: ThroughputProfile, gpu: str) -> _Universe:
-    universe: _Universe = profile._memo.setdefault(("universe", gpu), _Universe())
-    return universe
-
-
-def _cut(gpu: str, universe: _Universe, classes: Sequence[JobClass], ix: np.ndarray) -> PairMatrix:
-    if universe.options_tuple is None or len(universe.options_tuple) != len(universe.options):
-        universe.options_tuple = tuple(universe.options)  # options only grow: one tuple until they do
-    return PairMatrix(gpu, tuple(classes), universe.total[np.ix_(ix, ix)], universe.option[np.ix_(ix, ix)],
-                      universe.options_tuple, universe.isolated[ix],
-                      tuple(map(universe.isolated_strategy.__getitem__, ix.tolist())))
-
-
-class _Universe:
-    """Mutable, private to ``pair_matrix``: every class of one GPU type seen so far, and its matrices."""
-
-    def __init__(self) -> None:
-        self.classes: list[JobClass] = []
-        self.index: dict[JobClass, int] = {}
-        self.total = np.zeros((0, 0))
-        self.option = np.zeros((0, 0), dtype=np.int64)
-        self.options: list[PairOption] = []
-        self.seen: dict[PairOption, int] = {}
-        self.isolated = np.zeros(0)
-        self.isolated_strategy: list[str | None] = []
-        self.options_tuple: tuple[PairOption, ...] | None = None
-
-    def add(self, profile: ThroughputProfile, gpu: str, classes: Sequence[JobClass]) -> None:
-        new = [c for c in dict.fromkeys(classes) if c not in self.index]
+    def with_extra(self, profile: ThroughputProfile, extra: Sequence[JobClass]) -> ClassTable:
+        """This table plus ``extra`` classes, renumbered in canonical order (computed per call)."""
+        new = [c for c in dict.fromkeys(extra) if c not in self.number]
         if not new:
-            return
-        old_n = len(self.classes)
-        for c in new:
-            self.index[c] = len(self.classes)
-            self.classes.append(c)
-        n = len(self.classes)
-        total = np.full((n, n), np.nan)
-        option = np.full((n, n), -1, dtype=np.int64)
-        total[:old_n, :old_n], option[:old_n, :old_n] = self.total, self.option
-        for i in range(n):  # only the new rows and columns
-            for j in range(old_n if i < old_n else 0, n):
-                best = class_best_pair(profile, self.classes[i], self.classes[j], gpu)
+            return self
+        return _table(profile, sorted((*self.classes, *new), key=_sort_key), self)
+
+
+def build_table(profile: ThroughputProfile) -> ClassTable:
+    """Every measured key's classes: unrestricted, and for keys with several strategies one class
+    per strategy (what ``default-pp-always`` and single-strategy jobs use)."""
+    keys = sorted({k for (_, k) in profile._ix.runs}, key=lambda k: (k.model, k.batch_size, k.num_gpus))
+    classes: list[JobClass] = []
+    for k in keys:
+        classes.append(JobClass(k))
+        known = profile._ix.strategies.get((k.model, k.num_gpus), ())
+        if len(known) > 1:
+            classes += [JobClass(k, (s,)) for s in known]
+    return _table(profile, sorted(classes, key=_sort_key), None)
+
+
+def _table(profile: ThroughputProfile, classes: list[JobClass], known: ClassTable | None) -> ClassTable:
+    """The table over ``classes``; entries of classes in ``known`` are copied from it."""
+    gpus, n = profile.gpu_types, len(classes)
+    number = {c: i for i, c in enumerate(classes)}
+    total = np.full((len(gpus), n, n), np.nan)
+    option = np.full((len(gpus), n, n), -1, dtype=np.int64)
+    isolated = np.ones((len(gpus), n))
+    strategy: list[list[str | None]] = [[None] * n for _ in gpus]
+    options: list[PairOption] = list(known.options) if known is not None else []
+    seen = {opt: i for i, opt in enumerate(options)}
+    old = np.array([-1 if known is None else known.number.get(c, -1) for c in classes], dtype=np.int64)
+    at = np.flatnonzero(old >= 0)
+    if known is not None:
+        types = np.arange(len(gpus))
+        total[np.ix_(types, at, at)] = known.total[np.ix_(types, old[at], old[at])]
+        option[np.ix_(types, at, at)] = known.option[np.ix_(types, old[at], old[at])]
+        isolated[:, at] = known.isolated[:, old[at]]
+        for t in range(len(gpus)):
+            for i in at.tolist():
+                strategy[t][i] = known.isolated_strategy[t][old[i]]
+    # a class whose key no GPU type measured never packs: no pair to look up
+    measured = [i for i, c in enumerate(classes) if any((g, c.key) in profile._ix.runs for g in gpus)]
+    fresh = [i for i in measured if old[i] < 0]
+    for t, gpu in enumerate(gpus):
+        for i in measured:
+            for j in (measured if old[i] < 0 else fresh):
+                best = class_best_pair(profile, classes[i], classes[j], gpu)
                 if best is not None:
-                    total[i, j] = best.total
-                    option[i, j] = self.seen.setdefault(best, len(self.options))
-                    if option[i, j] == len(self.options):
-                        self.options.append(best)
-        iso = [class_isolated(profile, c, gpu) for c in new]
-        self.total, self.option = total, option
-        self.isolated = np.concatenate([self.isolated, np.array([s for s, _ in iso], dtype=float)])
-        self.isolated_strategy += [s for _, s in iso]
+                    total[t, i, j] = best.total
+                    option[t, i, j] = seen.setdefault(best, len(options))
+                    if option[t, i, j] == len(options):
+                        options.append(best)
+        for i in np.flatnonzero(old < 0).tolist():
+            isolated[t, i], strategy[t][i] = class_isolated(profile, classes[i], gpu)
+    gain = total - isolated[:, :, None]  # NaN: never measured
+    edge = gain > RESOLUTION  # False for NaN
+    counts: Mapping[tuple[str, str], frozenset[int]]
+    if known is None:
+        spelled, counts = _spellings(profile, classes)
+    else:
+        counts = known.counts
+        renumber = np.empty(len(known.classes), dtype=np.int64)
+        renumber[old[at]] = at
+        spelled = dict(zip(known.spelled, renumber[list(known.spelled.values())].tolist()))
+    arrays = (total, option, isolated, np.where(edge, gain, 0.0), np.where(edge, total, 0.0))
+    for a in arrays:
+        a.setflags(write=False)  # the table is shared by every caller of the profile
+    return ClassTable(gpus, tuple(classes), number, spelled, counts, *arrays[:2], tuple(options), arrays[2],
+                      tuple(map(tuple, strategy)), *arrays[3:])
+
+
+def _spellings(profile: ThroughputProfile, classes: Sequence[JobClass]
+               ) -> tuple[dict[str, int], dict[tuple[str, str], frozenset[int]]]:
+    """``Job.class_key`` of the ways a trace or user names each class with the profile's own
+    spelling -- the canonical model (or its family plus the batch, for Gavel's job types), the
+    measured batch or none, and the class's strategy -- each checked to resolve to its class; and
+    for each (model, batch) so spelled, the GPU counts at which it names a measured key (a count
+    no key has is unmeasured for every spelling)."""
+    spelled: dict[str, int] = {}
+    pairs: set[tuple[str, str]] = set()
+    for i, cls in enumerate(classes):
+        k = cls.key
+        models = [k.model]
+        if embedded_batch(k.model) is not None:
+            models.append(k.model[:k.model.rfind(" (batch size")])
+        for model in models:
+            for batch in dict.fromkeys((k.batch_size, "")):
+                job = Job("class", k.num_gpus, model, batch, parallelism=cls.candidates)
+                try:
+                    if resolve_class(profile, job) == cls:
+                        spelled.setdefault(job.class_key, i)
+                        pairs.add((model, batch))
+                except InputError:
+                    continue
+    all_counts = sorted({c.key.num_gpus for c in classes})
+    counts = {(m, b): frozenset(n for n in all_counts
+                                if profile.measured(resolve_class(profile, Job("class", n, m, b)).key))
+              for m, b in pairs}
+    return spelled, counts

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
 
 import numpy as np
 
 from ..model import InputError, Job
-from .classes import CLASS_FIELDS, PairMatrix, class_best_pair, class_isolated, job_class, pair_matrix
+from .classes import ClassTable, PairMatrix, build_table, class_best_pair, class_isolated, resolve_class
 from .keys import (
     IsolatedRecord,
     JobClass,
@@ -118,11 +117,11 @@ class ThroughputProfile:
     pairs: tuple[PairRecord, ...]
     datasets: Mapping[str, str] = field(default_factory=dict, compare=False)  # model -> CSV dataset column
     _ix: _Index = field(init=False, repr=False, compare=False)
-    _memo: dict[Any, Any] = field(init=False, repr=False, compare=False)
+    classes: ClassTable = field(init=False, repr=False, compare=False)  # built from the records, once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_ix", _index(self.isolated, self.pairs, self.name))
-        object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "classes", build_table(self))
 
     # ---- what the profile knows -------------------------------------------------------------
     @property
@@ -135,6 +134,10 @@ class ThroughputProfile:
     def keys(self, gpu_type: str) -> tuple[ProfileKey, ...]:
         g = self._gpu(gpu_type)
         return tuple(k for (gt, k) in self._ix.runs if gt == g)
+
+    def measured(self, key: ProfileKey) -> bool:
+        """Whether any GPU type measured the canonical ``key`` (else its jobs never pack)."""
+        return any((g, key) in self._ix.runs for g in self._ix.gpu_types)
 
     def is_strategied(self, model: str) -> bool:
         return self._model(model) in self._ix.strategied
@@ -236,36 +239,47 @@ class ThroughputProfile:
         b, _ = self._measured(b_key, gpu_type)
         return self._ix.options.get((g, a, b), ())
 
-    # ---- job-level lookups used by the engine (fallbacks, memoized; see classes.py) -----------
+    # ---- job-level lookups used by the engine (fallbacks; see classes.py) ----------------------
     def job_class(self, job: Job) -> JobClass:
-        return job_class(self, job)
+        n = self.classes.spelled.get(job.class_key)
+        return self.classes.classes[n] if n is not None else resolve_class(self, job)
 
     def best_isolated(self, job: Job, gpu_type: str) -> tuple[float, str | None]:
-        # memoized on the job's class key: hashing it is cheaper than hashing its JobClass; the engine
-        # asks once per placed job per round (other memo keys start with a tag such as "class", never
-        # with a class key, which is a tuple's repr)
-        memo_key = (CLASS_FIELDS(job), gpu_type)
-        hit = self._memo.get(memo_key)
-        if hit is None:
-            hit = self._memo[memo_key] = class_isolated(self, self.job_class(job), gpu_type)
-        return hit
+        g = self._gpu(gpu_type)
+        table = self.classes
+        n = table.spelled.get(job.class_key)
+        if n is None:
+            return (1.0, None) if table.unmeasured(job) else class_isolated(self, resolve_class(self, job), g)
+        t = table.gpu_types.index(g)
+        return float(table.isolated[t, n]), table.isolated_strategy[t][n]
 
     def best_isolated_many(self, jobs: Sequence[Job], gpu_types: Sequence[str]) -> list[tuple[float, str | None]]:
         """``best_isolated`` of each job on the matching GPU type (the engine asks for every placed
-        job every round): memo hits in one pass, the rest looked up."""
-        keys = list(zip([j.class_key for j in jobs], gpu_types))
-        found: list[tuple[float, str | None] | None] = list(map(self._memo.get, keys))
-        if None not in found:
-            return cast("list[tuple[float, str | None]]", found)
-        return [self.best_isolated(jobs[i], keys[i][1]) if hit is None else hit for i, hit in enumerate(found)]
+        job every round): one table read for the jobs spelled as the profile spells them."""
+        table = self.classes
+        found = list(map(table.spelled.get, [j.class_key for j in jobs]))
+        nums = [0 if n is None else n for n in found]  # a miss is looked up below
+        type_of = {g: table.gpu_types.index(self._gpu(g)) for g in dict.fromkeys(gpu_types)}
+        t = np.fromiter(map(type_of.__getitem__, gpu_types), np.int64, len(jobs))
+        speeds = table.isolated[t, np.array(nums, dtype=np.int64)].tolist()
+        if len(type_of) == 1:
+            strategies = list(map(table.isolated_strategy[int(t[0])].__getitem__, nums)) if len(jobs) else []
+        else:
+            strategies = [table.isolated_strategy[ti][n] for ti, n in zip(t.tolist(), nums)]
+        out = list(zip(speeds, strategies))
+        if None in found:
+            for i, n in enumerate(found):
+                if n is None:
+                    out[i] = self.best_isolated(jobs[i], gpu_types[i])
+        return out
 
     def best_pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
         if a.num_gpus != b.num_gpus:
             return None
-        return class_best_pair(self, self.job_class(a), self.job_class(b), gpu_type)
+        return class_best_pair(self, self.job_class(a), self.job_class(b), self._gpu(gpu_type))
 
     def pair_matrix(self, classes: Sequence[JobClass], gpu_type: str) -> PairMatrix:
-        return pair_matrix(self, classes, gpu_type)
+        return self.classes.with_extra(self, classes).cut(self._gpu(gpu_type), classes)
 
     # ---- derived profiles ----------------------------------------------------------------------
     def with_noise(self, noise: float, rng: np.random.Generator) -> ThroughputProfile:

@@ -242,38 +242,24 @@ def busy_gpu_seconds(decision: RoundDecision, outcomes: dict[str, Outcome], roun
     if not finished:  # every placed job held its GPUs all round
         return decision.placement.busy_gpus() * round_s
     held = {j: min(round_s, outcomes[j].held) for j in finished}  # the others: the whole round
-    rows = decision.placement.rows()
-    if rows is not None:  # per GPU row, the longest any of its jobs held it; summed in row order
-        h = np.array([*map(held.get, rows.ids, repeat(round_s)), -1.0])  # job number -> held; -1 -> none
-        t = rows.table
-        per_gpu = np.maximum(h[t[:, 0]], h[t[:, 1]])
-        used = per_gpu[per_gpu >= 0]
-        return float(np.add.accumulate(used)[-1]) if len(used) else 0.0  # added in GPU order, as below
-    total = 0.0
-    for gpus in decision.placement.nodes.values():  # summed GPU by GPU, in placement order
-        for slot in gpus:
-            if slot:
-                total += round_s if finished.isdisjoint(slot) else max(held.get(j, round_s) for j in slot)
-    return total
+    rows = decision.placement.rows()  # per GPU row, the longest any of its jobs held it; summed in row order
+    h = np.array([*map(held.get, rows.ids, repeat(round_s)), -1.0])  # job number -> held; -1 -> none
+    t = rows.table
+    per_gpu = np.maximum(h[t[:, 0]], h[t[:, 1]])
+    used = per_gpu[per_gpu >= 0]
+    return float(np.add.accumulate(used)[-1]) if len(used) else 0.0
 
 
 def without(p: Placement, gone: set[str]) -> Placement:
-    """``p`` less the ``gone`` jobs; only the nodes that held them are rebuilt (a table: renumbered)."""
+    """``p`` less the ``gone`` jobs, renumbered."""
     if not gone:
         return p
     rows = p.rows()
-    if rows is not None:
-        keep = np.fromiter(map(gone.__contains__, rows.ids), bool, len(rows.ids))
-        np.logical_not(keep, out=keep)
-        number = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # old number -> new; gone and -1: -1
-        number[:-1][keep] = np.arange(int(keep.sum()))
-        return Placement.from_rows(rows._replace(ids=tuple(compress(rows.ids, keep.tolist())),
-                                                 table=number[rows.table]))
-    gpus_of = p.job_gpus()
-    touched = {node for j in gone for node, _ in gpus_of.get(j, ())}
-    return Placement.built({n: tuple(slot - gone for slot in gpus) if n in touched else gpus
-                            for n, gpus in p.nodes.items()},
-                           {j: refs for j, refs in gpus_of.items() if j not in gone})
+    keep = np.fromiter(map(gone.__contains__, rows.ids), bool, len(rows.ids))
+    np.logical_not(keep, out=keep)
+    number = np.full(len(rows.ids) + 1, -1, dtype=np.int64)  # old number -> new; gone and -1: -1
+    number[:-1][keep] = np.arange(int(keep.sum()))
+    return Placement.from_rows(rows._replace(ids=tuple(compress(rows.ids, keep.tolist())), table=number[rows.table]))
 
 
 def unchanged(d: RoundDecision, order: Sequence[str]) -> RoundDecision:

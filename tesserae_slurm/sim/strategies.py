@@ -17,14 +17,12 @@ the profile the scheduler decides with. A model/GPU count without the wanted str
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
 from ..model import InputError
 from ..profiles import ThroughputProfile
 
 log = logging.getLogger(__name__)
 
-LlmStrategy = Literal["best", "dp", "default-pp", "default-pp-always"]
 LLM_STRATEGIES: tuple[str, ...] = ("best", "dp", "default-pp", "default-pp-always")
 
 

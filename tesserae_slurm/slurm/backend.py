@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import signal as _signal
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ..model.errors import InputError
 from . import commands, parse
@@ -127,8 +127,8 @@ class SlurmCliBackend:
         """sbatch the script; returns the job id. Holding (`--hold`) is the caller's choice.
 
         `script` is the script text (a str starting with "#!", sent on stdin), a path, an
-        argv list [script_path, arg, ...], or [] with `--wrap CMD` in extra_args; `env` is added to sbatch's (and so the job's)
-        environment. Submission is never retried: a lost answer could mean a duplicate job.
+        argv list [script_path, arg, ...], or [] with `--wrap CMD` in extra_args; `env` is added to
+        sbatch's (and so the job's) environment. Submission is never retried: a lost answer could mean a duplicate job.
         """
         text, argv = _script_parts(script)
         out = self.runner.run(commands.sbatch(argv, extra_args), input_text=text, env=env, retries=0)
@@ -190,7 +190,10 @@ def _script_parts(script: Script) -> tuple[str | None, list[str]]:
     return None, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in script]
 
 
-def _reported_as_unavailable(fn):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+def _reported_as_unavailable(fn: Callable[[], T]) -> T:
     """squeue/sinfo --json exit 0 with an `errors` list when the controller is unreachable."""
     try:
         return fn()

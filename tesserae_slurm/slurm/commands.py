@@ -104,7 +104,8 @@ def scontrol_update_job(job_id: int | str, updates: Mapping[str, str]) -> list[s
     return ["scontrol", "update", f"JobId={job_id_arg(job_id)}", *(update_arg(k, v) for k, v in updates.items())]
 
 
-def scontrol_place(job_id: int | str, nodes: Sequence[str], extra_updates: Mapping[str, str] | None = None) -> list[str]:
+def scontrol_place(job_id: int | str, nodes: Sequence[str],
+                   extra_updates: Mapping[str, str] | None = None) -> list[str]:
     """Pin a held job to `nodes` and make it eligible now (a requeued job otherwise waits ~120 s)."""
     updates = {"NodeList": node_list_arg(nodes), "StartTime": "now"}
     for key, value in (extra_updates or {}).items():

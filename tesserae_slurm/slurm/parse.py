@@ -18,6 +18,7 @@ from typing import Any
 from .runner import SlurmError
 from .types import NodeGpus, SlurmJob, SlurmJobState, SlurmNode
 
+
 class SlurmParseError(SlurmError):
     """Slurm printed something this parser does not understand."""
 
@@ -260,7 +261,8 @@ def parse_sinfo_json(text: str, partition: str | None = None, version: Version |
     return _parse_nodes_doc(text, partition, version, "sinfo --json")
 
 
-def parse_scontrol_nodes_json(text: str, partition: str | None = None, version: Version | None = None) -> tuple[SlurmNode, ...]:
+def parse_scontrol_nodes_json(text: str, partition: str | None = None,
+                              version: Version | None = None) -> tuple[SlurmNode, ...]:
     """Nodes from `scontrol show node --json` (23.02 and later)."""
     return _parse_nodes_doc(text, partition, version, "scontrol show node --json")
 
@@ -270,7 +272,8 @@ def _parse_nodes_doc(text: str, partition: str | None, version: Version | None, 
     doc = load_json(text, what)
     nodes = doc.get("nodes")
     if not isinstance(nodes, list):
-        hint = " (it has a 'sinfo' list: Slurm 23.02+ lists nodes with scontrol show node --json)" if "sinfo" in doc else ""
+        hint = (" (it has a 'sinfo' list: Slurm 23.02+ lists nodes with scontrol show node --json)"
+                if "sinfo" in doc else "")
         raise SlurmParseError(f"{what} has no 'nodes' list{hint}")
     out = [node_from_json(n, version, cmd) for n in nodes]
     if partition is not None:
@@ -448,7 +451,8 @@ def node_from_json(n: Mapping[str, Any], version: Version | None = None, cmd: st
     else:
         raise SlurmParseError(f"{where}: cannot read state {raw_state!r}")
     parts = n["partitions"]
-    partitions = tuple(p.strip() for p in parts.split(",") if p.strip()) if isinstance(parts, str) else tuple(str(p) for p in parts or ())
+    partitions = (tuple(p.strip() for p in parts.split(",") if p.strip()) if isinstance(parts, str)
+                  else tuple(str(p) for p in parts or ()))
     gres, used = _s(n["gres"]), _s(n["gres_used"])
     return SlurmNode(
         name=name,

@@ -63,7 +63,7 @@ class RetryPolicy:
     max_backoff_s: float = 4.0
 
     def delay(self, attempt: int) -> float:
-        return min(self.backoff_s * (2**attempt), self.max_backoff_s)
+        return min(self.backoff_s * 2.0**attempt, self.max_backoff_s)
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -47,7 +47,7 @@ class JobMeta:
         return PREFIX + json.dumps(body, separators=(",", ":"), sort_keys=True)
 
     @staticmethod
-    def decode(text: str) -> "JobMeta":
+    def decode(text: str) -> JobMeta:
         if not is_tagged(text):
             raise InputError(f"not a tesserae job comment: {text[:40]!r}")
         try:

@@ -15,13 +15,13 @@ from tesserae_slurm.daemon.config import DaemonConfig, FeedbackSection, Schedule
 from tesserae_slurm.daemon.feedback import (
     History, RawReport, ReportFileError, Run, attribute, covering_rounds, parse_line, read_new,
 )
-from tesserae_slurm.daemon.journal import Intent, Journal
+from tesserae_slurm.daemon.journal import Intent, Journal, RoundCounts
 from tesserae_slurm.daemon.observe import managed_job
 from tesserae_slurm.daemon.online import OnlineFeedback
 from tesserae_slurm.daemon.plan import plan_round
 from tesserae_slurm.partition import scheduling_profile
 from tesserae_slurm.daemon.provenance import FALLBACK, base_table, decision_sources
-from tesserae_slurm.daemon.store import Store
+from tesserae_slurm.daemon.store import JobUpdate, Store
 from tesserae_slurm.estimators.entries import Endpoint, make_entry
 from tesserae_slurm.model import Cluster, Job, Node, PackedPair, Placement, RoundDecision
 from tesserae_slurm.profiles import ProfileKey, write_profile_csv
@@ -141,8 +141,8 @@ def _job(jid: int, meta: JobMeta) -> SlurmJob:
 def _round(j: Journal, started: float, dec: RoundDecision, starts: dict[str, tuple[str, str]]) -> int:
     rid = j.begin_round(started, "tesserae-t", False)
     plan = plan_round(dec, {})
-    j.record_decision(rid, dec, plan.targets, {}, tuple(sorted(plan.targets)))
-    intents = [Intent("start", job, {"gpus": g, "strategy": s}, {}) for job, (g, s) in starts.items()]
+    j.record_decision(rid, dec, plan.targets, RoundCounts(), tuple(sorted(plan.targets)))
+    intents = [Intent("start", job, {"gpus": g, "strategy": s}) for job, (g, s) in starts.items()]
     ids = j.record_intents(rid, intents, started)
     for aid in ids:
         j.finish_action(aid, "done", started + 1)
@@ -202,7 +202,7 @@ def test_collect_folds_what_checks_out_and_survives_a_restart(world):
         fh.write(line("22", 1, 1800, 1860, 1200) + "\n")
     assert again.collect(NOW).folded == 1
     assert again.state.measured_speed("a100", DCGAN, None) == 15.0  # EWMA, alpha 0.5: (20 + 10) / 2
-    j.update_job("22", state="COMPLETED")
+    j.update_job("22", JobUpdate(state="COMPLETED"))
     again.collect(NOW)
     assert not (reports / "22.jsonl").exists() and "22" not in again.cursors  # finished and read: removed
 
@@ -226,7 +226,7 @@ def _decide_with_feedback(world) -> None:
     assert src["26"]["source"] == "measured" and src["26"]["steps_per_s"] == 4.0
     assert src["22"]["source"] == "profiled" and src["22"]["reports"] == 3  # alone: the definition, reports shown
     rid = j.begin_round(NOW, "tesserae-t", False)
-    j.record_decision(rid, dec, plan_round(dec, {}).targets, {}, ("21", "22", "26"), src)
+    j.record_decision(rid, dec, plan_round(dec, {}).targets, RoundCounts(), ("21", "22", "26"), src)
     j.update_round(rid, status="applied", finished_at=NOW + 1)
 
 

@@ -296,3 +296,20 @@ def test_errors(kwargs, message):
             "profile": load_profile("a100"), "gpu_type_of": {"p": "a100"}} | kwargs
     with pytest.raises(InputError, match=message):
         pack(**args)
+
+
+def test_jobs_outside_the_class_table_pack_as_their_lookups_say():
+    """A job listing two strategies is a class the profile's table lacks (added for the call): its
+    pair is the best the two strategies allow; a job on an unmeasured GPU count never packs."""
+    a100 = load_profile("a100")
+    two = Job("two", 2, "GPT2-Medium", parallelism=("10,14", "TP24"))
+    assert a100.job_class(two) not in a100.classes.number
+    cnn = Job("cnn", 2, "resnet50", "64")
+    want = a100.best_pair(two, cnn, "a100")
+    assert want is not None and want.a_strategy in ("10,14", "TP24")
+    (pair,) = pack([two], [cnn], a100, {"two": "a100"}).pairs
+    assert (pair.placed_strategy, pair.weight) == (want.a_strategy, pytest.approx(want.total))
+    eight = [Job("p8", 8, "resnet50", "64"), Job("q8", 8, "vgg19", "128")]
+    assert a100.best_isolated(eight[0], "a100") == (1.0, None)
+    got = pack(eight[:1] + [two], eight[1:] + [cnn], a100, {"p8": "a100", "two": "a100"})
+    assert [(p.placed, p.partner) for p in got.pairs] == [("two", "cnn")] and got.unmatched == ("q8",)

@@ -35,7 +35,6 @@ from .record import Trace, TraceJob
 
 TESSERAE_GPU_MIX: tuple[tuple[int, float], ...] = ((1, 0.6), (2, 0.3), (4, 0.09), (8, 0.01))
 GAVEL_GPU_MIX: tuple[tuple[int, float], ...] = ((1, 0.7), (2, 0.1), (4, 0.15), (8, 0.05))
-SIZE_CLASSES = ("S", "M", "L", "XL")
 CLASS_BOUNDS = (0.2, 0.5, 0.9, 1.0)  # cumulative share of the duration grid per class
 CLASS_PROBS = (0.72, 0.2, 0.05, 0.03)
 
