@@ -21,6 +21,7 @@ from .model import (
     Job,
     PackedPair,
     PendingJob,
+    PendingReason,
     Placement,
     RoundDecision,
     StageTimings,
@@ -35,6 +36,8 @@ _SPEED = itemgetter(0)
 _STRATEGY = itemgetter(1)  # of best_isolated's (speed, strategy)
 _JOB_ID = itemgetter(0)  # of a PendingJob
 
+
+HELD_DETAIL = "held by the policy this round (a backfill reservation or a job its rules keep waiting)"
 
 PlacementMode = Literal["best-fit", "sticky"]
 PLACEMENTS: tuple[str, ...] = ("best-fit", "sticky")
@@ -59,6 +62,7 @@ class RoundRequest:
     current: Placement | None = None  # physical placement now (None: empty cluster)
     pairs: tuple[tuple[str, str], ...] = ()  # co-locations decided by the policy itself (Gavel LPs)
     config: EngineConfig = field(default_factory=EngineConfig)
+    held: tuple[str, ...] = ()  # jobs the policy keeps waiting this round (Ranking.held): never placed
 
 
 def _no_clock() -> float:
@@ -125,14 +129,16 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     node_type = cluster.node_types
     if req.current is not None:
         req.current.check_fits(cluster)
+    held = frozenset(req.held)
+    jobs = tuple([j for j in req.jobs if j.id not in held]) if held else req.jobs
 
     t0 = now()
-    homes = _homes(req, cluster) if cfg.placement == "sticky" else None
+    homes = homes_of(req.current, cluster) if cfg.placement == "sticky" else None
     types = _type_preference(profile, cluster)
     if req.pairs or homes is not None or types is not None:
-        placed = place_units(cluster, _units(req.jobs, req.pairs, homes, types))
+        placed = place_units(cluster, _units(jobs, req.pairs, homes, types))
     else:  # one unit per job, no hints: the common case, without a Unit per active job
-        placed = place_consolidated(cluster, req.jobs)
+        placed = place_consolidated(cluster, jobs)
     t1 = now()
 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
@@ -142,6 +148,10 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
                     for a, b in req.pairs if a in gpu_type_of]
     pairs: list[PackedPair] = list(policy_pairs)
     pending: list[PendingJob] = list(placed.pending)
+    if held:  # in policy order among the others
+        pending += [PendingJob(j, PendingReason.PRIORITY, HELD_DETAIL) for j in ids if j in held]
+        pos = dict(zip(ids, range(len(ids))))
+        pending.sort(key=lambda p: pos[p.job_id])
     if cfg.packing != "off" and not req.pairs:
         placed_jobs = list(map(by_id.__getitem__, placed.placed))
         waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
@@ -187,12 +197,12 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     )
 
 
-def _homes(req: RoundRequest, cluster: Cluster) -> dict[str, int]:
-    """Node index of every job that ran on a single node last round."""
-    if req.current is None:
+def homes_of(current: Placement | None, cluster: Cluster) -> dict[str, int]:
+    """Node index of every job that ran on a single node last round (sticky placement's homes)."""
+    if current is None:
         return {}
     index = {n.name: i for i, n in enumerate(cluster.nodes)}
-    return {j: index[refs[0][0]] for j, refs in req.current.job_gpus().items()
+    return {j: index[refs[0][0]] for j, refs in current.job_gpus().items()
             if all(node == refs[0][0] for node, _ in refs)}
 
 

@@ -351,11 +351,12 @@ class Daemon:
         throughput = SpeedModel(profile, inp.cluster).lookup()
         ranking, pstate = self.policy.rank(
             SchedulingInput(snap.time, self.cfg.scheduler.round_seconds, inp.views, inp.cluster, throughput,
-                            self.cfg.scheduler.seed),
+                            self.cfg.scheduler.seed, inp.current),
             self.pstate)
         t1 = time.perf_counter()
         ordered = tuple(inp.jobs[j] for j in ranking.order)
-        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config),
+        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config,
+                                       ranking.held),
                           profile, clock=time.perf_counter)
         decision_s = time.perf_counter() - t0
         plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)

@@ -22,6 +22,7 @@ POLICIES: dict[str, str] = {
     "gavel": "gavel:GavelLasPolicy",
     "gavel-ftf": "gavel:GavelFtfPolicy",
     "pop": "pop:PopPolicy",
+    "slurm-backfill": "slurm_backfill:SlurmBackfillPolicy",
 }
 
 

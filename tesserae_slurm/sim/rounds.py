@@ -25,7 +25,8 @@ from .traces.record import TraceJob
 
 
 def job_of(t: TraceJob, parallelism: tuple[str, ...] = ()) -> Job:
-    return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, parallelism=parallelism, no_pack=t.no_pack)
+    return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, parallelism=parallelism, no_pack=t.no_pack,
+               time_limit=t.time_limit)
 
 
 class SteadyOutcomes:

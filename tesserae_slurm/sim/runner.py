@@ -26,7 +26,7 @@ from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
 from ..profiles.speeds import SpeedModel
-from .invariants import InvariantError, check_progress, check_result, check_round
+from .invariants import InvariantError, check_kept, check_progress, check_result, check_round
 from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
@@ -186,7 +186,7 @@ class _Run:
     def rank(self) -> tuple[SchedulingInput, Ranking, float]:
         """2. The policy's order over every active job (and its pairs, for policies that pack)."""
         inp = SchedulingInput(self.now, self.round_s, tuple(self.views_of.values()), self.cluster, self.lookup,
-                              self.seed)
+                              self.seed, self.current)
         t0 = time.perf_counter()
         ranking, self.pstate = self.policy.rank(inp, self.pstate)
         return inp, ranking, time.perf_counter() - t0
@@ -196,7 +196,7 @@ class _Run:
         ordered = tuple(self.views_of[j].job for j in ranking.order)
         if len(ordered) != len(self.live):
             raise RuntimeError(f"policy {self.config.policy} ranked {len(ordered)} of {len(self.live)} active jobs")
-        request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine)
+        request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine, ranking.held)
         last = self.last
         reused = (self.reuse and last is not None and last[0] == ranking and last[1].placement is self.current)
         if reused and last is not None:
@@ -210,6 +210,8 @@ class _Run:
         self.last = (ranking, decision)
         if self.check:
             check_round(decision, {j.id: j for j in ordered}, self.current)
+            if self.config.keeps_running:
+                check_kept(decision, self.current, ranking.held)
         return decision, reused
 
     def act(self, decision: RoundDecision) -> RoundResult:

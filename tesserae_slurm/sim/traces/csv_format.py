@@ -1,9 +1,10 @@
 """The project's trace CSV: a header line, then one job per row (any column order).
 
 Required: ``job_id, submit_time, num_gpus, duration, model, batch_size`` (seconds for times).
-Optional: ``user, priority, no_pack, total_steps, source_type``. The Tesserae/Blox generator's output
-(``job_id,num_gpus,submit_time,duration,model,batch_size``) is this format. ``write_csv`` output reads
-back to equal records.
+Optional: ``user, priority, no_pack, total_steps, source_type, time_limit`` (``time_limit``: the
+seconds the user requested, Slurm's ``--time``; the ``slurm-backfill`` baseline models it when
+absent). The Tesserae/Blox generator's output (``job_id,num_gpus,submit_time,duration,model,batch_size``)
+is this format. ``write_csv`` output reads back to equal records.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .models import resolve_model
 from .record import Trace, TraceJob
 
 REQUIRED = ("job_id", "submit_time", "num_gpus", "duration", "model", "batch_size")
-OPTIONAL = ("user", "priority", "no_pack", "total_steps", "source_type")
+OPTIONAL = ("user", "priority", "no_pack", "total_steps", "source_type", "time_limit")
 COLUMNS = REQUIRED + OPTIONAL
 
 
@@ -96,6 +97,7 @@ def _job(cells: dict[str, str], at: Where) -> TraceJob:
         no_pack=at.flag("no_pack", cells.get("no_pack", "")),
         total_steps=at.count("total_steps", steps) if steps else None,
         source_type=cells.get("source_type") or None,
+        time_limit=at.positive("time_limit", cells["time_limit"]) if cells.get("time_limit") else None,
     )
 
 
@@ -113,6 +115,8 @@ def dumps_csv(jobs: Iterable[TraceJob]) -> str:
         cols.append("total_steps")
     if any(j.source_type for j in jobs):
         cols.append("source_type")
+    if any(j.time_limit is not None for j in jobs):
+        cols.append("time_limit")
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(cols)
@@ -123,7 +127,7 @@ def dumps_csv(jobs: Iterable[TraceJob]) -> str:
 
 def _cell(j: TraceJob, col: str) -> str:
     value = getattr(j, col)
-    if col in ("submit_time", "duration", "priority"):
+    if col in ("submit_time", "duration", "priority") or (col == "time_limit" and value is not None):
         return format_number(value)
     if col == "no_pack":
         return "1" if value else "0"
