@@ -44,6 +44,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from ..engine import homes_of
 from ..model import Cluster, InputError, Job, JobView
@@ -64,6 +65,14 @@ def modeled_limit(duration: float, job_id: str, seed: int, f: float, max_s: floa
     want = duration * (1.0 + f * u)
     step = next((s for s in LIMIT_STEPS if s >= want), math.ceil(want / DAY) * DAY)
     return max(duration, min(step, max_s))
+
+
+class Backfill(NamedTuple):
+    running: tuple[str, ...]  # keep running, in the order the engine places them
+    started: tuple[str, ...]  # start now, in priority order
+    held: tuple[str, ...]  # wait (no room now, or starting would delay the reservation)
+    never: tuple[str, ...]  # larger than the cluster's largest GPU type
+    reservation: tuple[str, float] | None  # (job, start time) of the top job that cannot start now
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,11 @@ class SlurmBackfillPolicy:
         return int(self.weight_age * age + self.weight_job_size * size)
 
     def rank(self, inp: SchedulingInput, state: None) -> tuple[Ranking, None]:
+        b = self.backfill(inp)
+        return Ranking(b.running + b.started + b.held + b.never, held=b.held), state
+
+    def backfill(self, inp: SchedulingInput) -> Backfill:
+        """This round's decision: which waiting jobs start, which wait, and the reservation."""
         cluster, now = inp.cluster, inp.now
         total = cluster.total_gpus
         arrival = {v.job.id: k for k, v in enumerate(inp.jobs)}
@@ -136,13 +150,13 @@ class SlurmBackfillPolicy:
                 if reserved is None:
                     reserved = (plan.earliest_start(job, now), job)
                 continue
-            if reserved is not None and end > reserved[0] and not plan.still_fits(reserved[1], reserved[0], job, end):
+            if reserved is not None and not plan.still_fits(reserved[1], reserved[0], job, end):
                 held.append(job.id)
                 continue
             plan.add(job, end)
             started.append(job.id)
-        order = tuple([v.job.id for v in running] + started + held + never)
-        return Ranking(order, held=tuple(held)), state
+        return Backfill(tuple([v.job.id for v in running]), tuple(started), tuple(held), tuple(never),
+                        None if reserved is None else (reserved[1].id, reserved[0]))
 
 
 class _Plan:
