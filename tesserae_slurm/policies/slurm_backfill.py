@@ -117,6 +117,22 @@ class SlurmBackfillPolicy:
         b = self.backfill(inp)
         return Ranking(b.running + b.started + b.held + b.never, held=b.held), state
 
+    def stable_rounds(self, inp: SchedulingInput, state: None, ranking: Ranking, max_rounds: int) -> int:
+        """With the same jobs and running set, a ranking repeats while no priority moves (no age weight)
+        and every running job stays within its limit (its end, start + limit, stays put; the start is
+        rounded to the ms, so the shell's float steps do not move it); waiting jobs' ends only grow."""
+        if self.weight_age:
+            return 0
+        k = max_rounds
+        for v in inp.jobs:
+            if v.running:
+                slack = self.time_limit(v, inp.seed) - v.executed_time
+                k = min(k, max(int(slack // inp.round_s) - 1, 0))
+        return k
+
+    def skip_rounds(self, inp: SchedulingInput, state: None, ranking: Ranking, rounds: int) -> None:
+        return state
+
     def backfill(self, inp: SchedulingInput) -> Backfill:
         """This round's decision: which waiting jobs start, which wait, and the reservation."""
         cluster, now = inp.cluster, inp.now
@@ -129,8 +145,8 @@ class SlurmBackfillPolicy:
         queue = sorted((v for v in inp.jobs if not v.running),
                        key=lambda v: (-self.priority(v, now, total), v.submit_time, arrival[v.job.id]))
         plan = _Plan(cluster, homes)
-        for v in running:
-            plan.add(v.job, now + max(self.time_limit(v, inp.seed) - v.executed_time, 0.0))
+        for v in running:  # ends by the limit; past it (slower GPUs than the reference), ending now
+            plan.add(v.job, max(round(now - v.executed_time, 3) + self.time_limit(v, inp.seed), now))
         capacity = max(sum(n.num_gpus for n in cluster.nodes if n.gpu_type == t) for t in cluster.gpu_types)
         started: list[str] = []
         held: list[str] = []
