@@ -24,7 +24,8 @@ engine's. On clusters of several GPU types the engine may prefer another type th
 only then can a reservation slip (a job is still never started early or moved).
 
 **Time limits** (``limit``): ``"trace"`` (default) uses the trace's ``time_limit`` column and the model
-below where it is missing; ``"model"`` always the model; ``"exact"`` the duration (perfect estimates).
+below where it is missing; ``"model"`` always the model; ``"exact"`` the duration (perfect estimates);
+a job with neither a limit nor a duration gets ``limit_max_s`` (Slurm: no ``--time``, the MaxTime).
 The model follows the published measurements of requested vs. used walltime: Mu'alem & Feitelson
 (IEEE TPDS 12(6), 2001) model the request as the runtime times a factor uniform in ``[1, 1 + f]``
 (their "badness factor" f); Tsafrir, Etsion & Feitelson ("Modeling user runtime estimates", JSSPP
@@ -101,8 +102,8 @@ class SlurmBackfillPolicy:
         """The job's requested limit in seconds (``limit`` mode; the model needs the duration)."""
         if self.limit == "trace" and v.job.time_limit is not None:
             return v.job.time_limit
-        if v.total_work is None:
-            raise InputError(f"slurm-backfill: job {v.job.id} has no time limit and no known duration")
+        if v.total_work is None:  # no --time and no duration (the daemon): Slurm gives the partition's MaxTime
+            return self.limit_max_s
         if self.limit == "exact":
             return v.total_work
         return modeled_limit(v.total_work, v.job.id, seed, self.limit_f, self.limit_max_s)

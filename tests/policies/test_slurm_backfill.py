@@ -122,6 +122,8 @@ def test_limit_modes_trace_model_exact():
     assert SlurmBackfillPolicy().time_limit(unknown, 0) == modeled_limit(1000.0, "b", 0, 3.0, 7 * 86400.0)
     assert SlurmBackfillPolicy(limit="model").time_limit(v, 0) == modeled_limit(1000.0, "a", 0, 3.0, 7 * 86400.0)
     assert SlurmBackfillPolicy(limit="exact").time_limit(v, 0) == 1000.0
+    no_duration = JobView(Job("c", 1, "resnet50", "64"), 0.0)
+    assert SlurmBackfillPolicy(limit_max_s=3 * H).time_limit(no_duration, 0) == 3 * H  # Slurm: MaxTime
     assert isinstance(make_policy("slurm-backfill", limit_f=1.5), SlurmBackfillPolicy)
 
 
