@@ -185,6 +185,11 @@ class _Plan:
         self.units: list[Unit] = []
         self.ends: list[float] = []
         self.free = cluster.total_gpus
+        # GPU counts that did not fit now (adding jobs only takes room: true all round), and that would
+        # push the reservation back (a waiting job's place depends only on its GPU count: true until the
+        # next job starts)
+        self.no_room: set[int] = set()
+        self.in_the_way: set[int] = set()
 
     def _unit_now(self, job: Job) -> Unit:
         """``job`` as a unit at the node the walk gives it now (its home, if single-node and known)."""
@@ -201,11 +206,15 @@ class _Plan:
         self.units.append(self._unit_now(job))
         self.ends.append(end)
         self.free -= job.num_gpus
+        self.in_the_way.clear()
 
     def fits_now(self, job: Job) -> bool:
-        if job.num_gpus > self.free:
+        if job.num_gpus > self.free or job.num_gpus in self.no_room:
             return False
-        return job.id in place_units(self.cluster, [*self.units, Unit((job,))]).placed
+        if job.id in place_units(self.cluster, [*self.units, Unit((job,))]).placed:
+            return True
+        self.no_room.add(job.num_gpus)
+        return False
 
     def _fits_at(self, t: float, job: Job, extra: Sequence[Unit] = ()) -> bool:
         alive = [u for u, e in zip(self.units, self.ends) if e > t]
@@ -220,5 +229,11 @@ class _Plan:
 
     def still_fits(self, top: Job, t: float, job: Job, end: float) -> bool:
         """Whether ``top`` still fits at ``t`` if ``job`` (ending at ``end``) starts now where the walk puts it."""
-        extra = [self._unit_now(job)] if end > t else []
-        return self._fits_at(t, top, extra)
+        if end <= t:
+            return self._fits_at(t, top)
+        if job.num_gpus in self.in_the_way:
+            return False
+        if self._fits_at(t, top, [self._unit_now(job)]):
+            return True
+        self.in_the_way.add(job.num_gpus)
+        return False
