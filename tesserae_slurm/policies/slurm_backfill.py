@@ -143,8 +143,11 @@ class SlurmBackfillPolicy:
         # running jobs on one node first, back to their node; then those on several, onto what is left
         # (their own nodes and idle ones; the engine's relabeling keeps them where they are)
         running = sorted((v for v in inp.jobs if v.running), key=lambda v: v.job.id not in homes)
-        queue = sorted((v for v in inp.jobs if not v.running),
-                       key=lambda v: (-self.priority(v, now, total), v.submit_time, arrival[v.job.id]))
+        waiting = [v for v in inp.jobs if not v.running]
+        if self.weight_age or self.weight_job_size:
+            queue = sorted(waiting, key=lambda v: (-self.priority(v, now, total), v.submit_time, arrival[v.job.id]))
+        else:  # Slurm's defaults: every priority is 0
+            queue = sorted(waiting, key=lambda v: (v.submit_time, arrival[v.job.id]))
         plan = _Plan(cluster, homes)
         for v in running:  # ends by the limit; past it (slower GPUs than the reference), ending now
             plan.add(v.job, max(round(now - v.executed_time, 3) + self.time_limit(v, inp.seed), now))
@@ -222,8 +225,13 @@ class _Plan:
 
     def earliest_start(self, job: Job, now: float) -> float:
         """The first time (now or a running job's end) at which ``job`` fits once the jobs ended by then are gone."""
+        ending = sorted(zip(self.ends, [u.num_gpus for u in self.units]))
+        busy, k = self.cluster.total_gpus - self.free, 0
         for t in sorted({now, *self.ends}):
-            if self._fits_at(t, job):
+            while k < len(ending) and ending[k][0] <= t:  # GPUs free by t, counted: walk only when enough
+                busy -= ending[k][1]
+                k += 1
+            if self.cluster.total_gpus - busy >= job.num_gpus and self._fits_at(t, job):
                 return t
         return math.inf  # never (a type too small on a mixed cluster): nothing is held for it
 
