@@ -51,7 +51,7 @@ CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
     _cfg("pop", "pop", "off", "gavel", "POP: Gavel LAS LP on k random partitions"),
     _cfg("slurm-backfill", "slurm-backfill", "off", "tesserae",
          "plain Slurm: multifactor priority, whole GPUs, EASY backfill on time limits; nothing preempted or moved",
-         placement="sticky", keeps_running=True),
+         placement="pinned", keeps_running=True),
 )}
 
 

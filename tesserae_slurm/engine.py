@@ -26,6 +26,7 @@ from .model import (
     RoundDecision,
     StageTimings,
 )
+from .placement.beside import place_beside
 from .placement.consolidate import Unit, place_consolidated, place_units
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.pack import PackingMode, pack
@@ -39,8 +40,8 @@ _JOB_ID = itemgetter(0)  # of a PendingJob
 
 HELD_DETAIL = "held by the policy this round (a backfill reservation or a job its rules keep waiting)"
 
-PlacementMode = Literal["best-fit", "sticky"]
-PLACEMENTS: tuple[str, ...] = ("best-fit", "sticky")
+PlacementMode = Literal["best-fit", "sticky", "pinned"]
+PLACEMENTS: tuple[str, ...] = ("best-fit", "sticky", "pinned")
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,9 @@ class EngineConfig:
     packing: PackingMode = "on"
     migration: MigrationAlgorithm = "tesserae"
     objective: Literal["throughput", "paper-sum"] = "throughput"
-    placement: PlacementMode = "best-fit"  # sticky: a job returns to its node when it fits (fewer moves)
+    # sticky: a job returns to its node when it fits (fewer moves); pinned: running jobs keep their GPUs and
+    # new ones are placed on what is free, never relabeled (plain Slurm; placement/beside.py)
+    placement: PlacementMode = "best-fit"
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
@@ -135,7 +138,9 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     t0 = now()
     homes = homes_of(req.current, cluster) if cfg.placement == "sticky" else None
     types = _type_preference(profile, cluster)
-    if req.pairs or homes is not None or types is not None:
+    if cfg.placement == "pinned":
+        placed = place_beside(cluster, req.current, jobs)
+    elif req.pairs or homes is not None or types is not None:
         placed = place_units(cluster, _units(jobs, req.pairs, homes, types))
     else:  # one unit per job, no hints: the common case, without a Unit per active job
         placed = place_consolidated(cluster, jobs)
@@ -166,7 +171,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     migrated: tuple[str, ...] = ()
     cost = 0.0
     final = logical
-    if req.current is not None:
+    if req.current is not None and cfg.placement != "pinned":  # pinned: the plan is physical already
         res = migrate(req.current, logical, algorithm=cfg.migration, node_types=node_type)
         final, migrated, cost = res.placement, res.migrated, res.cost
     t3 = now()

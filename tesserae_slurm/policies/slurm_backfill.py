@@ -9,8 +9,9 @@ What a site without tesserae gets from ``PriorityType=priority/multifactor`` +
   Slurm sizes jobs by nodes or CPUs, here by GPUs. Slurm's defaults are weights 0 and 7 days, so by
   default every job has priority 0 and the queue is in submit order (ties: submit time, then arrival,
   as Slurm's submit time, then job id).
-* **Nothing running moves**: running jobs come first in the order, at their node (sticky placement,
-  no packing), and are never preempted; the simulator checks it every round under ``--check``.
+* **Nothing running moves**: the engine's pinned placement (``placement/beside.py``) keeps every
+  running job on its GPUs and walks each new job onto the free GPUs, as ``select/cons_tres`` fills a
+  cluster; no packing, no preemption. The simulator checks it every round under ``--check``.
 * **EASY backfill**: the highest-priority job that cannot start now gets a reservation at the
   earliest time its GPUs are free given every running job's end *by its time limit*
   (``now + limit - run so far``). A lower job starts now only if it fits now and either ends (by
@@ -18,10 +19,8 @@ What a site without tesserae gets from ``PriorityType=priority/multifactor`` +
   reserves for every job it tests (``bf_max_job_test``, default 500, tested here too); EASY's one
   reservation is the classic form and the one this baseline uses.
 
-Where each job lands is the engine's own consolidated walk (``placement.consolidate.place_units``),
-called here with the same units in the same order as the engine will place them, so the plan is the
-engine's. On clusters of several GPU types the engine may prefer another type than this plan assumes;
-only then can a reservation slip (a job is still never started early or moved).
+Where a job would land is asked of ``placement.beside.walk_one``, the function the engine places with,
+on the same free GPUs in the same order, so the plan is the engine's, on any mix of GPU types.
 
 **Time limits** (``limit``): ``"trace"`` (default) uses the trace's ``time_limit`` column and the model
 below where it is missing; ``"model"`` always the model; ``"exact"`` the duration (perfect estimates);
@@ -42,14 +41,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from ..engine import homes_of
-from ..model import Cluster, InputError, Job, JobView
-from ..placement.consolidate import Unit, place_units
+from ..model import Cluster, InputError, Job, JobView, Placement
+from ..placement.beside import walk_one
 from .base import Ranking, SchedulingInput
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
@@ -139,16 +137,13 @@ class SlurmBackfillPolicy:
         cluster, now = inp.cluster, inp.now
         total = cluster.total_gpus
         arrival = {v.job.id: k for k, v in enumerate(inp.jobs)}
-        homes = homes_of(inp.placement, cluster)
-        # running jobs on one node first, back to their node; then those on several, onto what is left
-        # (their own nodes and idle ones; the engine's relabeling keeps them where they are)
-        running = sorted((v for v in inp.jobs if v.running), key=lambda v: v.job.id not in homes)
+        running = [v for v in inp.jobs if v.running]
         waiting = [v for v in inp.jobs if not v.running]
         if self.weight_age or self.weight_job_size:
             queue = sorted(waiting, key=lambda v: (-self.priority(v, now, total), v.submit_time, arrival[v.job.id]))
         else:  # Slurm's defaults: every priority is 0
             queue = sorted(waiting, key=lambda v: (v.submit_time, arrival[v.job.id]))
-        plan = _Plan(cluster, homes)
+        plan = _Plan(cluster, inp.placement)
         for v in running:  # ends by the limit; past it (slower GPUs than the reference), ending now
             plan.add(v.job, max(round(now - v.executed_time, 3) + self.time_limit(v, inp.seed), now))
         capacity = max(sum(n.num_gpus for n in cluster.nodes if n.gpu_type == t) for t in cluster.gpu_types)
@@ -180,68 +175,78 @@ class SlurmBackfillPolicy:
 
 
 class _Plan:
-    """The running jobs (and those started this round) as units for the engine's walk, with their ends."""
+    """The running jobs (and those started this round) as GPUs per node, with their ends; every "where
+    would it go" is ``placement.beside.walk_one``, the engine's own pinned placement."""
 
-    def __init__(self, cluster: Cluster, homes: dict[str, int]) -> None:
-        self.cluster, self.homes = cluster, homes
-        self.index = {n.name: i for i, n in enumerate(cluster.nodes)}
-        self.units: list[Unit] = []
+    def __init__(self, cluster: Cluster, placement: Placement | None) -> None:
+        self.cluster = cluster
+        self.size = {n.name: n.num_gpus for n in cluster.nodes}
+        self.now_free = dict(self.size)
+        self.gpus_of = placement.job_gpus() if placement is not None else {}
+        self.uses: list[dict[str, int]] = []
         self.ends: list[float] = []
-        self.free = cluster.total_gpus
         # GPU counts that did not fit now (adding jobs only takes room: true all round), and that would
-        # push the reservation back (a waiting job's place depends only on its GPU count: true until the
-        # next job starts)
+        # push the reservation back (a waiting job's place depends only on its GPU count and the free
+        # GPUs: true until the next job starts)
         self.no_room: set[int] = set()
         self.in_the_way: set[int] = set()
 
-    def _unit_now(self, job: Job) -> Unit:
-        """``job`` as a unit at the node the walk gives it now (its home, if single-node and known)."""
-        home = self.homes.get(job.id, -1)
-        if home < 0:
-            placed = place_units(self.cluster, [*self.units, Unit((job,))])
-            nodes = {node for node, _ in placed.placement.job_gpus().get(job.id, ())}
-            if len(nodes) == 1:
-                home = self.index[nodes.pop()]
-        return Unit((job,), home)
-
     def add(self, job: Job, end: float) -> None:
-        """Start ``job`` now, ending at ``end``."""
-        self.units.append(self._unit_now(job))
+        """``job`` runs from now to ``end``: where it is (running) or where the engine will put it."""
+        if job.id in self.gpus_of:
+            where: dict[str, int] = {}
+            for node, _ in self.gpus_of[job.id]:
+                where[node] = where.get(node, 0) + 1
+        else:
+            found = walk_one(self.cluster, self.now_free, job)
+            if found is None:
+                raise InputError(f"slurm-backfill: job {job.id} is started but does not fit")
+            where = found
+        for node, count in where.items():
+            self.now_free[node] -= count
+        self.uses.append(where)
         self.ends.append(end)
-        self.free -= job.num_gpus
         self.in_the_way.clear()
 
     def fits_now(self, job: Job) -> bool:
-        if job.num_gpus > self.free or job.num_gpus in self.no_room:
+        if job.num_gpus in self.no_room:
             return False
-        if job.id in place_units(self.cluster, [*self.units, Unit((job,))]).placed:
+        if walk_one(self.cluster, self.now_free, job) is not None:
             return True
         self.no_room.add(job.num_gpus)
         return False
 
-    def _fits_at(self, t: float, job: Job, extra: Sequence[Unit] = ()) -> bool:
-        alive = [u for u, e in zip(self.units, self.ends) if e > t]
-        return job.id in place_units(self.cluster, [*alive, *extra, Unit((job,))]).placed
+    def _free_at(self, t: float, extra: Mapping[str, int] | None = None) -> dict[str, int]:
+        free = dict(self.size)
+        for where, end in zip(self.uses, self.ends):
+            if end > t:
+                for node, count in where.items():
+                    free[node] -= count
+        for node, count in (extra or {}).items():
+            free[node] -= count
+        return free
 
     def earliest_start(self, job: Job, now: float) -> float:
         """The first time (now or a running job's end) at which ``job`` fits once the jobs ended by then are gone."""
-        ending = sorted(zip(self.ends, [u.num_gpus for u in self.units]))
-        busy, k = self.cluster.total_gpus - self.free, 0
+        ending = sorted(zip(self.ends, [sum(w.values()) for w in self.uses]))
+        total = sum(self.size.values())
+        busy, k = total - sum(self.now_free.values()), 0
         for t in sorted({now, *self.ends}):
             while k < len(ending) and ending[k][0] <= t:  # GPUs free by t, counted: walk only when enough
                 busy -= ending[k][1]
                 k += 1
-            if self.cluster.total_gpus - busy >= job.num_gpus and self._fits_at(t, job):
+            if total - busy >= job.num_gpus and walk_one(self.cluster, self._free_at(t), job) is not None:
                 return t
         return math.inf  # never (a type too small on a mixed cluster): nothing is held for it
 
     def still_fits(self, top: Job, t: float, job: Job, end: float) -> bool:
-        """Whether ``top`` still fits at ``t`` if ``job`` (ending at ``end``) starts now where the walk puts it."""
+        """Whether ``top`` still fits at ``t`` if ``job`` (ending at ``end``) starts now where the engine puts it."""
         if end <= t:
-            return self._fits_at(t, top)
+            return walk_one(self.cluster, self._free_at(t), top) is not None
         if job.num_gpus in self.in_the_way:
             return False
-        if self._fits_at(t, top, [self._unit_now(job)]):
+        where = walk_one(self.cluster, self.now_free, job)
+        if where is not None and walk_one(self.cluster, self._free_at(t, where), top) is not None:
             return True
         self.in_the_way.add(job.num_gpus)
         return False
