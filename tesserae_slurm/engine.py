@@ -136,7 +136,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     jobs = tuple([j for j in req.jobs if j.id not in held]) if held else req.jobs
 
     t0 = now()
-    homes = homes_of(req.current, cluster) if cfg.placement == "sticky" else None
+    homes = _homes(req, cluster) if cfg.placement == "sticky" else None
     types = _type_preference(profile, cluster)
     if cfg.placement == "pinned":
         placed = place_beside(cluster, req.current, jobs)
@@ -202,12 +202,12 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     )
 
 
-def homes_of(current: Placement | None, cluster: Cluster) -> dict[str, int]:
-    """Node index of every job that ran on a single node last round (sticky placement's homes)."""
-    if current is None:
+def _homes(req: RoundRequest, cluster: Cluster) -> dict[str, int]:
+    """Node index of every job that ran on a single node last round."""
+    if req.current is None:
         return {}
     index = {n.name: i for i, n in enumerate(cluster.nodes)}
-    return {j: index[refs[0][0]] for j, refs in current.job_gpus().items()
+    return {j: index[refs[0][0]] for j, refs in req.current.job_gpus().items()
             if all(node == refs[0][0] for node, _ in refs)}
 
 
