@@ -23,12 +23,13 @@ class SchedulerConfig:
     engine: EngineConfig
     policy_options: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    keeps_running: bool = False  # a running job is never preempted or moved (checked under --check)
 
 
 def _cfg(name: str, policy: str, packing: str, migration: str, desc: str, placement: str = "best-fit",
-         **opts: Any) -> SchedulerConfig:
+         keeps_running: bool = False, **opts: Any) -> SchedulerConfig:
     engine = EngineConfig(packing=packing, migration=migration, placement=placement)  # type: ignore[arg-type]
-    return SchedulerConfig(name, policy, engine, opts, desc)
+    return SchedulerConfig(name, policy, engine, opts, desc, keeps_running)
 
 
 CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
@@ -52,6 +53,9 @@ CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
          "Slurm's own priority order (the site's fair-share, QOS, age, nice), consolidated, no packing"),
     _cfg("slurm-priority-t", "slurm-priority", "on", "tesserae",
          "Slurm's own priority order + Tesserae packing + migration minimization"),
+    _cfg("slurm-backfill", "slurm-backfill", "off", "tesserae",
+         "plain Slurm: multifactor priority, whole GPUs, EASY backfill on time limits; nothing preempted or moved",
+         placement="pinned", keeps_running=True),
 )}
 
 

@@ -23,11 +23,13 @@ from .model import (
     Job,
     PackedPair,
     PendingJob,
+    PendingReason,
     Placement,
     RoundDecision,
     StageTimings,
 )
 from .model.limits import GpuLimits
+from .placement.beside import place_beside
 from .placement.consolidate import ConsolidationResult, NodeRules, Unit, place_consolidated, place_units
 from .placement.limits import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
@@ -41,8 +43,10 @@ _JOB_ID = itemgetter(0)  # of a PendingJob
 _ID_OF = attrgetter("id")  # of a Job
 
 
-PlacementMode = Literal["best-fit", "sticky"]
-PLACEMENTS: tuple[str, ...] = ("best-fit", "sticky")
+HELD_DETAIL = "held by the policy this round (a backfill reservation or a job its rules keep waiting)"
+
+PlacementMode = Literal["best-fit", "sticky", "pinned"]
+PLACEMENTS: tuple[str, ...] = ("best-fit", "sticky", "pinned")
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,9 @@ class EngineConfig:
     packing: PackingMode = "on"
     migration: MigrationAlgorithm = "tesserae"
     objective: Literal["throughput", "paper-sum"] = "throughput"
-    placement: PlacementMode = "best-fit"  # sticky: a job returns to its node when it fits (fewer moves)
+    # sticky: a job returns to its node when it fits (fewer moves); pinned: running jobs keep their GPUs and
+    # new ones are placed on what is free, never relabeled (plain Slurm; placement/beside.py)
+    placement: PlacementMode = "best-fit"
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
@@ -80,6 +86,7 @@ class RoundRequest:
     config: EngineConfig = field(default_factory=EngineConfig)
     rules: Mapping[str, NodeRule] = field(default_factory=dict)  # job -> operator's node rule
     limits: GpuLimits | None = None  # per-user/account GPU limits (site configuration), for every policy
+    held: tuple[str, ...] = ()  # jobs the policy keeps waiting this round (Ranking.held): never placed
 
 
 def _no_clock() -> float:
@@ -146,24 +153,31 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     node_type = cluster.node_types
     if req.current is not None:
         req.current.check_fits(cluster)
+    held = frozenset(req.held)
+    jobs = tuple([j for j in req.jobs if j.id not in held]) if held else req.jobs
 
     t0 = now()
     homes = _homes(req, cluster) if cfg.placement == "sticky" else None
     types = _type_preference(profile, cluster)
     rules = _node_rules(req, cluster) if req.rules else None  # (rules x nodes) masks, once a round
+    if rules is not None and cfg.placement == "pinned":
+        raise InputError("operators' node rules (pin, keep-off) need a placement that may move jobs, "
+                         "not 'pinned' (slurm-backfill)")
 
-    def place(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
-        sub = rules if rules is None or len(jobs) == len(ids) else _rules_of(rules, jobs, ids)
+    def place(js: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
+        if cfg.placement == "pinned":
+            return place_beside(cluster, req.current, js)
+        sub = rules if rules is None or len(js) == len(ids) else _rules_of(rules, js, ids)
         if pairs or homes is not None or types is not None:
-            units = _units(jobs, pairs, homes, types)
-            return place_units(cluster, units, sub and _unit_rules(sub, units, [j.id for j in jobs]))
-        return place_consolidated(cluster, jobs, sub)  # one unit per job, no hints: the common case
+            units = _units(js, pairs, homes, types)
+            return place_units(cluster, units, sub and _unit_rules(sub, units, [j.id for j in js]))
+        return place_consolidated(cluster, js, sub)  # one unit per job, no hints: the common case
 
-    gate = limit_gate(req.limits, req.jobs) if req.limits is not None else None
+    gate = limit_gate(req.limits, jobs) if req.limits is not None else None
     if gate is None:
-        placed, policy_pairs_kept = place(req.jobs, req.pairs), req.pairs
+        placed, policy_pairs_kept = place(jobs, req.pairs), req.pairs
     else:
-        placed, policy_pairs_kept = gate.place_within(req.jobs, req.pairs, place)
+        placed, policy_pairs_kept = gate.place_within(jobs, req.pairs, place)
     t1 = now()
 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
@@ -175,6 +189,10 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     pending: list[PendingJob] = list(placed.pending)
     if gate is not None:
         gate.hold_over(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
+    if held:  # in policy order among the others
+        pending += [PendingJob(j, PendingReason.PRIORITY, HELD_DETAIL) for j in ids if j in held]
+        pos = dict(zip(ids, range(len(ids))))
+        pending.sort(key=lambda p: pos[p.job_id])
     if cfg.packing != "off" and not req.pairs:
         placed_jobs = list(map(by_id.__getitem__, placed.placed))
         waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
@@ -203,7 +221,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     migrated: tuple[str, ...] = ()
     cost = 0.0
     final = logical
-    if req.current is not None:
+    if req.current is not None and cfg.placement != "pinned":  # pinned: the plan is physical already
         types_now = node_type if rules is None else _rule_types(node_type, cluster.shape[0], rules, ids, logical)
         res = migrate(req.current, logical, algorithm=cfg.migration, node_types=types_now)
         final, migrated, cost = res.placement, res.migrated, res.cost

@@ -227,3 +227,18 @@ def test_csv_equal_submit_times_keep_file_order(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text(HEAD + "z,5,1,60,vgg19,32\na,5,1,60,vgg19,32\nm,1,1,60,vgg19,32\n")
     assert [j.job_id for j in load_trace(p)] == ["m", "z", "a"]
+
+
+def test_csv_time_limit_column_is_optional_and_round_trips(tmp_path):
+    from tesserae_slurm.sim.traces.csv_format import dumps_csv, parse_csv
+
+    p = tmp_path / "t.csv"
+    p.write_text(HEAD.rstrip("\n") + ",time_limit\n" + "a,0,1,60,vgg19,32,3600\nb,1,1,60,vgg19,32,\n")
+    a, b = load_trace(p)
+    assert (a.time_limit, b.time_limit) == (3600.0, None)
+    assert "time_limit" in dumps_csv([a, b]).splitlines()[0]
+    assert tuple(parse_csv(dumps_csv([a, b]))) == (a, b)
+    assert "time_limit" not in dumps_csv([b]).splitlines()[0]
+    p.write_text(HEAD.rstrip("\n") + ",time_limit\n" + "a,0,1,60,vgg19,32,-5\n")
+    with pytest.raises(InputError, match="time_limit: must be > 0"):
+        load_trace(p)

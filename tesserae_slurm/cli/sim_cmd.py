@@ -22,7 +22,7 @@ from .jsonio import dump_json
 from .progress import Progress
 from .render import table
 
-DEFAULT_COMPARE = ("tiresias", "tiresias-single", "tesserae-t", "tesserae-t-nomig")
+DEFAULT_COMPARE = ("tiresias", "tiresias-single", "tesserae-t", "tesserae-t-nomig", "slurm-backfill")
 TRACE_HELP = ("trace file (CSV, Gavel/Shockwave/Philly .trace), a shipped name (demo, sample, tesserae-900, "
               "shockwave-120) or gen:tesserae|gavel:JOBS[:RATE[:SEED]] (default: demo)")
 

@@ -356,13 +356,13 @@ class Daemon:
         throughput = SpeedModel(profile, inp.cluster).lookup()
         ranking, pstate = self.policy.rank(
             SchedulingInput(snap.time, self.cfg.scheduler.round_seconds, inp.views, inp.cluster, throughput,
-                            self.cfg.scheduler.seed),
+                            self.cfg.scheduler.seed, inp.current),
             self.pstate)
         t1 = time.perf_counter()
         ordered = tuple(inp.jobs[j] for j in ranking.order)
         rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}  # `tesserae pin|keep-off`
         decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config, rules,
-                                       limits=self.cfg.limits), profile, clock=time.perf_counter)
+                                       limits=self.cfg.limits, held=ranking.held), profile, clock=time.perf_counter)
         decision_s = time.perf_counter() - t0
         plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)
         if inp.held_by_others:  # say which foreign jobs take GPUs, where a job waits (explain, round show)

@@ -28,6 +28,7 @@ class Job:
     no_pack: bool = False
     group: str = ""
     account: str = ""
+    time_limit: float | None = None  # seconds requested (Slurm --time); None: unknown (baselines model it)
     # what the job's profile class depends on (model, batch size, GPUs, parallelism) as one string:
     # the engine keys per-job memos on it every round, and a string hashes once, a tuple every time
     class_key: str = field(init=False, repr=False, compare=False)
@@ -37,4 +38,6 @@ class Job:
             raise InputError("job id must be a non-empty string")
         if self.num_gpus <= 0:
             raise InputError(f"job {self.id!r}: num_gpus must be > 0, got {self.num_gpus}")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise InputError(f"job {self.id!r}: time_limit must be > 0 s, got {self.time_limit}")
         object.__setattr__(self, "class_key", repr((self.model, self.batch_size, self.num_gpus, self.parallelism)))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..model import Cluster, Job, JobView
+from ..model import Cluster, Job, JobView, Placement
 
 
 class ThroughputLookup(Protocol):
@@ -37,6 +37,7 @@ class SchedulingInput:
     cluster: Cluster
     throughput: ThroughputLookup
     seed: int = 0  # for randomized policies (POP partitions); combine with a round counter in state
+    placement: Placement | None = None  # where the running jobs are now (policies that plan placements)
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,13 @@ class Ranking:
 
     ``pairs`` is only set by policies that decide co-location themselves (Gavel's packed LPs, POP):
     the engine then places each pair as one unit at its first member's position and does not run
-    its own packing.
+    its own packing. ``held`` is set by policies that decide which jobs start (``slurm-backfill``):
+    the engine places only the others and lists these as pending.
     """
 
     order: tuple[str, ...]
     pairs: tuple[tuple[str, str], ...] = ()
+    held: tuple[str, ...] = ()  # waiting jobs the engine must not start this round (backfill reservations)
 
 
 @runtime_checkable

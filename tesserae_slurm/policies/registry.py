@@ -23,6 +23,7 @@ POLICIES: dict[str, str] = {
     "gavel-ftf": "gavel:GavelFtfPolicy",
     "pop": "pop:PopPolicy",
     "slurm-priority": "slurm_priority:SlurmPriorityPolicy",
+    "slurm-backfill": "slurm_backfill:SlurmBackfillPolicy",
 }
 
 

@@ -3,7 +3,8 @@
 Per decision: no GPU holds more than two jobs; packed jobs have the same GPU count and the same GPUs;
 every placed job has exactly its GPU count; no job is lost (every active job is placed or pending);
 started/preempted/migrated/kept match the placements; under GPU limits, no user or account holds more
-than its limit and a job waits for a limit only when it would go over it. Per round: every job's work is conserved
+than its limit and a job waits for a limit only when it would go over it; for configurations that keep
+running jobs (``slurm-backfill``), nothing running is preempted or moved. Per round: every job's work is conserved
 (work done + work left = its duration, nothing left below zero) and no job finishes twice. Per run:
 every trace job finishes exactly once, with all its work done, no earlier than its isolated duration
 allows (duration / the fastest speed any GPU type gives).
@@ -79,6 +80,20 @@ def check_round(d: RoundDecision, jobs: Mapping[str, Job], current: Placement) -
     for j in d.kept:
         if old[j] != gpus[j]:
             raise InvariantError(f"job {j} is 'kept' but its GPUs changed")
+
+
+def check_kept(d: RoundDecision, current: Placement, held: Sequence[str]) -> None:
+    """Configurations that never preempt or move (``keeps_running``, plain Slurm): every job running
+    before runs on the same GPUs, and no job the policy held was started."""
+    if d.preempted or d.migrated:
+        raise InvariantError(f"running jobs preempted {list(d.preempted)[:5]} or moved {list(d.migrated)[:5]}")
+    old, new = current.job_gpus(), d.placement.job_gpus()
+    for j, refs in old.items():
+        if new.get(j) != refs:
+            raise InvariantError(f"job {j} moved from {refs} to {new.get(j)}")
+    started = set(held) & set(d.started)
+    if started:
+        raise InvariantError(f"held jobs started: {sorted(started)[:5]}")
 
 
 def check_progress(work: Mapping[str, tuple[float, float, float]], finished: set[str],

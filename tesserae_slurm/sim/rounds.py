@@ -26,7 +26,7 @@ from .traces.record import TraceJob
 
 def job_of(t: TraceJob, parallelism: tuple[str, ...] = ()) -> Job:
     return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, parallelism=parallelism, no_pack=t.no_pack,
-               account=t.account)
+               account=t.account, time_limit=t.time_limit)
 
 
 class SteadyOutcomes:

@@ -28,7 +28,7 @@ from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles import ThroughputProfile
 from ..profiles.speeds import SpeedModel
-from .invariants import InvariantError, check_limits, check_progress, check_result, check_round
+from .invariants import InvariantError, check_kept, check_limits, check_progress, check_result, check_round
 from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord, RoundRecord, SimResult
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
@@ -194,7 +194,7 @@ class _Run:
     def rank(self) -> tuple[SchedulingInput, Ranking, float]:
         """2. The policy's order over every active job (and its pairs, for policies that pack)."""
         inp = SchedulingInput(self.now, self.round_s, tuple(self.views_of.values()), self.cluster, self.lookup,
-                              self.seed)
+                              self.seed, self.current)
         t0 = time.perf_counter()
         ranking, self.pstate = self.policy.rank(inp, self.pstate)
         return inp, ranking, time.perf_counter() - t0
@@ -205,7 +205,7 @@ class _Run:
         if len(ordered) != len(self.live):
             raise RuntimeError(f"policy {self.config.policy} ranked {len(ordered)} of {len(self.live)} active jobs")
         request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine,
-                               limits=self.limits)
+                               limits=self.limits, held=ranking.held)
         last = self.last
         reused = (self.reuse and last is not None and last[0] == ranking and last[1].placement is self.current)
         if reused and last is not None:
@@ -221,6 +221,8 @@ class _Run:
             check_round(decision, {j.id: j for j in ordered}, self.current)
             if self.limits is not None:
                 check_limits(decision, ordered, self.limits)
+            if self.config.keeps_running:
+                check_kept(decision, self.current, ranking.held)
         return decision, reused
 
     def act(self, decision: RoundDecision) -> RoundResult:

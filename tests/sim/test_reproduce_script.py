@@ -91,3 +91,13 @@ def test_the_document_names_the_cache_relative_to_the_repository(tmp_path):
     script = load_script()
     assert script._shown(script.ROOT / "out" / "reproduce") == "out/reproduce"
     assert script._shown(tmp_path) == str(tmp_path)  # outside the repository: as given
+
+
+def test_splice_replaces_only_the_slurm_section():
+    script = load_script()
+    new = [script.SLURM_TITLE, "", "new", ""]
+    doc = "\n".join(["# R", "", "## 7. x", "", "seven", "", "## What differs", "", "end"])
+    once = script.splice(doc, new)  # no section 8 yet: inserted before the closing sections
+    assert once.split("\n") == ["# R", "", "## 7. x", "", "seven", "", *new, "## What differs", "", "end"]
+    twice = script.splice(once.replace("new", "old"), new)  # replaced, the rest untouched
+    assert twice == once

@@ -18,7 +18,8 @@ from tesserae_slurm.sim.trace_source import resolve_trace
 from tesserae_slurm.sim.traces import Trace, TraceJob, generate_tesserae
 
 A100 = load_profile("a100")
-HEURISTICS = [name for name, c in CONFIGS.items() if c.policy in ("fifo", "las", "srtf", "tiresias", "ftf")]
+HEURISTICS = [name for name, c in CONFIGS.items()
+              if c.policy in ("fifo", "las", "srtf", "tiresias", "ftf", "slurm-backfill")]
 
 
 def job(jid, duration, submit=0.0, gpus=1, model="resnet50", batch="64"):
@@ -145,7 +146,8 @@ def test_every_heuristic_configuration_keeps_the_invariants_on_the_demo_trace(co
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 10_000), st.sampled_from(["tiresias", "tesserae-t", "tesserae-t-nomig", "themis", "fifo"]),
+@given(st.integers(0, 10_000), st.sampled_from(["tiresias", "tesserae-t", "tesserae-t-nomig", "themis", "fifo",
+                                                "slurm-backfill"]),
        st.sampled_from(["1x4", "2x4", "1x2,1x4", "3x2"]), st.sampled_from([60.0, 360.0]))
 def test_invariants_hold_on_random_small_traces(seed, config, cluster, round_s):
     trace, _ = resolve_trace(f"gen:tesserae:12:120:{seed}")
@@ -153,6 +155,43 @@ def test_invariants_hold_on_random_small_traces(seed, config, cluster, round_s):
     r = simulate(trace, Cluster.from_spec(cluster), get_config(config), A100, round_s=round_s, seed=seed,
                  noise=0.2, check_invariants=True)
     assert len(r.jobs) == len(trace)
+
+
+def test_slurm_backfill_holds_a_long_job_for_the_reserved_one_where_fifo_lets_it_jump():
+    # 4 GPUs, rounds of 360 s. R (2 GPUs, limit 1000 s) starts at 0. At 360 A (4 GPUs) and B (2 GPUs,
+    # limit 5000 s) wait: A is reserved at 1000 (R's limit); B would run past it on GPUs A needs, so it
+    # waits. R ends at 1000, A starts at the round at 1080 and ends at 1180, B starts at 1440.
+    # fifo starts B at 360 (no reservation) and A only once B ends (5360 s, round 5400).
+    def limited(jid, duration, submit, gpus, limit):
+        return dataclasses.replace(job(jid, duration, submit, gpus), time_limit=limit)
+
+    jobs = [limited("R", 1000, 0, 2, 1000), limited("A", 100, 1, 4, 100), limited("B", 5000, 2, 2, 5000)]
+    start = {j.job_id: j.start_time for j in run(jobs, "slurm-backfill", "1x4").jobs}
+    assert start == {"R": 0, "A": 1080, "B": 1440}
+    start = {j.job_id: j.start_time for j in run(jobs, "fifo", "1x4").jobs}
+    assert start == {"R": 0, "A": 5400, "B": 360}
+
+
+def test_keeps_running_check_catches_a_preemption_and_a_move():
+    from tesserae_slurm.engine import RoundRequest, decide
+    from tesserae_slurm.model import Job, Placement
+    from tesserae_slurm.sim.invariants import check_kept
+
+    cluster = Cluster.from_spec("2x1")
+    a, b = Job("a", 1, "resnet50", "64"), Job("b", 1, "resnet50", "64")
+    first = decide(RoundRequest(cluster, (a,), Placement.empty(cluster)), A100)
+    check_kept(first, Placement.empty(cluster), ())
+    with pytest.raises(InvariantError, match="held jobs started"):
+        check_kept(first, Placement.empty(cluster), ("a",))
+    gone = decide(RoundRequest(cluster, (b,), first.placement), A100)  # a is dropped: preempted
+    with pytest.raises(InvariantError, match="preempted"):
+        check_kept(gone, first.placement, ())
+    node = next(iter(first.placement.job_gpus()["a"]))[0]
+    other = next(n.name for n in cluster.nodes if n.name != node)
+    moved = dataclasses.replace(first, placement=Placement.built(
+        {node: (frozenset(),), other: (frozenset({"a"}),)}, {"a": ((other, 0),)}), migrated=())
+    with pytest.raises(InvariantError, match="moved"):
+        check_kept(moved, first.placement, ())
 
 
 def test_invariant_checks_catch_violations():

@@ -1,11 +1,12 @@
 """The project's trace CSV: a header line, then one job per row (any column order).
 
 Required: ``job_id, submit_time, num_gpus, duration, model, batch_size`` (seconds for times).
-Optional: ``user, priority, no_pack, total_steps, source_type, account``. ``priority`` (> 0, default 1)
-is Gavel's weight and the order of the ``slurm-priority`` configurations (higher first); ``user`` and
-``account`` are what per-user and per-account GPU limits count against. The Tesserae/Blox generator's output
-(``job_id,num_gpus,submit_time,duration,model,batch_size``) is this format. ``write_csv`` output reads
-back to equal records.
+Optional: ``user, priority, no_pack, total_steps, source_type, account, time_limit``. ``priority`` (> 0,
+default 1) is Gavel's weight and the order of the ``slurm-priority`` configurations (higher first); ``user``
+and ``account`` are what per-user and per-account GPU limits count against; ``time_limit`` is the seconds
+the user requested, Slurm's ``--time`` (the ``slurm-backfill`` baseline models it when absent). The
+Tesserae/Blox generator's output (``job_id,num_gpus,submit_time,duration,model,batch_size``) is this
+format. ``write_csv`` output reads back to equal records.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .models import resolve_model
 from .record import Trace, TraceJob
 
 REQUIRED = ("job_id", "submit_time", "num_gpus", "duration", "model", "batch_size")
-OPTIONAL = ("user", "priority", "no_pack", "total_steps", "source_type", "account")
+OPTIONAL = ("user", "priority", "no_pack", "total_steps", "source_type", "account", "time_limit")
 COLUMNS = REQUIRED + OPTIONAL
 
 
@@ -99,6 +100,7 @@ def _job(cells: dict[str, str], at: Where) -> TraceJob:
         total_steps=at.count("total_steps", steps) if steps else None,
         source_type=cells.get("source_type") or None,
         account=cells.get("account", ""),
+        time_limit=at.positive("time_limit", cells["time_limit"]) if cells.get("time_limit") else None,
     )
 
 
@@ -118,6 +120,8 @@ def dumps_csv(jobs: Iterable[TraceJob]) -> str:
         cols.append("source_type")
     if any(j.account for j in jobs):
         cols.append("account")
+    if any(j.time_limit is not None for j in jobs):
+        cols.append("time_limit")
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(cols)
@@ -128,7 +132,7 @@ def dumps_csv(jobs: Iterable[TraceJob]) -> str:
 
 def _cell(j: TraceJob, col: str) -> str:
     value = getattr(j, col)
-    if col in ("submit_time", "duration", "priority"):
+    if col in ("submit_time", "duration", "priority") or (col == "time_limit" and value is not None):
         return format_number(value)
     if col == "no_pack":
         return "1" if value else "0"

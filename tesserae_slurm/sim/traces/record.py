@@ -33,6 +33,7 @@ class TraceJob:
     total_steps: int | None = None  # iterations, where the source has them (Gavel/Shockwave/Philly)
     source_type: str | None = None  # the job type as the source file wrote it
     account: str = ""  # Slurm account, for per-account GPU limits
+    time_limit: float | None = None  # seconds the user asked for (Slurm --time); None: not in the source
 
     def __post_init__(self) -> None:
         problem = record_problem(self)
@@ -52,6 +53,8 @@ def record_problem(j: TraceJob) -> str:
         return f"duration must be a finite time > 0 s, got {j.duration!r}"
     if not math.isfinite(j.priority) or j.priority <= 0:
         return f"priority must be a finite weight > 0, got {j.priority!r}"
+    if j.time_limit is not None and (not math.isfinite(j.time_limit) or j.time_limit <= 0):
+        return f"time_limit must be a finite time > 0 s, got {j.time_limit!r}"
     if j.total_steps is not None and (isinstance(j.total_steps, bool) or j.total_steps <= 0):
         return f"total_steps must be a positive integer, got {j.total_steps!r}"
     if not j.model:
