@@ -171,7 +171,7 @@ def run_forward(cluster_spec: str, jobs: Sequence[tuple[int, float, float, float
             reservations.append((t, b.reservation))
         by_id = {v.job.id: v.job for v in views}
         d = decide(RoundRequest(cluster, tuple(by_id[j] for j in ranking.order), current, (), ENGINE,
-                                ranking.held), PROFILE)
+                                held=ranking.held), PROFILE)
         check_kept(d, current, ranking.held)
         assert set(d.started) == set(b.started)
         for j in d.started:

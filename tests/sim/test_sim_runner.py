@@ -188,8 +188,7 @@ def test_keeps_running_check_catches_a_preemption_and_a_move():
         check_kept(gone, first.placement, ())
     node = next(iter(first.placement.job_gpus()["a"]))[0]
     other = next(n.name for n in cluster.nodes if n.name != node)
-    moved = dataclasses.replace(first, placement=Placement.built(
-        {node: (frozenset(),), other: (frozenset({"a"}),)}, {"a": ((other, 0),)}), migrated=())
+    moved = dataclasses.replace(first, placement=Placement.from_lists({node: [[]], other: [["a"]]}), migrated=())
     with pytest.raises(InvariantError, match="moved"):
         check_kept(moved, first.placement, ())
 
