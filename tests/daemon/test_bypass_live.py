@@ -109,6 +109,7 @@ def test_job_submit_lua_admits_only_tsbatch_jobs_to_the_managed_partition(env: E
         "tagged, --exclusive": ([*tagged[:-1], "--exclusive", user.script], "--exclusive"),
         "tagged, --gres=gpu:1": ([*tagged[:-1], "--gres=gpu:1", user.script], "GPU requests"),
         "tagged, --gpus=1": ([*tagged[:-1], "--gpus=1", user.script], "GPU requests"),
+        "tagged, --no-requeue": ([*tagged[:-1], "--no-requeue", user.script], "requeueable"),
     }
     for what, (argv, words) in refused.items():
         proc = user.run(*argv)
