@@ -27,8 +27,8 @@ local MANAGED_PARTITION = "tesserae"
 local TAG = "tesserae:v1:"
 
 -- Who may release managed jobs and change their placement: user names (looked up in /etc/passwd when
--- the script loads) or numeric uids. Root is always one. Add the daemon's user if it is not `tesserae`,
--- and its uid if that user is not in /etc/passwd (LDAP). Slurm's own operator list (sacctmgr
+-- the script loads) or numeric uids. Root is always one. Add SlurmUser if it is not `slurm`, the
+-- daemon's user if it is not `tesserae`, and a uid for a user that is not in /etc/passwd (LDAP). Slurm's own operator list (sacctmgr
 -- AdminLevel) is not visible here: an operator not listed counts as an ordinary user for managed jobs.
 local OPERATORS = { "root", "slurm", "tesserae" }
 
