@@ -101,6 +101,10 @@ def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: 
         elif f.state in TERMINAL_STATES:
             event = f"finished job ({f.state}) is back in the queue (requeued by hand)"
         return Transition(PENDING, "", event=event, clear_placement=True)
+    if f.state == RUNNING:  # it ran and is queued again unheld: `scontrol requeue` by its owner, or Slurm's
+        # own requeue (node failure). Slurm would start it again by itself once its BeginTime passes.
+        return Transition(PENDING, "", followup="hold", event="requeued outside tesserae: held again",
+                          clear_placement=True)
     if f.state in PLACED_STATES and ours:
         if f.placed_at is not None and now - f.placed_at > start_timeout_s:
             why = sj.reason or "no reason given"

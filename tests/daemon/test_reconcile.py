@@ -43,6 +43,7 @@ CASES = [
     ("PENDING", "", sj(S.RUNNING, admin=OLD), "PENDING", "evict", True),  # released by hand: stale GPUs
     ("RUNNING", OURS, sj(S.RUNNING, admin=OLD), "PENDING", "evict", True),  # AdminComment changed by hand
     ("PENDING", "", sj(S.PENDING, admin=OLD), "PENDING", "hold", True),  # released by hand, not started
+    ("RUNNING", OURS, sj(S.PENDING, reason="BeginTime", admin=OURS), "PENDING", "hold", True),  # requeued by hand
     ("PENDING", "", sj(S.PENDING, **HELD), "PENDING", "", False),
     ("PENDING", "", sj(S.PENDING, reason="JobHeldAdmin", priority=0), "PENDING", "", False),
     ("COMPLETED", "", sj(S.PENDING, **HELD), "PENDING", "", True),  # requeued by hand: scheduled again
@@ -59,7 +60,7 @@ CASES = [
         "cancelled-while-preempting",
     "preempting-still-running", "preempt-done", "started", "running", "released-not-started",
     "crash-before-release", "crash-before-comment", "hand-released-running", "hand-changed-comment",
-    "hand-released-pending", "held", "admin-hold", "hand-requeued-finished", "new-held", "new-adopted",
+    "hand-released-pending", "hand-requeued-running", "held", "admin-hold", "hand-requeued-finished", "new-held", "new-adopted",
     "new-running-unknown", "bad-meta-held", "bad-meta-running"])
 def test_transition_table(state, assignment, slurm, want, followup, event):
     f = JobFacts("7", state, assignment, placed_at=NOW - 5)
