@@ -24,7 +24,7 @@ from tesserae_slurm.tsbatch.submit import prepare
 
 from .helpers import BIN, Env, _state_string, submit_tick, wait_for
 
-pytestmark = pytest.mark.slurm_live
+pytestmark = [pytest.mark.slurm_live, pytest.mark.every_release]
 
 PLAIN = '#!/bin/bash\necho "start $(date +%s.%N) job=$SLURM_JOB_ID gpus=${CUDA_VISIBLE_DEVICES-unset}"\nsleep 600\n'
 

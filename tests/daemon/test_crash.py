@@ -20,6 +20,8 @@ from .helpers import Env, consistency_problems, progressed, submit_tick, wait_fo
 
 POINTS = ["after-intent:1", "after-signal:1", "after-requeue:1", "after-intent:2", "after-comment:1",
           "after-place:1", "after-release:1"]
+# The 24.11 and 26.05 lanes take one fail point per phase (stop, start, release); the host takes all.
+EVERY_RELEASE = {"after-signal:1", "after-place:1", "after-release:1"}
 
 
 def _round_in_child(env: Env, point: str) -> None:
@@ -81,13 +83,15 @@ def _recover_and_check(env: Env, jobs: list[str]) -> None:
                 assert e["step"] == last, (j, e, last)
 
 
-@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("point", [pytest.param(p, marks=pytest.mark.every_release) if p in EVERY_RELEASE else p
+                                   for p in POINTS])
 def test_kill_9_at_each_step_loses_nothing(env: Env, point: str) -> None:
     jobs = _setup(env)
     assert crash_round(env, point) == -9, f"fail point {point} was not reached"
     _recover_and_check(env, jobs)
 
 
+@pytest.mark.every_release
 def test_kill_9_of_the_cli_daemon_mid_round(env: Env) -> None:
     """The same through `tesserae daemon --once`, killed between placing and releasing."""
     jobs = _setup(env)

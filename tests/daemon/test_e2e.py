@@ -29,6 +29,9 @@ from tesserae_slurm.daemon.gpuset import parse_gpus
 
 from .helpers import Env, completed, done, progressed, wait_for
 
+# every_release: also run in the 24.11 and 26.05 lanes (./dev test), as the outcome depends on the release
+pytestmark = pytest.mark.every_release
+
 STEPS = {"phase1": 40, "short": 20, "long": 1500, "E": 200, "P": 30}  # at 0.05 s per step
 
 

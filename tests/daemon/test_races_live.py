@@ -23,7 +23,7 @@ from .helpers import Env, progressed, submit_tick, wait_for
 from .test_crash import crash_round
 from .test_service import Background
 
-pytestmark = pytest.mark.slurm_live
+pytestmark = [pytest.mark.slurm_live, pytest.mark.every_release]
 GRACE = 8
 
 

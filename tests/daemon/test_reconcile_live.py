@@ -3,9 +3,13 @@ daemon reconciles each one with what Slurm says (docs/daemon.md, "Reconciliation
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 
 from .helpers import Env, progressed, submit_tick, wait_for
+
+# every_release: also run in the 24.11 and 26.05 lanes (./dev test), as the outcome depends on the release
+pytestmark = pytest.mark.every_release
 
 
 def scontrol(env: Env, *args: str) -> None:

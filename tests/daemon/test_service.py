@@ -10,6 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from .helpers import BIN, Env, progressed, submit_tick, wait_for
 
 
@@ -46,6 +48,7 @@ class Background:
             self.fh.close()
 
 
+@pytest.mark.every_release  # the controller outage, on each release
 def test_slurmctld_outage_skips_rounds_without_action_and_recovers(env: Env) -> None:
     env.write_config(scheduler={"round_seconds": 1}, slurm={"command_timeout_s": 3, "retries": 0})
     jobs = [submit_tick(env, 2, 3000, name=f"o{i}", step_time=0.05) for i in range(2)]

@@ -15,7 +15,7 @@ import pytest
 
 from .helpers import Env, wait_for
 
-pytestmark = pytest.mark.slurm_live
+pytestmark = [pytest.mark.slurm_live, pytest.mark.every_release]
 
 JOBS = 8
 

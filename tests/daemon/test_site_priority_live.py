@@ -9,7 +9,7 @@ import pytest
 
 from .helpers import Env, wait_for
 
-pytestmark = pytest.mark.slurm_live
+pytestmark = [pytest.mark.slurm_live, pytest.mark.every_release]
 
 
 def _state(env: Env, job: str) -> str:

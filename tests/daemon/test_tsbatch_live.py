@@ -10,6 +10,9 @@ from tesserae_slurm.tsbatch.meta import JobMeta
 
 from .helpers import TICK, TOY, Env, done, parse_gpus_str, submit_tick, wait_for
 
+# every_release: also run in the 24.11 and 26.05 lanes (./dev test), as the outcome depends on the release
+pytestmark = pytest.mark.every_release
+
 
 def _show(env: Env, job: str) -> str:
     return subprocess.run(["scontrol", "show", "job", "-o", job], env=env.os_env(), capture_output=True, text=True,

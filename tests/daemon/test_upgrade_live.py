@@ -19,8 +19,8 @@ from tesserae_slurm.policies import state_codec
 
 from .helpers import ROOT, Env, progressed, submit_tick, wait_for
 
-# host_lane: the pre-migration code this test runs reads Slurm 22.05's output only.
-pytestmark = [pytest.mark.slurm_live, pytest.mark.host_lane]
+# Host lane only (not every_release): the pre-migration code this test runs reads Slurm 22.05's output only.
+pytestmark = pytest.mark.slurm_live
 
 PRE_MIGRATION = "ea23314d5d45a22b65090dc0d3462b64e381aa40"  # main before schema migrations (kv schema_version 2)
 

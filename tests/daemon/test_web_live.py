@@ -21,8 +21,8 @@ import pytest
 
 from .helpers import BIN, Env, submit_tick, wait_for
 
-# host_lane: chromium is installed on the host only; the page reads the state database, not Slurm.
-pytestmark = [pytest.mark.slurm_live, pytest.mark.host_lane]
+# Host lane only (not every_release): chromium is installed on the host only; the page reads the state database.
+pytestmark = pytest.mark.slurm_live
 
 SECRET = "S3CRET-ARGUMENT-never-shown"  # on a job's command line: it must not reach the API or the page
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -21,6 +21,9 @@ from tesserae_slurm.slurm import (
     SlurmRunner,
 )
 
+# every_release: also run in the 24.11 and 26.05 lanes (./dev test), as the outcome depends on the release
+pytestmark = pytest.mark.every_release
+
 PARTITION = "tesserae"
 
 JOB_SCRIPT = """#!/bin/bash

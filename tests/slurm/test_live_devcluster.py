@@ -17,7 +17,7 @@ from tesserae_slurm.slurm import (
     SlurmUnavailable,
 )
 
-pytestmark = pytest.mark.slurm_live  # two tests start their own clusters without the fixture
+pytestmark = [pytest.mark.slurm_live, pytest.mark.every_release]  # two tests start their own clusters without the fixture
 
 
 def wait_for(predicate, what: str, timeout_s: float = 30.0):
