@@ -80,9 +80,12 @@ def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.Mon
             before_script.append(job)
             continue
         assert slurm[job]["state"] == "COMPLETED", (job, slurm[job], out[-2000:])
-        events = env.events(job)
-        assert [e["event"] for e in events] == ["start", "checkpoint"], (job, events, out[-2000:])
-        assert events[1]["step"] < 1000  # checkpointed at once, not after running on
+        events = [e["event"] for e in env.events(job)]
+        if job in dropped:  # it ran on until signalled again: started, checkpointed on the second signal, never done
+            assert events[0] == "start" and events[-1] == "checkpoint" and "done" not in events, (job, events)
+            continue
+        assert events == ["start", "checkpoint"], (job, events, out[-2000:])
+        assert env.events(job)[1]["step"] < 1000  # checkpointed at once, not after running on
         record = json.loads(next(line for line in out.splitlines() if "tesserae-launch: record " in line)
                             .split("record ", 1)[1])
         assert record["job"] == job
@@ -90,7 +93,7 @@ def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.Mon
     print(f"signalled at RUNNING: {JOBS}; before the launcher listened: {early}; "
           f"before the batch shell's first line: {len(before_script)}; before the batch shell existed "
           f"(dropped by Slurm, signalled again): {len(dropped)}")
-    assert early >= JOBS // 2, "the signals did not come early: the test did not test the start-up window"
+    assert early >= (JOBS - len(dropped)) // 2, "the signals did not come early: the test did not test the start-up window"
     assert len(before_script) + len(dropped) <= JOBS // 4, (before_script, dropped)
 
 
@@ -109,4 +112,4 @@ def _settled(env: Env, ids: list[str], signalled: dict[str, float]) -> bool:
     """Every job has ended or is one whose signal Slurm dropped (and has run a while since)."""
     q = env.squeue()
     left = [j for j in ids if q[j]["state"] in ("RUNNING", "COMPLETING", "PENDING")]
-    return all(_dropped(env, j, signalled[j]) and time.time() - signalled[j] > 15 for j in left)
+    return all(_dropped(env, j, signalled[j]) and time.time() - signalled[j] > 5 for j in left)
