@@ -1,4 +1,7 @@
-"""`tesserae devcluster up|down|status`: a local Slurm to try the scheduler on (see docs/devcluster.md)."""
+"""`tesserae devcluster up|down|status|compare`: a local Slurm to try the scheduler on (see docs/devcluster.md).
+
+`compare` runs one small job set under plain Slurm and under the daemon and reports both (compare.py).
+"""
 
 from __future__ import annotations
 
@@ -26,7 +29,9 @@ def default_dir() -> Path:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devcluster", help="run a local Slurm cluster (fake GPUs) for development and tests")
-    p.add_argument("action", choices=("up", "down", "status"))
+    p.add_argument("action", choices=("up", "down", "status", "compare"),
+                   help="compare: bring the cluster up with a plain partition, run the same job set under plain "
+                        "Slurm and under the daemon, report both (docs/devcluster.md)")
     p.add_argument("--dir", type=Path, default=None, help=f"cluster directory (default {default_dir()})")
     p.add_argument("--nodes", type=int, default=4, help="number of fake nodes (default 4)")
     p.add_argument("--gpus", type=int, default=4, help="fake GPUs per node (default 4)")
@@ -34,18 +39,47 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-job-submit", action="store_true",
                    help="run without etc/job_submit.lua (JobSubmitPlugins=lua is on by default, as on a site)")
     p.add_argument("--no-install", action="store_true", help="do not apt-get install missing Slurm packages")
+    p.add_argument("--ports", type=int, default=None, metavar="BASE",
+                   help="slurmctld on BASE, the slurmds on BASE+1.. (default: a free block in [20000, 30000), "
+                        "where the tests' clusters look too)")
+    p.add_argument("--plain-partition", default=None, metavar="NAME",
+                   help="a second partition over the same nodes that the daemon does not manage (compare: plain)")
+    p.add_argument("--bf-interval", type=int, default=None, metavar="S",
+                   help="Slurm's backfill interval bf_interval (default Slurm's 30 s; compare: 1)")
+    c = p.add_argument_group("compare")
+    c.add_argument("--jobs", type=int, default=12, help="jobs in the set (default 12)")
+    c.add_argument("--seed", type=int, default=0, help="seed of the job set (default 0)")
+    c.add_argument("--min-duration", type=float, default=20.0, help="shortest job's work in seconds (default 20)")
+    c.add_argument("--max-duration", type=float, default=80.0, help="longest job's work in seconds (default 80)")
+    c.add_argument("--mean-gap", type=float, default=3.0, help="mean seconds between arrivals (default 3)")
+    c.add_argument("--policy", default="tesserae-t", help="the daemon's policy (default tesserae-t)")
+    c.add_argument("--round-seconds", type=float, default=5.0, help="the daemon's round length (default 5)")
+    c.add_argument("--grace-seconds", type=float, default=5.0,
+                   help="the daemon's preemption grace period (default 5)")
+    c.add_argument("--modes", default="plain,daemon", help="which runs, in order (default plain,daemon)")
+    c.add_argument("--out", type=Path, default=Path("out/devcluster-compare"),
+                   help="report and job files (default out/devcluster-compare)")
+    c.add_argument("--keep-up", action="store_true", help="leave a cluster compare brought up running")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     root = args.dir if args.dir is not None else default_dir()
+    compare = args.action == "compare"
+    plain = args.plain_partition or ("plain" if compare else None)
+    bf_interval = args.bf_interval if args.bf_interval is not None else (1 if compare else None)
     try:
         cluster = DevCluster(root, nodes=args.nodes, gpus_per_node=args.gpus, partition=args.partition,
-                             job_submit=not args.no_job_submit)
+                             job_submit=not args.no_job_submit, plain_partition=plain, bf_interval_s=bf_interval,
+                             ctld_port=args.ports, slurmd_base_port=None if args.ports is None else args.ports + 1)
     except ValueError as exc:
         print(f"tesserae devcluster: error: {exc}", file=sys.stderr)
         return 2
     try:
+        if compare:
+            from .compare_cmd import run_compare
+
+            return run_compare(cluster, args)
         if args.action == "up":
             if not args.no_install:
                 ensure_slurm_installed()

@@ -62,6 +62,8 @@ class DevCluster:
         slurmd_base_port: int | None = None,
         start_timeout_s: float = 60.0,
         job_submit: bool = True,
+        plain_partition: str | None = None,
+        bf_interval_s: int | None = None,
     ) -> None:
         self.root = Path(root_dir).expanduser().resolve()
         self.layout = DevClusterLayout(self.root)
@@ -73,8 +75,11 @@ class DevCluster:
         self.slurmd_base_port = slurmd_base_port
         self.start_timeout_s = start_timeout_s
         self.job_submit = job_submit
+        self.plain_partition = plain_partition
+        self.bf_interval_s = bf_interval_s
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        DevClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node, shards_per_gpu=shards_per_gpu, partition=partition)
+        DevClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node, shards_per_gpu=shards_per_gpu, partition=partition,
+                       plain_partition=plain_partition, bf_interval_s=bf_interval_s)
 
     # ---- what clients need -------------------------------------------------------------------
 
@@ -241,6 +246,8 @@ class DevCluster:
             ctld_port=ctld_port,
             slurmd_ports=slurmd_ports,
             job_submit=self.job_submit,
+            plain_partition=self.plain_partition,
+            bf_interval_s=self.bf_interval_s,
         )
 
     def _write_files(self, spec: DevClusterSpec) -> None:

@@ -116,6 +116,11 @@ class DevClusterSpec:
     ctld_port: int = 6817
     slurmd_ports: tuple[int, ...] = ()
     job_submit: bool = True  # JobSubmitPlugins=lua with tesserae's job_submit.lua, as a site would run it
+    # A second partition over the same nodes that the daemon does not manage (plain Slurm: its own
+    # priority and backfill); `tesserae devcluster compare` runs its baseline there. None: no such partition.
+    plain_partition: str | None = None
+    # Slurm's backfill interval (bf_interval, default 30 s); None keeps Slurm's default.
+    bf_interval_s: int | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -126,8 +131,13 @@ class DevClusterSpec:
             raise ValueError(f"shards_per_gpu must be >= 0, got {self.shards_per_gpu}")
         if self.slurmd_ports and len(self.slurmd_ports) != self.nodes:
             raise ValueError(f"need {self.nodes} slurmd ports, got {len(self.slurmd_ports)}")
-        if not self.partition.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"partition name {self.partition!r} must be alphanumeric")
+        for name in (self.partition, self.plain_partition):
+            if name is not None and not name.replace("_", "").replace("-", "").isalnum():
+                raise ValueError(f"partition name {name!r} must be alphanumeric")
+        if self.plain_partition == self.partition:
+            raise ValueError(f"the plain partition must differ from the managed one ({self.partition!r})")
+        if self.bf_interval_s is not None and self.bf_interval_s < 1:
+            raise ValueError(f"bf_interval_s must be >= 1, got {self.bf_interval_s}")
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -180,7 +190,8 @@ def render_slurm_conf(spec: DevClusterSpec, layout: DevClusterLayout) -> str:
         *(["JobSubmitPlugins=lua"] if spec.job_submit else []),
         "MailProg=/bin/true",
         "ReturnToService=2",
-        "SchedulerParameters=sched_min_interval=100000,batch_sched_delay=0",
+        "SchedulerParameters=sched_min_interval=100000,batch_sched_delay=0"
+        + (f",bf_interval={spec.bf_interval_s}" if spec.bf_interval_s is not None else ""),
         "KillWait=5",
         # Clients give up on an unreachable controller after ~MessageTimeout-1 s (default 10):
         # shorter here so outage tests do not sit for 9 s per call.
@@ -197,6 +208,10 @@ def render_slurm_conf(spec: DevClusterSpec, layout: DevClusterLayout) -> str:
     lines.append(
         f"PartitionName={spec.partition} Nodes={spec.node_range} Default=YES MaxTime=INFINITE State=UP"
     )
+    if spec.plain_partition is not None:
+        lines.append(
+            f"PartitionName={spec.plain_partition} Nodes={spec.node_range} Default=NO MaxTime=INFINITE State=UP"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,444 @@
+"""`tesserae devcluster compare`: the same small job set under plain Slurm and under the daemon, timed.
+
+The dev cluster gets a second partition over the same nodes (``plain``), which the daemon does not
+manage: there the jobs are submitted with sbatch and Slurm's own priority (priority/basic: submit
+order) and backfill start them on the GPUs Slurm picks. Then the same jobs, at the same offsets, go
+through tsbatch to the managed partition while `tesserae daemon` runs rounds. Each job runs the
+torch-free payload ``demo_job`` (sleeping steps that checkpoint and resume).
+
+Measured per job from the caller's clock at submission, the payload's events (first start, node list
+of every run) and Slurm's end time: job completion time (submit to end), queueing delay (submit to
+first start), the nodes each run of a multi-GPU job spanned, restarts, and, from the daemon's state
+database, preemptions and migrations. The fake GPUs do no work, so packing could only look free here:
+the managed jobs are submitted with ``--no-pack`` and the comparison is about ordering and placement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..model import InputError
+from ..slurm import SlurmBackend, SlurmCliBackend, SlurmJob
+
+PLAIN, DAEMON = "plain", "daemon"
+MODES = (PLAIN, DAEMON)
+# Shipped models known to the a100 profile at 1, 2 and 4 GPUs with these batch sizes.
+MODELS: tuple[tuple[str, int], ...] = (("DCGAN", 32), ("resnet50", 64), ("vgg19", 32), ("PointNet", 64))
+GPU_WEIGHTS: tuple[tuple[int, float], ...] = ((1, 0.5), (2, 0.3), (4, 0.2))
+STEP_TIME_S = 0.5
+
+# The batch script of every demo job, written into the run directory. Lines 2-3 trap the checkpoint
+# signal and TERM before anything else runs (as jobscripts/ do: docs/daemon.md "Job side").
+BATCH_SCRIPT = r"""#!/bin/bash
+trap 'echo USR1 >>"${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"' USR1
+trap 'echo TERM >>"${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"' TERM
+# One job of `tesserae devcluster compare`: demo.sbatch MODE OUTDIR STEPS STEP_TIME.
+# plain: submitted with sbatch, runs the payload directly on the GPUs Slurm gave it.
+# daemon: submitted with tsbatch; `tesserae launch` pins the daemon's GPUs and forwards the checkpoint signal.
+mode=$1; out=$2; steps=$3; step_time=$4
+py=${TESSERAE_PYTHON:-python3}
+if [ "$mode" = plain ]; then
+    exec "$py" -m tesserae_slurm.devcluster.demo_job --out "$out" --steps "$steps" --step-time "$step_time"
+fi
+export TESSERAE_SIGNAL_FILE="${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"
+( trap '' USR1 TERM; exec "$py" -m tesserae_slurm.harness launch -- \
+    "$py" -m tesserae_slurm.devcluster.demo_job --managed --out "$out" --steps "$steps" --step-time "$step_time" ) &
+_tl=$!
+while :; do wait "$_tl" && rc=0 || rc=$?; kill -0 "$_tl" 2>/dev/null || break; done
+wait "$_tl" && rc=0 || rc=$?
+rm -f "$TESSERAE_SIGNAL_FILE"
+exit "$rc"
+"""
+
+
+# ---- the job set ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DemoJob:
+    name: str
+    gpus: int
+    model: str
+    batch_size: int
+    duration_s: float  # work: steps x STEP_TIME_S, the same wherever it runs (fake GPUs)
+    arrival_s: float  # submission offset from the first job's
+    time_limit_min: int  # what the user asks Slurm for (backfill plans with it)
+
+    @property
+    def steps(self) -> int:
+        return max(1, round(self.duration_s / STEP_TIME_S))
+
+
+def generate_jobs(count: int, seed: int, *, gpus_per_node: int = 4, min_s: float = 20.0, max_s: float = 80.0,
+                  mean_gap_s: float = 3.0, limit_factor: float = 2.0) -> tuple[DemoJob, ...]:
+    """``count`` jobs, deterministic from ``seed``: 1/2/4 GPUs (half, 30%, 20%; at most a node), durations
+    uniform in [min_s, max_s] whole seconds, exponential gaps between arrivals (mean ``mean_gap_s``, the
+    first at 0), a shipped model each, and a time limit of ``limit_factor`` x the duration in whole minutes
+    (users overestimate; Slurm's limits are minutes)."""
+    if count < 1:
+        raise ValueError(f"need at least one job, got {count}")
+    if not 0 < min_s <= max_s:
+        raise ValueError(f"durations need 0 < min <= max, got {min_s:g}..{max_s:g}")
+    rng = random.Random(seed)
+    sizes = [(g, w) for g, w in GPU_WEIGHTS if g <= gpus_per_node] or [(1, 1.0)]
+    jobs: list[DemoJob] = []
+    arrival = 0.0
+    for i in range(count):
+        gpus = rng.choices([g for g, _ in sizes], weights=[w for _, w in sizes])[0]
+        model, batch = MODELS[rng.randrange(len(MODELS))]
+        duration = float(round(rng.uniform(min_s, max_s) / STEP_TIME_S) * STEP_TIME_S)
+        if i:
+            arrival = round(arrival + rng.expovariate(1.0 / mean_gap_s), 1) if mean_gap_s > 0 else arrival
+        limit = max(1, math.ceil(duration * limit_factor / 60.0))
+        jobs.append(DemoJob(f"demo{i:02d}", gpus, model, batch, duration, arrival, limit))
+    return tuple(jobs)
+
+
+# ---- what one run measured -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JobResult:
+    name: str
+    job_id: str
+    gpus: int
+    duration_s: float
+    submit: float  # wall clock, the caller's, just before the submission call
+    first_start: float | None  # the payload's first start event
+    end: float | None  # Slurm's end time of the last run (or the payload's done event, when later)
+    state: str  # Slurm's final state
+    run_nodes: tuple[int, ...] = ()  # nodes each run spanned (Slurm's node count for it)
+    restarts: int = 0  # Slurm's restart count
+    preemptions: int = 0  # the daemon's records (0 under plain Slurm)
+    migrations: int = 0
+    nodelists: tuple[str, ...] = ()
+
+    @property
+    def jct(self) -> float | None:
+        return None if self.end is None else self.end - self.submit
+
+    @property
+    def queueing(self) -> float | None:
+        return None if self.first_start is None else self.first_start - self.submit
+
+    @property
+    def split(self) -> bool:
+        """A run of this job spanned more than one node."""
+        return any(n > 1 for n in self.run_nodes)
+
+
+@dataclass(frozen=True)
+class ModeSummary:
+    mode: str
+    jobs: int
+    completed: int
+    avg_jct_s: float
+    max_jct_s: float
+    makespan_s: float  # first submission to last end
+    avg_queueing_s: float
+    multi_gpu_jobs: int
+    split_jobs: int  # multi-GPU jobs with a run on more than one node
+    runs: int
+    preemptions: int
+    migrations: int
+    restarts: int
+
+
+def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
+    """The report's numbers; a job without an end or a start counts as not completed and is left out of
+    the averages (``completed`` says how many were)."""
+    done = [r for r in results if r.state == "COMPLETED" and r.end is not None and r.first_start is not None]
+    jcts = [r.jct for r in done if r.jct is not None]
+    queueing = [r.queueing for r in done if r.queueing is not None]
+    first = min((r.submit for r in results), default=0.0)
+    last = max((r.end for r in results if r.end is not None), default=first)
+    multi = [r for r in results if r.gpus > 1]
+    return ModeSummary(
+        mode=mode, jobs=len(results), completed=len(done),
+        avg_jct_s=statistics.fmean(jcts) if jcts else math.nan, max_jct_s=max(jcts, default=math.nan),
+        makespan_s=last - first, avg_queueing_s=statistics.fmean(queueing) if queueing else math.nan,
+        multi_gpu_jobs=len(multi), split_jobs=sum(1 for r in multi if r.split),
+        runs=sum(max(1, len(r.run_nodes)) for r in results), preemptions=sum(r.preemptions for r in results),
+        migrations=sum(r.migrations for r in results), restarts=sum(r.restarts for r in results),
+    )
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill: the run's other events still count
+    return out
+
+
+def job_result(job: DemoJob, job_id: str, submit: float, slurm: SlurmJob | None, events: Sequence[Mapping[str, Any]],
+               preemptions: int = 0, migrations: int = 0) -> JobResult:
+    starts = [e for e in events if e.get("event") == "start"]
+    done = [float(e["time"]) for e in events if e.get("event") == "done"]
+    end = float(slurm.end_time) if slurm is not None and slurm.end_time is not None else None
+    if end is not None and done:
+        end = max(end, max(done))  # Slurm keeps whole seconds: the payload's own end is finer when later
+    return JobResult(
+        name=job.name, job_id=job_id, gpus=job.gpus, duration_s=job.duration_s, submit=submit,
+        first_start=min((float(e["time"]) for e in starts), default=None),
+        end=end,
+        state=slurm.state.value if slurm is not None else "LOST",
+        run_nodes=tuple(int(e.get("num_nodes", 1)) for e in starts),
+        restarts=slurm.restart_count if slurm is not None else 0,
+        preemptions=preemptions, migrations=migrations,
+        nodelists=tuple(str(e.get("nodelist", "")) for e in starts),
+    )
+
+
+# ---- running one mode ----------------------------------------------------------------------------------
+
+@dataclass
+class Settings:
+    partition: str = "tesserae"  # the managed one
+    plain_partition: str = "plain"
+    policy: str = "tesserae-t"
+    policy_options: dict[str, Any] = field(default_factory=lambda: {"queue_limits": [30, 600]})
+    round_seconds: float = 5.0
+    grace_seconds: float = 5.0
+    timeout_s: float = 1800.0  # per mode
+
+
+class CompareError(RuntimeError):
+    """A mode could not run to its end (one line, with where to look)."""
+
+
+def daemon_config(settings: Settings, workdir: Path) -> dict[str, Any]:
+    return {
+        "slurm": {"partition": settings.partition, "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60},
+        "scheduler": {"policy": settings.policy, "round_seconds": settings.round_seconds,
+                      "policy_options": settings.policy_options},
+        "preemption": {"grace_seconds": settings.grace_seconds},
+        "state": {"database": str(workdir / "state.db")},
+        "metrics": {"listen": ""},
+        "http": {"listen": ""},
+        "log_level": "INFO",
+    }
+
+
+def _job_env() -> dict[str, str]:
+    env = {"TESSERAE_PYTHON": sys.executable}
+    path = os.environ.get("PYTHONPATH")  # a checkout run with PYTHONPATH: the jobs import the same code
+    if path:
+        env["PYTHONPATH"] = path
+    return env
+
+
+def _submit_plain(backend: SlurmBackend, settings: Settings, script: Path, out: Path) -> Callable[[DemoJob], str]:
+    def submit(job: DemoJob) -> str:
+        extra = ["-p", settings.plain_partition, f"--gpus={job.gpus}", "-J", job.name, "-t", str(job.time_limit_min),
+                 "-o", str(out / "%j.out")]
+        return str(backend.submit([str(script), PLAIN, str(out), str(job.steps), str(STEP_TIME_S)], extra,
+                                  env=_job_env()))
+    return submit
+
+
+def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path) -> Callable[[DemoJob], str]:
+    from ..daemon.config import load_config
+    from ..tsbatch.submit import prepare, submit
+
+    cfg = load_config(config, check_policy=False)
+
+    def submit_one(job: DemoJob) -> str:
+        argv = ["--config", str(config), "--gpus", str(job.gpus), "--model", job.model, "--batch-size",
+                str(job.batch_size), "--no-pack", "-J", job.name, "-t", str(job.time_limit_min),
+                "-o", str(out / "%j.out"), str(script), DAEMON, str(out), str(job.steps), str(STEP_TIME_S)]
+        prepared, _ = prepare(argv, lambda _c: backend, lambda _p: cfg)
+        prepared.env.update(_job_env())
+        return str(submit(prepared, backend))
+    return submit_one
+
+
+def _submit_all(jobs: Sequence[DemoJob], submit: Callable[[DemoJob], str], clock: Callable[[], float] = time.time,
+                sleep: Callable[[float], None] = time.sleep) -> dict[str, tuple[str, float]]:
+    """Submit each job at its arrival offset; job name -> (Slurm id, submit time)."""
+    out: dict[str, tuple[str, float]] = {}
+    t0 = clock()
+    for job in sorted(jobs, key=lambda j: (j.arrival_s, j.name)):
+        wait = t0 + job.arrival_s - clock()
+        if wait > 0:
+            sleep(wait)
+        at = clock()
+        out[job.name] = (submit(job), at)
+    return out
+
+
+def _wait_all_ended(backend: SlurmBackend, partition: str, ids: set[str], deadline: float,
+                    alive: Callable[[], str] = lambda: "") -> dict[str, SlurmJob]:
+    while True:
+        seen = {str(j.job_id): j for j in backend.list_jobs(partition) if str(j.job_id) in ids}
+        if len(seen) == len(ids) and all(j.state.is_finished for j in seen.values()):
+            return seen
+        problem = alive()
+        if problem:
+            raise CompareError(problem)
+        if time.time() > deadline:
+            left = sorted(i for i in ids if i not in seen or not seen[i].state.is_finished)
+            raise CompareError(f"jobs {', '.join(left)} had not ended after the timeout")
+        time.sleep(1.0)
+
+
+class _DaemonProcess:
+    """`tesserae daemon --config CONFIG` as a child, its output in ``log``."""
+
+    def __init__(self, config: Path, log: Path, env: Mapping[str, str]) -> None:
+        self.log = log
+        with log.open("ab") as fh:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tesserae_slurm.cli.main", "daemon", "--config", str(config)],
+                stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
+                start_new_session=True)
+
+    def problem(self) -> str:
+        code = self.proc.poll()
+        return "" if code is None else f"the daemon exited with status {code} (see {self.log})"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def _wait_first_round(db: Path, daemon: _DaemonProcess, timeout_s: float = 120.0) -> None:
+    from ..daemon.store import Store
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        problem = daemon.problem()
+        if problem:
+            raise CompareError(problem)
+        if db.exists():
+            try:
+                store = Store.open(db, read_only=True)
+            except InputError:  # the daemon has created the file but not its schema yet
+                store = None
+            if store is not None:
+                try:
+                    if any(r.finished_at is not None for r in store.rounds(limit=1)):
+                        return
+                finally:
+                    store.close()
+        time.sleep(0.5)
+    raise CompareError(f"the daemon finished no round within {timeout_s:g}s (see {daemon.log})")
+
+
+def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str], workdir: Path,
+             settings: Settings) -> list[JobResult]:
+    """Run the job set once (``plain`` or ``daemon``) and measure it; the jobs' files go under ``workdir``."""
+    out = workdir / "jobs"
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o755)
+    script = workdir / "demo.sbatch"
+    script.write_text(BATCH_SCRIPT)
+    script.chmod(0o755)
+    backend = SlurmCliBackend(cluster_env)
+    daemon: _DaemonProcess | None = None
+    counts: dict[str, tuple[int, int]] = {}
+    try:
+        if mode == PLAIN:
+            partition = settings.plain_partition
+            submit = _submit_plain(backend, settings, script, out)
+        else:
+            partition = settings.partition
+            config = workdir / "tesserae.yaml"
+            config.write_text(json.dumps(daemon_config(settings, workdir), indent=1) + "\n")  # JSON is YAML
+            daemon = _DaemonProcess(config, workdir / "daemon.log", cluster_env)
+            _wait_first_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
+            submit = _submit_tsbatch(backend, config, script, out)
+        submitted = _submit_all(jobs, submit)
+        ids = {jid for jid, _ in submitted.values()}
+        alive = daemon.problem if daemon is not None else (lambda: "")
+        ended = _wait_all_ended(backend, partition, ids, time.time() + settings.timeout_s, alive)
+        if daemon is not None:
+            time.sleep(settings.round_seconds + 1)  # one more round records the last ends
+            counts = _daemon_counts(workdir / "state.db", ids)
+    finally:
+        if daemon is not None:
+            daemon.stop()
+    results = []
+    for job in jobs:
+        jid, at = submitted[job.name]
+        p, m = counts.get(jid, (0, 0))
+        results.append(job_result(job, jid, at, ended.get(jid), read_events(out / f"events-{jid}.jsonl"), p, m))
+    return results
+
+
+def _daemon_counts(db: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
+    from ..daemon.store import Store
+
+    store = Store.open(db, read_only=True)
+    try:
+        return {r.job_id: (r.preemptions, r.migrations) for r in store.jobs_by_id(sorted(ids))}
+    finally:
+        store.close()
+
+
+# ---- the report ----------------------------------------------------------------------------------------
+
+def _f(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:.{digits}f}"
+
+
+def render_summary(summaries: Sequence[ModeSummary]) -> str:
+    head = ("| mode | completed | avg JCT (s) | max JCT (s) | makespan (s) | avg queueing (s) | "
+            "multi-GPU jobs split over nodes | runs | preemptions | migrations |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s.mode} | {s.completed}/{s.jobs} | {_f(s.avg_jct_s)} | {_f(s.max_jct_s)} | "
+                     f"{_f(s.makespan_s)} | {_f(s.avg_queueing_s)} | {s.split_jobs}/{s.multi_gpu_jobs} | {s.runs} | "
+                     f"{s.preemptions} | {s.migrations} |")
+    return "\n".join(lines)
+
+
+def render_jobs(jobs: Sequence[DemoJob], results: Mapping[str, Sequence[JobResult]]) -> str:
+    modes = [m for m in MODES if m in results]
+    by = {m: {r.name: r for r in results[m]} for m in modes}
+    head = "| job | GPUs | model | work (s) | arrives (s) | limit (min) | " + " | ".join(
+        f"{m}: JCT (s) | {m}: queued (s) | {m}: nodes per run" for m in modes) + " |"
+    lines = [head, "|" + "---|" * (6 + 3 * len(modes))]
+    for j in jobs:
+        cells = [j.name, str(j.gpus), j.model, _f(j.duration_s), _f(j.arrival_s), str(j.time_limit_min)]
+        for m in modes:
+            r = by[m].get(j.name)
+            if r is None:
+                cells += ["-", "-", "-"]
+                continue
+            nodes = ",".join(r.nodelists) or "-"
+            extra = f" ({r.preemptions}p {r.migrations}m)" if r.preemptions or r.migrations else ""
+            cells += [_f(r.jct), _f(r.queueing), nodes + extra]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def report_json(jobs: Sequence[DemoJob], results: Mapping[str, Sequence[JobResult]], settings: Settings,
+                cluster: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "cluster": dict(cluster),
+        "settings": asdict(settings),
+        "jobs": [asdict(j) for j in jobs],
+        "modes": {m: {"summary": asdict(summarize(m, rs)),
+                      "jobs": [{**asdict(r), "jct": r.jct, "queueing": r.queueing} for r in rs]}
+                  for m, rs in results.items()},
+    }

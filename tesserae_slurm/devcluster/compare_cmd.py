@@ -1,0 +1,106 @@
+"""`tesserae devcluster compare`: bring the cluster up with its plain partition, run both modes, report.
+
+The measuring is in compare.py; this is the command's shell: which cluster, where the files go, what
+is printed, and that a cluster it brought up goes down again (also on an error or Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from ..model import InputError
+from ..slurm import SlurmError
+from .cluster import DevCluster
+from .compare import (
+    MODES,
+    CompareError,
+    JobResult,
+    Settings,
+    generate_jobs,
+    render_jobs,
+    render_summary,
+    report_json,
+    run_mode,
+    summarize,
+)
+from .errors import DevClusterError
+from .install import ensure_slurm_installed
+
+EXIT_INPUT, EXIT_FAILED = 2, 1
+
+
+def _has_partition(cluster: DevCluster, name: str) -> bool:
+    out = cluster.runner().run(["sinfo", "-h", "-p", name, "-o", "%P"])
+    return bool(out.strip())
+
+
+def run_compare(cluster: DevCluster, args: argparse.Namespace) -> int:
+    modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        print(f"tesserae devcluster compare: error: --modes takes {' and/or '.join(MODES)}, got {args.modes!r}",
+              file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        jobs = generate_jobs(args.jobs, args.seed, gpus_per_node=cluster.gpus_per_node, min_s=args.min_duration,
+                             max_s=args.max_duration, mean_gap_s=args.mean_gap)
+    except ValueError as exc:
+        print(f"tesserae devcluster compare: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    if any(importlib.util.find_spec(m) is None for m in ("yaml", "sqlalchemy")):  # before the cluster starts
+        print("tesserae devcluster compare: error: the daemon run needs the 'daemon' extra: "
+              "pip install 'tesserae-slurm[daemon]'", file=sys.stderr)
+        return EXIT_INPUT
+    plain = cluster.plain_partition or "plain"
+    settings = Settings(partition=cluster.partition, plain_partition=plain, policy=args.policy,
+                        round_seconds=args.round_seconds, grace_seconds=args.grace_seconds)
+    out = Path(args.out).resolve()
+    brought_up = False
+    try:
+        if cluster.status().up:
+            if not _has_partition(cluster, plain):
+                raise DevClusterError(f"the dev cluster at {cluster.root} runs without partition {plain!r}: "
+                                      f"`tesserae devcluster down --dir {cluster.root}` first, or use another --dir")
+        else:
+            if not args.no_install:
+                ensure_slurm_installed()
+            brought_up = True
+            cluster.up()
+        out.mkdir(parents=True, exist_ok=True)
+        out.chmod(0o755)
+        print(f"dev cluster {cluster.root}: {cluster.nodes} nodes x {cluster.gpus_per_node} fake GPUs; "
+              f"plain Slurm in partition {plain!r}, the daemon ({settings.policy}, "
+              f"{settings.round_seconds:g} s rounds, {settings.grace_seconds:g} s grace) in {settings.partition!r}; "
+              f"{len(jobs)} jobs, seed {args.seed}",
+              flush=True)
+        results: dict[str, list[JobResult]] = {}
+        for mode in modes:
+            workdir = out / mode
+            shutil.rmtree(workdir, ignore_errors=True)  # a stale checkpoint of a reused job id would resume
+            workdir.mkdir(parents=True)
+            workdir.chmod(0o755)
+            print(f"running the job set under {'plain Slurm' if mode == 'plain' else 'the daemon'} ...", flush=True)
+            results[mode] = run_mode(mode, jobs, cluster.env(), workdir, settings)
+            print(render_summary([summarize(mode, results[mode])]).splitlines()[-1], flush=True)
+    except (DevClusterError, CompareError, SlurmError, InputError) as exc:
+        print(f"tesserae devcluster compare: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if brought_up and not args.keep_up:
+            try:
+                cluster.down()
+            except DevClusterError as exc:
+                print(f"tesserae devcluster compare: cleanup: {exc}", file=sys.stderr)
+    summaries = [summarize(m, rs) for m, rs in results.items()]
+    text = "\n\n".join([render_summary(summaries), render_jobs(jobs, results)])
+    print("\n" + text)
+    (out / "report.md").write_text(text + "\n")
+    shape = {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node, "seed": args.seed}
+    (out / "report.json").write_text(json.dumps(report_json(jobs, results, settings, shape), indent=1) + "\n")
+    print(f"\nwrote {out / 'report.md'} and {out / 'report.json'}")
+    return 0 if all(s.completed == s.jobs for s in summaries) else EXIT_FAILED
