@@ -52,7 +52,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--min-duration", type=float, default=20.0, help="shortest job's work in seconds (default 20)")
     c.add_argument("--max-duration", type=float, default=80.0, help="longest job's work in seconds (default 80)")
     c.add_argument("--mean-gap", type=float, default=3.0, help="mean seconds between arrivals (default 3)")
-    c.add_argument("--policy", default="tesserae-t", help="the daemon's policy (default tesserae-t)")
+    c.add_argument("--policy", default="tesserae-t",
+                   help="the daemon's policy; several, comma-separated, make one daemon run each (default tesserae-t)")
     c.add_argument("--round-seconds", type=float, default=5.0, help="the daemon's round length (default 5)")
     c.add_argument("--grace-seconds", type=float, default=5.0,
                    help="the daemon's preemption grace period (default 5)")

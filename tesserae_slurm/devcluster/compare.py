@@ -211,7 +211,7 @@ class Settings:
     partition: str = "tesserae"  # the managed one
     plain_partition: str = "plain"
     policy: str = "tesserae-t"
-    policy_options: dict[str, Any] = field(default_factory=lambda: {"queue_limits": [30, 600]})
+    policy_options: dict[str, Any] = field(default_factory=dict)  # see policy_options()
     round_seconds: float = 5.0
     grace_seconds: float = 5.0
     timeout_s: float = 1800.0  # per mode
@@ -267,7 +267,7 @@ def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path
     return submit_one
 
 
-def _submit_all(jobs: Sequence[DemoJob], submit: Callable[[DemoJob], str], clock: Callable[[], float] = time.time,
+def submit_all(jobs: Sequence[DemoJob], submit: Callable[[DemoJob], str], clock: Callable[[], float] = time.time,
                 sleep: Callable[[float], None] = time.sleep) -> dict[str, tuple[str, float]]:
     """Submit each job at its arrival offset; job name -> (Slurm id, submit time)."""
     out: dict[str, tuple[str, float]] = {}
@@ -367,7 +367,7 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
             daemon = _DaemonProcess(config, workdir / "daemon.log", cluster_env)
             _wait_first_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
             submit = _submit_tsbatch(backend, config, script, out)
-        submitted = _submit_all(jobs, submit)
+        submitted = submit_all(jobs, submit)
         ids = {jid for jid, _ in submitted.values()}
         alive = daemon.problem if daemon is not None else (lambda: "")
         ended = _wait_all_ended(backend, partition, ids, time.time() + settings.timeout_s, alive)
@@ -413,7 +413,7 @@ def render_summary(summaries: Sequence[ModeSummary]) -> str:
 
 
 def render_jobs(jobs: Sequence[DemoJob], results: Mapping[str, Sequence[JobResult]]) -> str:
-    modes = [m for m in MODES if m in results]
+    modes = list(results)
     by = {m: {r.name: r for r in results[m]} for m in modes}
     head = "| job | GPUs | model | work (s) | arrives (s) | limit (min) | " + " | ".join(
         f"{m}: JCT (s) | {m}: queued (s) | {m}: nodes per run" for m in modes) + " |"
@@ -432,13 +432,21 @@ def render_jobs(jobs: Sequence[DemoJob], results: Mapping[str, Sequence[JobResul
     return "\n".join(lines)
 
 
-def report_json(jobs: Sequence[DemoJob], results: Mapping[str, Sequence[JobResult]], settings: Settings,
-                cluster: Mapping[str, Any]) -> dict[str, Any]:
+def report_json(jobs: Sequence[DemoJob], results: Mapping[str, Sequence[JobResult]],
+                settings: Mapping[str, Settings], cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything measured, by run label (``plain``, ``daemon:POLICY``), with each run's settings."""
     return {
         "cluster": dict(cluster),
-        "settings": asdict(settings),
         "jobs": [asdict(j) for j in jobs],
-        "modes": {m: {"summary": asdict(summarize(m, rs)),
+        "modes": {m: {"settings": asdict(settings[m]), "summary": asdict(summarize(m, rs)),
                       "jobs": [{**asdict(r), "jct": r.jct, "queueing": r.queueing} for r in rs]}
                   for m, rs in results.items()},
     }
+
+
+def policy_options(policy: str) -> dict[str, Any]:
+    """The daemon's policy options for the demo: Tiresias' queue thresholds scaled to jobs of tens of
+    seconds (demote after 30 GPU-seconds, as etc/tesserae-devcluster.yaml); other policies as named."""
+    from ..configs import get_config
+
+    return {"queue_limits": [30, 600]} if get_config(policy).policy == "tiresias" else {}

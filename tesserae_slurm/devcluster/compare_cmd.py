@@ -11,17 +11,21 @@ import importlib.util
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ..model import InputError
 from ..slurm import SlurmError
 from .cluster import DevCluster
 from .compare import (
+    DAEMON,
     MODES,
+    PLAIN,
     CompareError,
     JobResult,
     Settings,
     generate_jobs,
+    policy_options,
     render_jobs,
     render_summary,
     report_json,
@@ -57,9 +61,21 @@ def run_compare(cluster: DevCluster, args: argparse.Namespace) -> int:
               "pip install 'tesserae-slurm[daemon]'", file=sys.stderr)
         return EXIT_INPUT
     plain = cluster.plain_partition or "plain"
-    settings = Settings(partition=cluster.partition, plain_partition=plain, policy=args.policy,
-                        round_seconds=args.round_seconds, grace_seconds=args.grace_seconds)
+    base = Settings(partition=cluster.partition, plain_partition=plain, round_seconds=args.round_seconds,
+                    grace_seconds=args.grace_seconds)
+    runs: dict[str, Settings] = {}  # label -> settings, in the order they run
+    try:
+        for mode in modes:
+            if mode == PLAIN:
+                runs[PLAIN] = base
+                continue
+            for policy in [p.strip() for p in str(args.policy).split(",") if p.strip()]:
+                runs[f"{DAEMON}:{policy}"] = replace(base, policy=policy, policy_options=policy_options(policy))
+    except InputError as exc:
+        print(f"tesserae devcluster compare: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
     out = Path(args.out).resolve()
+    results: dict[str, list[JobResult]] = {}
     brought_up = False
     try:
         if cluster.status().up:
@@ -74,19 +90,19 @@ def run_compare(cluster: DevCluster, args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         out.chmod(0o755)
         print(f"dev cluster {cluster.root}: {cluster.nodes} nodes x {cluster.gpus_per_node} fake GPUs; "
-              f"plain Slurm in partition {plain!r}, the daemon ({settings.policy}, "
-              f"{settings.round_seconds:g} s rounds, {settings.grace_seconds:g} s grace) in {settings.partition!r}; "
-              f"{len(jobs)} jobs, seed {args.seed}",
-              flush=True)
-        results: dict[str, list[JobResult]] = {}
-        for mode in modes:
-            workdir = out / mode
+              f"plain Slurm in partition {plain!r} (backfill every {cluster.bf_interval_s or 30} s), the daemon in "
+              f"{base.partition!r} ({base.round_seconds:g} s rounds, {base.grace_seconds:g} s grace); "
+              f"{len(jobs)} jobs, seed {args.seed}", flush=True)
+        for label, settings in runs.items():
+            workdir = out / label.replace(":", "-")
             shutil.rmtree(workdir, ignore_errors=True)  # a stale checkpoint of a reused job id would resume
             workdir.mkdir(parents=True)
             workdir.chmod(0o755)
-            print(f"running the job set under {'plain Slurm' if mode == 'plain' else 'the daemon'} ...", flush=True)
-            results[mode] = run_mode(mode, jobs, cluster.env(), workdir, settings)
-            print(render_summary([summarize(mode, results[mode])]).splitlines()[-1], flush=True)
+            mode = PLAIN if label == PLAIN else DAEMON
+            print(f"running the job set under {'plain Slurm' if mode == PLAIN else f'the daemon ({settings.policy})'}"
+                  " ...", flush=True)
+            results[label] = run_mode(mode, jobs, cluster.env(), workdir, settings)
+            print(render_summary([summarize(label, results[label])]).splitlines()[-1], flush=True)
     except (DevClusterError, CompareError, SlurmError, InputError) as exc:
         print(f"tesserae devcluster compare: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -101,6 +117,6 @@ def run_compare(cluster: DevCluster, args: argparse.Namespace) -> int:
     print("\n" + text)
     (out / "report.md").write_text(text + "\n")
     shape = {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node, "seed": args.seed}
-    (out / "report.json").write_text(json.dumps(report_json(jobs, results, settings, shape), indent=1) + "\n")
+    (out / "report.json").write_text(json.dumps(report_json(jobs, results, runs, shape), indent=1) + "\n")
     print(f"\nwrote {out / 'report.md'} and {out / 'report.json'}")
     return 0 if all(s.completed == s.jobs for s in summaries) else EXIT_FAILED
