@@ -432,6 +432,10 @@ def render_slurm(by: dict[str, Study]) -> list[str]:
             "* **GPU utilization** counts a GPU as busy while it holds a job. Packing does the same work in fewer "
             "GPU-hours, so where the makespan is pinned (the Philly VC) utilization can go down while JCT improves.",
             "* **Preemptions and migrations** cost each restart 30 s (LLMs 90 s) in these runs; plain Slurm has none.",
+            "* **On a real Slurm.** `tesserae devcluster compare` runs plain Slurm and the daemon on the dev cluster "
+            "with toy jobs on fake GPUs. It shows ordering and placement, not packing, and there plain Slurm is "
+            "faster: the daemon's rounds, preemptions and migrations cost seconds against jobs of tens of seconds "
+            "(docs/devcluster.md, *Plain Slurm against the daemon, in miniature*).",
             "* **Time limits.** Backfill depends on them; the modelled ones overestimate 2-3x on average. With "
             "perfect limits (`--policy-opt limit='\"exact\"'`) plain Slurm does not do better here (docs/simulator.md).",
             "",
