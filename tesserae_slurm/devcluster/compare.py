@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import InputError
-from ..slurm import SlurmBackend, SlurmCliBackend, SlurmJob
+from ..slurm import SlurmBackend, SlurmCliBackend, SlurmError, SlurmJob
 
 PLAIN, DAEMON = "plain", "daemon"
 MODES = (PLAIN, DAEMON)
@@ -268,9 +268,11 @@ def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path
 
 
 def submit_all(jobs: Sequence[DemoJob], submit: Callable[[DemoJob], str], clock: Callable[[], float] = time.time,
-                sleep: Callable[[float], None] = time.sleep) -> dict[str, tuple[str, float]]:
-    """Submit each job at its arrival offset; job name -> (Slurm id, submit time)."""
-    out: dict[str, tuple[str, float]] = {}
+                sleep: Callable[[float], None] = time.sleep,
+                into: dict[str, tuple[str, float]] | None = None) -> dict[str, tuple[str, float]]:
+    """Submit each job at its arrival offset; job name -> (Slurm id, submit time), filled into ``into``
+    as they go (so a caller interrupted midway knows what to cancel)."""
+    out: dict[str, tuple[str, float]] = {} if into is None else into
     t0 = clock()
     for job in sorted(jobs, key=lambda j: (j.arrival_s, j.name)):
         wait = t0 + job.arrival_s - clock()
@@ -356,6 +358,8 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
     backend = SlurmCliBackend(cluster_env)
     daemon: _DaemonProcess | None = None
     counts: dict[str, tuple[int, int]] = {}
+    submitted: dict[str, tuple[str, float]] = {}
+    finished = False
     try:
         if mode == PLAIN:
             partition = settings.plain_partition
@@ -367,16 +371,23 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
             daemon = _DaemonProcess(config, workdir / "daemon.log", cluster_env)
             _wait_first_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
             submit = _submit_tsbatch(backend, config, script, out)
-        submitted = submit_all(jobs, submit)
+        submit_all(jobs, submit, into=submitted)
         ids = {jid for jid, _ in submitted.values()}
         alive = daemon.problem if daemon is not None else (lambda: "")
         ended = _wait_all_ended(backend, partition, ids, time.time() + settings.timeout_s, alive)
         if daemon is not None:
             time.sleep(settings.round_seconds + 1)  # one more round records the last ends
             counts = _daemon_counts(workdir / "state.db", ids)
+        finished = True
     finally:
         if daemon is not None:
             daemon.stop()
+        if not finished:  # an error or Ctrl-C: leave no job of this run behind on the cluster
+            for jid, _ in submitted.values():
+                try:
+                    backend.cancel(int(jid))
+                except SlurmError:
+                    pass
     results = []
     for job in jobs:
         jid, at = submitted[job.name]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from dataclasses import replace
@@ -36,6 +37,12 @@ from .errors import DevClusterError
 from .install import ensure_slurm_installed
 
 EXIT_INPUT, EXIT_FAILED = 2, 1
+
+
+def _bf_interval(cluster: DevCluster) -> int:
+    """The running cluster's backfill interval, from its slurm.conf (Slurm's default 30 s when unset)."""
+    m = re.search(r"bf_interval=(\d+)", cluster.slurm_conf.read_text())
+    return int(m.group(1)) if m else 30
 
 
 def _has_partition(cluster: DevCluster, name: str) -> bool:
@@ -90,7 +97,7 @@ def run_compare(cluster: DevCluster, args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         out.chmod(0o755)
         print(f"dev cluster {cluster.root}: {cluster.nodes} nodes x {cluster.gpus_per_node} fake GPUs; "
-              f"plain Slurm in partition {plain!r} (backfill every {cluster.bf_interval_s or 30} s), the daemon in "
+              f"plain Slurm in partition {plain!r} (backfill every {_bf_interval(cluster)} s), the daemon in "
               f"{base.partition!r} ({base.round_seconds:g} s rounds, {base.grace_seconds:g} s grace); "
               f"{len(jobs)} jobs, seed {args.seed}", flush=True)
         for label, settings in runs.items():

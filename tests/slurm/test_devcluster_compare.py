@@ -129,6 +129,16 @@ def test_submissions_keep_the_arrival_offsets():
     assert got["a"] == ("1", 1000.0) and got["b"] == ("2", 1002.5) and got["c"] == ("3", pytest.approx(1002.6))
     assert slept == [pytest.approx(2.4)]
 
+    def failing(j: DemoJob) -> str:
+        if j.name == "b":
+            raise RuntimeError("sbatch refused")
+        return "9"
+
+    partial: dict[str, tuple[str, float]] = {}
+    with pytest.raises(RuntimeError):
+        submit_all(jobs, failing, clock=lambda: now[0], sleep=sleep, into=partial)
+    assert list(partial) == ["a"]  # what was submitted before the error, for the caller to cancel
+
 
 def test_report_tables_and_json():
     jobs = [DemoJob("demo00", 4, "vgg19", 32, 10.0, 0.0, 1), DemoJob("demo01", 1, "DCGAN", 32, 5.0, 1.0, 1)]
