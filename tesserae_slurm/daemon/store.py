@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Boolean, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event, func, select,
+    Boolean, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, delete, event, func, or_, select,
+    update,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
@@ -403,6 +404,65 @@ class Store:
             if job_id is not None:
                 q = q.where(EventRow.job_id == job_id)
             return list(s.scalars(q))
+
+    # --- operators' actions (daemon/admin.py) ----------------------------------------------------
+    def add_admin_actions(self, rows: Sequence[AdminRow]) -> None:
+        with self.session() as s:
+            s.add_all(rows)
+
+    def admin_actions(self, target: str | None = None, statuses: Sequence[str] | None = None) -> list[AdminRow]:
+        """Operators' actions in the order the daemon took them in."""
+        with self.session() as s:
+            q = select(AdminRow).order_by(AdminRow.id)
+            if target is not None:
+                q = q.where(AdminRow.target == target)
+            if statuses is not None:
+                q = q.where(AdminRow.status.in_(list(statuses)))
+            return list(s.scalars(q))
+
+    def finish_admin_actions(self, ids: Sequence[int], status: str, note: str = "") -> None:
+        if ids:
+            with self.session() as s:
+                s.execute(update(AdminRow).where(AdminRow.id.in_(list(ids))).values(status=status, note=note))
+
+    # --- retention (daemon/retention.py) ---------------------------------------------------------
+    def prunable_rounds(self, started_before: float | None, keep_newest: int | None, limit: int) -> list[int]:
+        """The oldest ``limit`` rounds that started before ``started_before`` or are not among the
+        ``keep_newest`` newest (None: that bound is off), leaving out rounds with open intents."""
+        with self.session() as s:
+            conds = []
+            if started_before is not None:
+                conds.append(RoundRow.started_at < started_before)
+            if keep_newest is not None:
+                newest = s.scalar(select(func.max(RoundRow.round_id))) or 0
+                conds.append(RoundRow.round_id <= newest - keep_newest)
+            if not conds:
+                return []
+            open_ = select(ActionRow.round_id).where(ActionRow.status == "intent")
+            return list(s.scalars(select(RoundRow.round_id).where(or_(*conds), RoundRow.round_id.not_in(open_))
+                                  .order_by(RoundRow.round_id).limit(limit)))
+
+    def delete_rounds(self, ids: Sequence[int]) -> None:
+        """These rounds with their placements, actions, Slurm calls and events, in one transaction."""
+        with self.session() as s:
+            for table in (PlacementRow, ActionRow, SlurmCallRow, EventRow):
+                s.execute(delete(table).where(table.round_id.in_(list(ids))))
+            s.execute(delete(RoundRow).where(RoundRow.round_id.in_(list(ids))))
+
+    def ended_jobs(self, finished_before: float, limit: int) -> list[str]:
+        """Up to ``limit`` jobs in a terminal state that finished before ``finished_before``."""
+        with self.session() as s:
+            return list(s.scalars(select(JobRow.job_id).where(
+                JobRow.state.in_(TERMINAL_STATES), JobRow.finished_at.is_not(None),
+                JobRow.finished_at < finished_before).limit(limit)))
+
+    def delete_jobs(self, ids: Sequence[str], events_before: float) -> None:
+        """These jobs, and their events with no round (round events go with the rounds) from before
+        ``events_before``."""
+        with self.session() as s:
+            s.execute(delete(JobRow).where(JobRow.job_id.in_(list(ids))))
+            s.execute(delete(EventRow).where(EventRow.job_id.in_(list(ids)), EventRow.round_id.is_(None),
+                                             EventRow.time < events_before))
 
 
 class DaemonRunning(InputError):

@@ -109,10 +109,8 @@ def _admin_actions(store: Store, job: str) -> list[dict[str, Any]]:
     what became of it."""
     from sqlalchemy.exc import OperationalError
 
-    from ...daemon.admin import for_target
-
     try:
-        rows = for_target(store, job)
+        rows = store.admin_actions(target=job)
     except OperationalError:  # a database from before schema 0003 read through an older API
         return []
     return [{"time": iso(r.time), "user": r.user, "command": r.command, "nodes": r.nodes, "status": r.status,
