@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -404,6 +404,11 @@ class Store:
             if job_id is not None:
                 q = q.where(EventRow.job_id == job_id)
             return list(s.scalars(q))
+
+    def add_rows(self, rows: Iterable[Base]) -> None:
+        """Rows built elsewhere, in one transaction: the benchmarks fill a database the way the daemon would."""
+        with self.session() as s:
+            s.add_all(rows)
 
     # --- operators' actions (daemon/admin.py) ----------------------------------------------------
     def add_admin_actions(self, rows: Sequence[AdminRow]) -> None:
