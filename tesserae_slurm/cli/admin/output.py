@@ -16,23 +16,11 @@ import json
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ...daemon.readers import Column
 from ...model import InputError
 from ..render import table
-
-
-@dataclass(frozen=True)
-class Column:
-    header: str
-    letter: str  # the %-code in -o format strings
-    key: str  # the field name in --json output
-    get: Callable[[Any], Any]
-    json: Callable[[Any], Any] | None = None  # the --json value when it differs (seconds, ISO 8601 times)
-
-    def json_value(self, row: Any) -> Any:
-        return (self.json or self.get)(row)
 
 
 def add_output_options(p: argparse.ArgumentParser, with_format: bool = True) -> None:
@@ -116,7 +104,7 @@ def format_rows(fmt: str, columns: Sequence[Column], rows: Sequence[Any], header
 
 def dump_json(body: dict[str, Any]) -> None:
     """--json: one object, ``meta`` (tool, version, generated_at) first."""
-    from .common import json_meta
+    from ...daemon.readers import json_meta
 
     json.dump({"meta": json_meta(), **body}, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
