@@ -14,7 +14,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from .profiles import IsolatedRecord, ProfileKey, ThroughputProfile, load_profile
-from .tsbatch.meta import UNPROFILED
+from .model.meta import UNPROFILED
 
 if TYPE_CHECKING:
     from .daemon.config import DaemonConfig

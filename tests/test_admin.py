@@ -23,7 +23,7 @@ from tesserae_slurm.daemon.plan import plan_round
 from tesserae_slurm.daemon.store import JobUpdate, Store
 from tesserae_slurm.model import PackedPair, PendingJob, PendingReason, Placement, RoundDecision
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState
-from tesserae_slurm.tsbatch.meta import JobMeta
+from tesserae_slurm.model.meta import JobMeta
 
 
 def _job(jid: int, name: str, meta: JobMeta) -> SlurmJob:

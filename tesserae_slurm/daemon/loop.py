@@ -23,7 +23,7 @@ from ..configs import get_config
 from ..profiles.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
 from ..slurm.types import SlurmJob
-from ..tsbatch.meta import JobMeta
+from ..model.meta import JobMeta
 from ..tsbatch.options import check_meta
 from ..tsbatch.submit import shape_from_nodes
 from .apply import Applier, ApplyResult, StopItem

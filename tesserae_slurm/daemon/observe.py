@@ -16,7 +16,7 @@ from ..harness.assignment import PREFIX as ASSIGN_PREFIX
 from ..harness.assignment import Assignment
 from ..model import Cluster, InputError, Placement
 from ..slurm import SlurmJob, SlurmNode
-from ..tsbatch.meta import JobMeta, is_tagged
+from ..model.meta import JobMeta, is_tagged
 from .config import DaemonConfig
 from .connect import cluster_of
 

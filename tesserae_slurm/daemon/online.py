@@ -18,7 +18,7 @@ from ..estimators.entries import SpeedTable
 from ..estimators.online import OnlineState
 from ..model import Cluster, InputError, Job, RoundDecision
 from ..profiles import ProfileKey, ThroughputProfile
-from ..tsbatch.meta import UNPROFILED, JobMeta
+from ..model.meta import UNPROFILED, JobMeta
 from .config import DaemonConfig
 from ..partition import gpu_type_of
 from .feedback import (

@@ -63,7 +63,7 @@ def read_assignment(env: Mapping[str, str], scontrol: str = "scontrol", timeout:
 
 
 def _packable(oneliner: str) -> bool:
-    from ..tsbatch.meta import JobMeta
+    from ..model.meta import JobMeta
     m = _COMMENT.search(oneliner)
     try:
         meta = JobMeta.decode(m.group(1)) if m else None
