@@ -13,8 +13,8 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .profiles import IsolatedRecord, ProfileKey, ThroughputProfile, load_profile
 from .model.meta import UNPROFILED
+from .profiles import IsolatedRecord, ProfileKey, ThroughputProfile, load_profile
 
 if TYPE_CHECKING:
     from .daemon.config import DaemonConfig

@@ -40,7 +40,16 @@ def build(path: Path, rounds: int, jobs: int, nodes: int, retention: object | No
     from ..daemon.journal import Journal
     from ..daemon.retention import prune
     from ..daemon.store import (
-        ActionRow, Base, EventRow, JobRow, JobUpdate, PlacementRow, RoundRow, SlurmCallRow, Store, dumps,
+        ActionRow,
+        Base,
+        EventRow,
+        JobRow,
+        JobUpdate,
+        PlacementRow,
+        RoundRow,
+        SlurmCallRow,
+        Store,
+        dumps,
     )
 
     if path.exists():

@@ -85,7 +85,8 @@ class Applier:
             log.warning("cannot list jobs while applying: %s", exc)
             return None
 
-    def _wait(self, ids: Iterable[str], done: Callable[[SlurmJob | None], bool], deadline: float) -> dict[str, SlurmJob]:
+    def _wait(self, ids: Iterable[str], done: Callable[[SlurmJob | None], bool],
+              deadline: float) -> dict[str, SlurmJob]:
         """Poll squeue until ``done`` holds for every id, ``deadline`` passes or the daemon is asked to
         stop (SIGTERM is heeded within one poll); returns the last view."""
         ids = list(ids)

@@ -14,18 +14,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-
+from ..configs import get_config
 from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
+from ..model.meta import JobMeta
+from ..partition import scheduling_profile
 from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
-from ..configs import get_config
 from ..profiles.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
 from ..slurm.types import SlurmJob
-from ..model.meta import JobMeta
 from ..tsbatch.options import check_meta
 from ..tsbatch.submit import shape_from_nodes
+from . import admin
 from .apply import Applier, ApplyResult, StopItem
 from .calls import RecordingBackend
 from .config import DaemonConfig
@@ -36,8 +37,6 @@ from .metrics import Metrics
 from .observe import Snapshot, build_snapshot, in_slurm_indices
 from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
-from ..partition import scheduling_profile
-from . import admin
 from .reconcile import JobFacts, account, transition
 from .store import PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, JobUpdate, Store, acquire_lock
 

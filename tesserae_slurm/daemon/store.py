@@ -17,7 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Boolean, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, delete, event, func, or_, select,
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    create_engine,
+    delete,
+    event,
+    func,
+    or_,
+    select,
     update,
 )
 from sqlalchemy.engine import Engine
@@ -248,7 +260,7 @@ class Store:
     read_only: bool = False
 
     @staticmethod
-    def open(path: str | Path, read_only: bool = False) -> "Store":
+    def open(path: str | Path, read_only: bool = False) -> Store:
         """The state database; a file this user may not read or a directory it may not write is one
         line (InputError), not a traceback."""
         path = Path(path).expanduser()
@@ -264,7 +276,7 @@ class Store:
                          f"(may this user write to {path.parent}?)")
 
     @staticmethod
-    def _open(path: Path, read_only: bool) -> "Store":
+    def _open(path: Path, read_only: bool) -> Store:
         if read_only:
             if not path.exists():
                 raise InputError(f"state database {path} does not exist (has the daemon run yet?)")

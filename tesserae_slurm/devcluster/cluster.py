@@ -142,7 +142,8 @@ class DevCluster:
         if state is not None and self._verified_pid(state, CTLD) is not None:
             self._cancel_all_jobs()
         if state is not None:
-            slurmds = [pid for key in state.pids if key.startswith("slurmd:") if (pid := self._verified_pid(state, key))]
+            slurmds = [pid for key in state.pids
+                       if key.startswith("slurmd:") if (pid := self._verified_pid(state, key))]
             procs.terminate(slurmds)
             for key in (CTLD, MUNGED):
                 pid = self._verified_pid(state, key)
@@ -212,7 +213,8 @@ class DevCluster:
                 "or tesserae_slurm.devcluster.ensure_slurm_installed()"
             )
         if len(str(self.layout.munge_socket).encode()) > MAX_SOCKET_PATH:
-            raise DevClusterError(f"dev cluster dir {self.root} is too long for a unix socket path; choose a shorter --dir")
+            raise DevClusterError(f"dev cluster dir {self.root} is too long for a unix socket path; "
+                                  "choose a shorter --dir")
 
     def _spec(self) -> DevClusterSpec:
         if self.ctld_port is not None:

@@ -37,7 +37,8 @@ def target_entries(table: SpeedTable, gpu_counts: Iterable[int] = (),
     """Every entry a complete table over ``table``'s endpoints would hold.
 
     Data-parallel endpoints (models without strategies, LLMs under ``DP``) are extended to every
-    count in ``gpu_counts`` (the linear model's job); ``strategies`` adds candidate strategies per (LLM model, GPU count) for keys the table has.
+    count in ``gpu_counts`` (the linear model's job); ``strategies`` adds candidate strategies per
+    (LLM model, GPU count) for keys the table has.
     """
     counts = sorted(set(gpu_counts))
     extra = {(m.lower(), n): tuple(s) for (m, n), s in (strategies or {}).items()}

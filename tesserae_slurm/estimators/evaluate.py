@@ -60,7 +60,8 @@ def linear_targets(full: SpeedTable) -> list[Entry]:
 
 def mean_baseline(observed: SpeedTable, truth: dict[Entry, Value]) -> dict[Entry, Value]:
     """Every held-out speed predicted as the mean feasible packed speed: the floor to beat."""
-    speeds = [x for e in observed.pairs() if observed.values[e].feasible for x in (observed.values[e].a, observed.values[e].b)]
+    speeds = [x for e in observed.pairs() if observed.values[e].feasible
+              for x in (observed.values[e].a, observed.values[e].b)]
     m = float(np.mean(speeds))
     return {e: Value(m, m if e.partner is not None else float("nan")) for e in truth}
 

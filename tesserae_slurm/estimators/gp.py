@@ -33,7 +33,8 @@ class GpHyper:
 DEFAULT_GRID = tuple(GpHyper(ell, rho, off, nz) for ell, rho, off, nz in itertools.product(
     (0.15, 0.3, 0.6), (0.0, 0.6, 0.9), (0.25, 1.0), (0.005, 0.05)))
 # where memory runs out: +-1 labels, so only the shape (length scale, task correlation) is searched
-FEASIBILITY_GRID = tuple(GpHyper(ell, rho, 0.25, 0.05) for ell, rho in itertools.product((0.15, 0.3, 0.6), (0.0, 0.6, 0.9)))
+FEASIBILITY_GRID = tuple(GpHyper(ell, rho, 0.25, 0.05)
+                         for ell, rho in itertools.product((0.15, 0.3, 0.6), (0.0, 0.6, 0.9)))
 
 
 def matern52(x1: np.ndarray, x2: np.ndarray, ell: float) -> np.ndarray:

@@ -147,8 +147,8 @@ class WorkerPool:
         if slot is not None and slot.proc.is_alive():
             return slot
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=serve, args=(child, self.device, self.threads, self.env, self.cores), daemon=True,
-                                 name=f"tesserae-profile-worker-{i}")
+        proc = self._ctx.Process(target=serve, args=(child, self.device, self.threads, self.env, self.cores),
+                                 daemon=True, name=f"tesserae-profile-worker-{i}")
         proc.start()
         child.close()
         self.started += 1

@@ -40,7 +40,8 @@ DESCRIPTION = {
 EFFECT = {
     "hold": "job {t} will be held", "release": "job {t} will be released", "requeue": "job {t} will be requeued",
     "cancel": "job {t} will be cancelled", "pin": "job {t} will be pinned to {n}",
-    "keep-off": "job {t} will be kept off {n}", "unpin": "job {t} will be unpinned", "drain": "node {t} will be drained for tesserae",
+    "keep-off": "job {t} will be kept off {n}", "unpin": "job {t} will be unpinned",
+    "drain": "node {t} will be drained for tesserae",
     "resume": "node {t} will be resumed for tesserae",
 }
 
