@@ -15,8 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cli_latency import measure, tesserae_argv
+
+if TYPE_CHECKING:  # SQLAlchemy and the daemon load only when the benchmark runs
+    from ..daemon.config import RetentionSection
 
 GPUS_PER_NODE = 4
 ROUND_S = 360.0
@@ -34,7 +38,7 @@ class Result:
     commands: dict[str, float]  # label -> median seconds
 
 
-def build(path: Path, rounds: int, jobs: int, nodes: int, retention: object | None,
+def build(path: Path, rounds: int, jobs: int, nodes: int, retention: RetentionSection | None,
           progress: Callable[[str], None] | None = None) -> tuple[list[float], dict[str, str]]:
     """Fill ``path``; returns prune times (s) per round and {"job", "round"} for the commands."""
     from ..daemon.journal import Journal
@@ -113,7 +117,7 @@ def build(path: Path, rounds: int, jobs: int, nodes: int, retention: object | No
 
 
 def run(workdir: Path, rounds: int = 10_000, jobs: int = 1_000, nodes: int = 64, repeats: int = 3,
-        retention: object | None = None, progress: Callable[[str], None] | None = None) -> list[Result]:
+        retention: RetentionSection | None = None, progress: Callable[[str], None] | None = None) -> list[Result]:
     import sqlite3
 
     from ..daemon.config import RetentionSection

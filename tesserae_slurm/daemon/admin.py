@@ -35,7 +35,10 @@ from ..model import InputError
 
 if TYPE_CHECKING:
     from ..engine import NodeRule
+    from ..slurm import SlurmBackend
+    from .apply import Applier
     from .config import DaemonConfig
+    from .observe import Snapshot
     from .store import AdminRow, Store
 
 log = logging.getLogger(__name__)
@@ -230,7 +233,7 @@ def rule_text(row: AdminRow) -> str:
     return f"{verb} {row.nodes} by {row.user} ({_when(row.time)}); `tesserae unpin` to lift it"
 
 
-def drain_snapshot(snap, st: Standing, cfg: DaemonConfig):  # noqa: ANN001, ANN201 - observe.Snapshot
+def drain_snapshot(snap: Snapshot, st: Standing, cfg: DaemonConfig) -> Snapshot:
     """The snapshot without the nodes operators drained: nothing is placed there and the plan moves their
     jobs off, exactly as for a node Slurm reports down."""
     if not st.drains:
@@ -255,7 +258,8 @@ def hold_reason(row: AdminRow) -> str:
     return f"held by {row.user} with `tesserae hold` ({_when(row.time)}); `tesserae release` to schedule it again"
 
 
-def carry_out(rows: list[AdminRow], snap, applier, backend, store: Store, round_id: int) -> bool:  # noqa: ANN001
+def carry_out(rows: list[AdminRow], snap: Snapshot, applier: Applier, backend: SlurmBackend, store: Store,
+              round_id: int) -> bool:
     """Requeue and cancel requests, in this round before the decision; True when Slurm was asked anything."""
     from ..slurm import SlurmError
     from .apply import ApplyResult, StopItem

@@ -41,7 +41,7 @@ def job_record(row: JobRow, rank: int | None = None) -> dict[str, Any]:
 
 def job_from_record(rec: dict[str, Any]) -> SimpleNamespace:
     """An API job record as an object the admin columns read like a JobRow."""
-    return SimpleNamespace(**{f: rec.get(f) for f in PUBLIC_JOB_FIELDS}, rank=rec.get("rank"))
+    return SimpleNamespace(**{f: rec.get(f) for f in PUBLIC_JOB_FIELDS}, rank=rec.get("rank"), stop_reason="")
 
 
 def _latest_decision(store: Store) -> tuple[RoundRow | None, dict[str, Any]]:

@@ -29,8 +29,7 @@ class JsonFormatter(logging.Formatter):
         guesses = {"round": _ROUND.search(msg), "job": _JOB.search(msg), "outcome": _ROUND_OUTCOME.search(msg)}
         for key in FIELDS:
             value = getattr(record, key, None)
-            if value is None and guesses.get(key) is not None:
-                m = guesses[key]
+            if value is None and (m := guesses.get(key)) is not None:
                 value = int(m.group(1)) if key == "round" else m.group(1)
             if value is not None:
                 out[key] = value

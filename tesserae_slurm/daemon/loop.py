@@ -71,7 +71,7 @@ def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],
 
     ``gpu_index`` maps the engine's GPU indices to Slurm's on nodes where foreign jobs hold some GPUs;
     a job on a GPU a foreign job holds now is left out, so the plan moves or stops it."""
-    slots = {n.name: [set() for _ in range(n.num_gpus)] for n in cluster.nodes}
+    slots: dict[str, list[set[str]]] = {n.name: [set() for _ in range(n.num_gpus)] for n in cluster.nodes}
     engine = {n: {real: k for k, real in enumerate(idx)} for n, idx in (gpu_index or {}).items()}
     problems: list[str] = []
     for job, gpus in sorted(actual.items()):
@@ -132,12 +132,12 @@ class Daemon:
         and the jobs to requeue-hold at once (running without the daemon's assignment)."""
         holds = self._own_holds(snap)
         facts = self.journal.facts(snap.jobs)
-        for job_id, mj in snap.jobs.items():
-            if job_id not in facts and mj.slurm.state.is_finished:
+        for job_id, seen in snap.jobs.items():
+            if job_id not in facts and seen.slurm.state.is_finished:
                 continue  # finished before the daemon ever saw it: nothing to schedule or account
             if job_id not in facts:
-                self.journal.insert_job(mj, snap.time)
-                facts[job_id] = JobFacts(job_id, num_gpus=mj.meta.num_gpus if mj.meta else 1)
+                self.journal.insert_job(seen, snap.time)
+                facts[job_id] = JobFacts(job_id, num_gpus=seen.meta.num_gpus if seen.meta else 1)
         requeue: list[StopItem] = []
         hold: list[str] = []
         evict: list[str] = []

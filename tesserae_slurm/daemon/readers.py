@@ -72,7 +72,7 @@ def reason(r: JobRow) -> str:
     """The recorded reason; for a job being preempted without one, what the daemon is doing to it."""
     if r.reason or r.state != "PREEMPTING":
         return r.reason
-    return getattr(r, "stop_reason", "") or "Preempting: signalled to checkpoint; requeued once it stops"
+    return r.stop_reason or "Preempting: signalled to checkpoint; requeued once it stops"
 
 
 def select_rows(rows: list[JobRow], *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,

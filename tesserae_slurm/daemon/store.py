@@ -87,6 +87,7 @@ class JobRow(Base):
     first_start: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_seen: Mapped[float] = mapped_column(Float, default=0.0)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stop_reason = ""  # not a column: what the daemon is doing to a PREEMPTING job (daemon/readers.py)
 
 
 class _Unset:

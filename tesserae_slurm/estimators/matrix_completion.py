@@ -41,7 +41,7 @@ def soft_impute(y: np.ndarray, mask: np.ndarray, lam: float, z0: np.ndarray | No
         u, s, vt = np.linalg.svd(x, full_matrices=False)
         s = np.maximum(s - lam, 0.0)
         new = (u * s) @ vt
-        delta = np.linalg.norm(new - z) / max(np.linalg.norm(z), 1e-9)
+        delta = float(np.linalg.norm(new - z)) / max(float(np.linalg.norm(z)), 1e-9)
         z = new
         if delta < tol:
             break

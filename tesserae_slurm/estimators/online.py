@@ -138,7 +138,7 @@ class OnlineState:
         for i, row in enumerate(rows):
             try:
                 gpu, job = str(row["gpu_type"]).lower(), _endpoint(row["job"])
-                e = Ewma(float(row["steps_per_s"]), int(row["count"]))  # type: ignore[arg-type]
+                e = Ewma(float(_number(row, "steps_per_s")), int(_number(row, "count")))
                 if "partner" in row:
                     packed[(make_entry(gpu, job, _endpoint(row["partner"])), job)] = e
                 else:
@@ -146,6 +146,14 @@ class OnlineState:
             except (KeyError, TypeError, ValueError) as exc:
                 raise InputError(f"online feedback row {i}: {exc.__class__.__name__}: {exc}") from None
         return OnlineState(alpha, alone, packed)
+
+
+def _number(row: Mapping[str, object], key: str) -> int | float | str:
+    """A number as JSON holds it (or its text); anything else is the TypeError float() would raise."""
+    value = row[key]
+    if isinstance(value, (int, float, str)):
+        return value
+    raise TypeError(f"{key} must be a number, got {type(value).__name__}")
 
 
 def _other_strategies(refs: dict[tuple[str, Endpoint], float], table: SpeedTable) -> dict[tuple[str, Endpoint], float]:
@@ -162,9 +170,9 @@ def _other_strategies(refs: dict[tuple[str, Endpoint], float], table: SpeedTable
         if e.partner is not None or not e.job.strategy or (e.gpu_type, e.job) in out:
             continue
         known = by_key.get((e.gpu_type, e.job.key))
-        iso = table.values[e].a
-        if known and iso > 0:
-            out[(e.gpu_type, e.job)] = min(known)[1] * iso  # the first strategy by name: deterministic
+        iso_speed = table.values[e].a
+        if known and iso_speed > 0:
+            out[(e.gpu_type, e.job)] = min(known)[1] * iso_speed  # the first strategy by name: deterministic
     return out
 
 

@@ -9,8 +9,12 @@ trusts the request file's owner, not this process).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ...model import InputError
+
+if TYPE_CHECKING:
+    from ...daemon.config import DaemonConfig
 
 HELP = {  # as in cli/main.py's COMMANDS (the listing shows those without importing this module)
     "hold": "operator: keep a managed job from being placed until released",
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_job(cfg, job: str) -> None:  # noqa: ANN001
+def _check_job(cfg: DaemonConfig, job: str) -> None:
     """A job the daemon manages and that has not ended (when the database is readable here)."""
     from ...daemon.store import TERMINAL_STATES, Store
 

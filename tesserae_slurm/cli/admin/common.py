@@ -108,6 +108,8 @@ class ApiClient:
             raise InputError(f"{self.url}{path}: not a tesserae API answer (HTTP {resp.status})") from None
         if resp.status != 200:
             raise InputError(str(body.get("error") if isinstance(body, dict) else body))
+        if not isinstance(body, dict):
+            raise InputError(f"{self.url}{path}: not a tesserae API answer (a JSON {type(body).__name__})")
         return body
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...daemon.readers import SHORT, STATE_CODES, Column, add_stop_reasons, iso, parse_states, reason, select_rows, when
@@ -74,11 +75,12 @@ def run(args: argparse.Namespace) -> int:
 
         body = source.get("/api/jobs", states=args.states, all="1" if args.all else None, jobs=args.jobs,
                           user=args.user)
-        rows = [job_from_record(j) for j in body["jobs"]]
+        shown: Sequence[object] = [job_from_record(j) for j in body["jobs"]]
     else:
         rows = select_rows(source.jobs(), states=args.states, all_jobs=args.all, ids=args.jobs, user=args.user)
         add_stop_reasons(source, rows)
-    emit(args, COLUMNS, rows, None if args.long else DEFAULT, key="jobs")
+        shown = rows
+    emit(args, COLUMNS, shown, None if args.long else DEFAULT, key="jobs")
     return 0
 
 

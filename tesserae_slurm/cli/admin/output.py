@@ -16,6 +16,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from ...daemon.readers import Column
@@ -98,8 +99,12 @@ def format_rows(fmt: str, columns: Sequence[Column], rows: Sequence[Any], header
         return "".join(out).rstrip()
 
     lines = [render(lambda c: c.header)] if header else []
-    lines += [render(lambda c, r=r: _cell(c.get(r))) for r in rows]
+    lines += [render(partial(_cell_of, row=r)) for r in rows]
     return "\n".join(lines)
+
+
+def _cell_of(c: Column, row: Any) -> str:
+    return _cell(c.get(row))
 
 
 def dump_json(body: dict[str, Any]) -> None:

@@ -47,10 +47,10 @@ def run_round_show(args: argparse.Namespace) -> int:
         if not newest:
             raise InputError("no rounds in the state database yet")
         row = newest[0]
+    elif (found := store.round(int(which))) is not None:
+        row = found
     else:
-        row = store.round(int(which))
-        if row is None:
-            raise InputError(f"no round {which} in the state database")
+        raise InputError(f"no round {which} in the state database")
     d = round_details(store, row)
     if args.json:
         dump_json(d)
