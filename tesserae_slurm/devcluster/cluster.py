@@ -15,7 +15,7 @@ import socket
 import stat
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..slurm.runner import RetryPolicy, SlurmError, SlurmRunner
@@ -316,7 +316,7 @@ class DevCluster:
         state.save(self.layout.state_file)
         log.debug("started %s pid %d", key, proc.pid)
 
-    def _wait_for(self, ready, timeout_s: float, what: str, keys: list[str]) -> None:  # type: ignore[no-untyped-def]
+    def _wait_for(self, ready: Callable[[], bool], timeout_s: float, what: str, keys: list[str]) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if ready():

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..model import InputError
 from ..profiles import ProfileKey
-from .entries import Endpoint, Entry, SpeedTable, Value, make_entry
+from .entries import Endpoint, Entry, SpeedTable, Value, endpoint_from_json, make_entry
 
 ONLINE = "online"
 
@@ -137,10 +137,10 @@ class OnlineState:
         packed: dict[tuple[Entry, Endpoint], Ewma] = {}
         for i, row in enumerate(rows):
             try:
-                gpu, job = str(row["gpu_type"]).lower(), _endpoint(row["job"])
+                gpu, job = str(row["gpu_type"]).lower(), endpoint_from_json(row["job"])
                 e = Ewma(float(_number(row, "steps_per_s")), int(_number(row, "count")))
                 if "partner" in row:
-                    packed[(make_entry(gpu, job, _endpoint(row["partner"])), job)] = e
+                    packed[(make_entry(gpu, job, endpoint_from_json(row["partner"])), job)] = e
                 else:
                     alone[(gpu, job)] = e
             except (KeyError, TypeError, ValueError) as exc:
@@ -181,8 +181,3 @@ def _ep(ep: Endpoint) -> dict[str, object]:
             "strategy": ep.strategy}
 
 
-def _endpoint(d: object) -> Endpoint:
-    if not isinstance(d, Mapping):
-        raise TypeError("endpoint must be an object")
-    return Endpoint(ProfileKey(str(d["model"]), str(d.get("batch_size", "")), int(d["num_gpus"])),
-                    str(d.get("strategy", "")))
