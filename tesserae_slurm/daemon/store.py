@@ -43,8 +43,8 @@ class Base(DeclarativeBase):
     pass
 
 
-SCHEMA_VERSION = 3  # kv schema_version, kept for tesserae from before migrations (they refuse != 2);
-# the schema itself is versioned by Alembic revisions (daemon/schema.py, daemon/migrations/versions)
+# The schema is versioned by Alembic revisions (daemon/schema.py, daemon/migrations/versions); kv's
+# schema_version (3 since revision 0002) only keeps tesserae from before migrations off the file.
 
 # Job states in the daemon's own accounting (Slurm's state is kept beside them in slurm_state).
 PENDING, STARTING, RUNNING, PREEMPTING, LOST = "PENDING", "STARTING", "RUNNING", "PREEMPTING", "LOST"
