@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Column:
+    """One field of a listing: its table header, -o letter, --json key and value."""
+
     header: str
     letter: str  # the %-code in -o format strings
     key: str  # the field name in --json output
@@ -32,6 +34,7 @@ class Column:
         return (self.json or self.get)(row)
 
 
+ROUNDS_SCANNED = 200  # how far back `explain` looks for a round that ranked the job
 
 # Slurm's job state codes and names (squeue -t accepts either). Finished daemon jobs take Slurm's name.
 SLURM_STATES = {
@@ -110,11 +113,6 @@ def add_stop_reasons(store: Store, rows: list[JobRow]) -> None:
                              f"Preempting: preempted in round {a.round_id}; checkpointing, then requeued")
 
 
-ROUNDS_SCANNED = 200
-
-
-
-
 def _mentions(decision_json: str | None, job: str) -> bool:
     return f'"{job}"' in (decision_json or "")  # a cheap test before parsing a decision
 
@@ -140,6 +138,8 @@ def _round_with(store: Store, round_id: int | None, job: str) -> dict[str, Any] 
 
 
 def explain(store: Store, row: JobRow) -> dict[str, Any]:
+    """`tesserae explain JOB`: why the job waits, shares GPUs or was moved, from what the daemon recorded
+    (the job row, the rounds' decisions and the actions taken on it)."""
     job = row.job_id
     newest = _newest_round_with(store, job)
     out: dict[str, Any] = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...daemon.readers import when
 from ...model import InputError
@@ -16,8 +16,6 @@ from ..render import table
 from .common import ApiClient, add_api_option, add_db_options, duration, open_source
 from .output import dump_json
 
-if TYPE_CHECKING:
-    pass
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explain", help="why a job is pending, packed or was moved (from the daemon's records)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,7 @@ from .output import add_output_options, emit, format_codes
 
 if TYPE_CHECKING:
     from ...daemon.store import JobRow
+
 
 def _reason_or_nodes(r: JobRow) -> str:
     if r.state in ("RUNNING", "STARTING") and r.nodes:
@@ -82,7 +82,3 @@ def run(args: argparse.Namespace) -> int:
         shown = rows
     emit(args, COLUMNS, shown, None if args.long else DEFAULT, key="jobs")
     return 0
-
-
-def parallelism(r: JobRow) -> list[str]:
-    return list(json.loads(r.parallelism or "[]"))

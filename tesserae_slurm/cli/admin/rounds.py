@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from ...daemon.readers import ROUND_COLUMNS, round_details, when
 from ...model import InputError
@@ -11,8 +10,6 @@ from ..render import render_placement, table
 from .common import add_db_options, open_store
 from .output import add_output_options, dump_json, emit, format_codes
 
-if TYPE_CHECKING:
-    pass
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rounds", help="list the daemon's recent rounds", epilog=format_codes(ROUND_COLUMNS))
