@@ -169,6 +169,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 lock() {  # one user of a root at a time on this machine
+    mkdir -p "$cache"
     exec 9>"$cache/$suite.lock"
     flock -n 9 || { echo "slurm-lane: waiting for another user of the $suite root" >&2; flock 9; }
 }

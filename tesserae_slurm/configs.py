@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import EngineConfig
+from .engine import EngineConfig, PlacementMode
 from .model import InputError
+from .placement.migrate import MigrationAlgorithm
+from .placement.pack import PackingMode
 
 
 @dataclass(frozen=True)
@@ -26,9 +28,9 @@ class SchedulerConfig:
     keeps_running: bool = False  # a running job is never preempted or moved (checked under --check)
 
 
-def _cfg(name: str, policy: str, packing: str, migration: str, desc: str, placement: str = "best-fit",
-         keeps_running: bool = False, **opts: Any) -> SchedulerConfig:
-    engine = EngineConfig(packing=packing, migration=migration, placement=placement)  # type: ignore[arg-type]
+def _cfg(name: str, policy: str, packing: PackingMode, migration: MigrationAlgorithm, desc: str,
+         placement: PlacementMode = "best-fit", keeps_running: bool = False, **opts: Any) -> SchedulerConfig:
+    engine = EngineConfig(packing=packing, migration=migration, placement=placement)
     return SchedulerConfig(name, policy, engine, opts, desc, keeps_running)
 
 

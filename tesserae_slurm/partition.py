@@ -13,8 +13,8 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
+from .model.meta import UNPROFILED
 from .profiles import IsolatedRecord, ProfileKey, ThroughputProfile, load_profile
-from .tsbatch.meta import UNPROFILED
 
 if TYPE_CHECKING:
     from .daemon.config import DaemonConfig

@@ -78,17 +78,19 @@ def run_capped(setup: str, call: str, args: Any, cap_s: float,
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(child, setup, call, args), daemon=True)
     proc.start()
+    pid = proc.pid
+    assert pid is not None  # start() sets it
     child.close()
     ready_rss: float | None = None
     try:
         if not parent.poll(start_timeout_s):
-            return CappedRun(None, False, None, _vm_hwm_mib(proc.pid), None, "child did not start in time")
+            return CappedRun(None, False, None, _vm_hwm_mib(pid), None, "child did not start in time")
         msg = parent.recv()
         if msg[0] != "ready":
             return CappedRun(None, False, None, None, None, str(msg[1]))
         ready_rss = float(msg[1])
         if not parent.poll(cap_s + GRACE_S):
-            return CappedRun(None, True, None, _vm_hwm_mib(proc.pid), ready_rss)
+            return CappedRun(None, True, None, _vm_hwm_mib(pid), ready_rss)
         msg = parent.recv()
         if msg[0] != "done":
             return CappedRun(None, False, None, None, ready_rss, str(msg[1]))

@@ -23,7 +23,7 @@ MODELS = ("resnet50", "vgg19", "dcgan", "pointnet", "GPT2-Medium")
 
 def build_db(path: Path, jobs: int = 1000, rounds: int = 300, nodes: int = 64, seed: int = 0) -> dict[str, str]:
     """Write a state DB at ``path``; returns {"job": an active job id, "round": the last round id}."""
-    from ..daemon.store import ActionRow, EventRow, JobRow, PlacementRow, RoundRow, Store, dumps
+    from ..daemon.store import ActionRow, Base, EventRow, JobRow, PlacementRow, RoundRow, Store, dumps
     from ..model import PackedPair, PendingJob, PendingReason, Placement, RoundDecision
     from ..model.codec import decision_to_json
 
@@ -36,45 +36,45 @@ def build_db(path: Path, jobs: int = 1000, rounds: int = 300, nodes: int = 64, s
     ids = [str(1000 + i) for i in range(jobs)]
     active = ids[-n_active:]
     running = active[: min(len(active), nodes * GPUS_PER_NODE // 3)]
-    with store.session() as s:
-        for i, jid in enumerate(ids):
-            state = ("RUNNING" if jid in running else "PENDING") if jid in active else \
-                rng.choice(("COMPLETED", "COMPLETED", "COMPLETED", "FAILED", "CANCELLED"))
-            s.add(JobRow(job_id=jid, name=f"train-{rng.choice(MODELS)}-{i}", user=f"user{i % 17}",
-                         num_gpus=rng.choice((1, 1, 2, 4)), model=rng.choice(MODELS), batch_size="64",
-                         submit_time=t0 + 30 * i, state=state, slurm_state=state,
-                         reason="" if state == "RUNNING" else "Resources: needs 4 GPUs; 2 free",
-                         executed_time=rng.uniform(0, 20000), attained_service=rng.uniform(0, 50000),
-                         nodes=f"node{i % nodes}" if state == "RUNNING" else "",
-                         gpus=f"node{i % nodes}:0-1" if state == "RUNNING" else ""))
-    slots = [[[] for _ in range(GPUS_PER_NODE)] for _ in range(nodes)]
+    job_rows = []
+    for i, jid in enumerate(ids):
+        state = ("RUNNING" if jid in running else "PENDING") if jid in active else \
+            rng.choice(("COMPLETED", "COMPLETED", "COMPLETED", "FAILED", "CANCELLED"))
+        job_rows.append(JobRow(job_id=jid, name=f"train-{rng.choice(MODELS)}-{i}", user=f"user{i % 17}",
+                               num_gpus=rng.choice((1, 1, 2, 4)), model=rng.choice(MODELS), batch_size="64",
+                               submit_time=t0 + 30 * i, state=state, slurm_state=state,
+                               reason="" if state == "RUNNING" else "Resources: needs 4 GPUs; 2 free",
+                               executed_time=rng.uniform(0, 20000), attained_service=rng.uniform(0, 50000),
+                               nodes=f"node{i % nodes}" if state == "RUNNING" else "",
+                               gpus=f"node{i % nodes}:0-1" if state == "RUNNING" else ""))
+    store.add_rows(job_rows)
+    slots: list[list[list[str]]] = [[[] for _ in range(GPUS_PER_NODE)] for _ in range(nodes)]
     for k, jid in enumerate(running):
         slots[(k // GPUS_PER_NODE) % nodes][k % GPUS_PER_NODE].append(jid)
     placement = Placement.from_lists({f"node{n}": g for n, g in enumerate(slots)})
     pending = tuple(PendingJob(j, PendingReason.RESOURCES, "needs 4 GPUs; 2 free") for j in active[len(running):])
     pairs = tuple(PackedPair(running[k], running[k + 1], 0.8, 0.7, "", None)
                   for k in range(0, min(20, len(running) - 1), 2))
-    for r in range(rounds):
-        now = t0 + 30 * jobs + 360 * r
+    for rid in range(1, rounds + 1):  # a new database numbers its rounds from 1
+        now = t0 + 30 * jobs + 360 * (rid - 1)
         dec = RoundDecision(placement, tuple(running[:3]), (), tuple(running[3:5]), tuple(running[5:]), pairs, pending,
                             {}, {j: 1.0 for j in running})
         body = {**decision_to_json(dec), "order": list(active), "sources": {}}
-        with store.session() as s:
-            row = RoundRow(started_at=now, finished_at=now + 2.0, policy="tesserae-t", status="applied",
-                           decision_json=dumps(body), scheduling_ms=3.0, placement_ms=2.0, packing_ms=1.5,
-                           migration_ms=0.5, jobs_active=len(active), running=len(running), started=3,
-                           migrated=2, kept=len(running) - 5, packed_pairs=len(pairs), pending=len(pending))
-            s.add(row)
-            s.flush()
-            for k, jid in enumerate(running[:5]):
-                s.add(PlacementRow(round_id=row.round_id, job_id=jid, gpus=f"node{k}:0-1", speed=1.0))
-                s.add(ActionRow(round_id=row.round_id, seq=k, job_id=jid, kind="start" if k < 3 else "migrate",
-                                status="done", detail=dumps({"gpus": f"node{k}:0-1"}), created_at=now,
-                                finished_at=now + 1))
-            s.add(EventRow(time=now, kind="round", job_id=running[0], round_id=row.round_id, message="applied"))
-            last = row.round_id
+        store.add_rows([RoundRow(
+            round_id=rid, started_at=now, finished_at=now + 2.0, policy="tesserae-t", status="applied",
+            decision_json=dumps(body), scheduling_ms=3.0, placement_ms=2.0, packing_ms=1.5, migration_ms=0.5,
+            jobs_active=len(active), running=len(running), started=3, migrated=2, kept=len(running) - 5,
+            packed_pairs=len(pairs), pending=len(pending))])
+        rows: list[Base] = []  # rows that name the round: written after it
+        for k, jid in enumerate(running[:5]):
+            rows.append(PlacementRow(round_id=rid, job_id=jid, gpus=f"node{k}:0-1", speed=1.0))
+            rows.append(ActionRow(round_id=rid, seq=k, job_id=jid, kind="start" if k < 3 else "migrate",
+                                  status="done", detail=dumps({"gpus": f"node{k}:0-1"}), created_at=now,
+                                  finished_at=now + 1))
+        rows.append(EventRow(time=now, kind="round", job_id=running[0], round_id=rid, message="applied"))
+        store.add_rows(rows)
     store.close()
-    return {"job": running[0] if running else active[0], "round": str(last)}
+    return {"job": running[0] if running else active[0], "round": str(rounds)}
 
 
 @dataclass(frozen=True)

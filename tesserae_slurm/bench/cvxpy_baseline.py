@@ -60,5 +60,5 @@ def describe(run: CappedRun) -> str:
     r = run.result
     if not isinstance(r, dict) or "build_s" not in r:
         return "; ".join(x for x in (run.error, mem) if x)
-    return (f"cvxpy {r.get('cvxpy', '')} + {r['solver']} ({r['status']}): build {r['build_s']:.2f} s, compile {r['compile_s']:.2f} s, "
-            f"solve {r['solve_s']:.2f} s; {r['variables']} variables; {mem}")
+    return (f"cvxpy {r.get('cvxpy', '')} + {r['solver']} ({r['status']}): build {r['build_s']:.2f} s, "
+            f"compile {r['compile_s']:.2f} s, solve {r['solve_s']:.2f} s; {r['variables']} variables; {mem}")

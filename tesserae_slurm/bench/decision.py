@@ -36,7 +36,8 @@ def bench_decision(gpus: int, jobs: int, repeats: int = 7, seed: int = 0, gpus_p
     profile = profile_from_spec("a100")
     cluster = Cluster.from_spec(f"{max(1, gpus // gpus_per_node)}x{gpus_per_node}:a100")
     config = config or EngineConfig()
-    totals, stages, migs, packed = [], {"placement": [], "packing": [], "migration": []}, [], []
+    stages: dict[str, list[float]] = {"placement": [], "packing": [], "migration": []}
+    totals, migs, packed = [], [], []
     for i, r in enumerate([0] * warmup + list(range(repeats))):
         rng = np.random.default_rng(seed + r)
         prev = synthetic_jobs(jobs, rng)

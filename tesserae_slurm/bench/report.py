@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -154,7 +155,9 @@ def scaling_analysis(points: Sequence[ScalePoint]) -> list[str]:
     return lines
 
 
-METHODS = (  # (key, label, marker, line style): one marker per method, one colour per cluster size
+LineStyle = Literal["-", "--", "-.", ":"]
+# (key, label, marker, line style): one marker per method, one colour per cluster size
+METHODS: tuple[tuple[str, str, str, LineStyle], ...] = (
     ("tesserae", "Tesserae (Tiresias + engine)", "o", "-"), ("gavel", "Gavel LP (HiGHS)", "x", "--"),
     ("gavel-cvxpy", "Gavel LP (cvxpy + ECOS)", "^", "-."), ("pop", "POP (k=4)", "s", ":"),
 )
@@ -168,7 +171,7 @@ def plot_title(points: Sequence[ScalePoint]) -> str:
             f"medians of {repeats} states)")
 
 
-def figure(points: Sequence[ScalePoint], cap_s: float):  # -> matplotlib Figure
+def figure(points: Sequence[ScalePoint], cap_s: float) -> Any:  # a matplotlib Figure (an optional dependency)
     """Left: whole decision vs jobs, every method and cluster size (log-log). Right: Tesserae's stages
     vs jobs at one cluster size (log-log, so the small sizes are not flattened by the largest)."""
     import textwrap
@@ -187,8 +190,7 @@ def figure(points: Sequence[ScalePoint], cap_s: float):  # -> matplotlib Figure
             if key == "tesserae":
                 pts = [(p.jobs, p.median_ms) for p in rows]
             else:
-                pts = [(p.jobs, p.baselines[key].ms) for p in rows
-                       if key in p.baselines and p.baselines[key].ms is not None]
+                pts = [(p.jobs, ms) for p in rows if key in p.baselines and (ms := p.baselines[key].ms) is not None]
             if pts:
                 ax.plot(*zip(*pts), color=colours[gpus], marker=marker, linestyle=style, markersize=5)
                 if key not in shown_methods:

@@ -15,8 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cli_latency import measure, tesserae_argv
+
+if TYPE_CHECKING:  # SQLAlchemy and the daemon load only when the benchmark runs
+    from ..daemon.config import RetentionSection
 
 GPUS_PER_NODE = 4
 ROUND_S = 360.0
@@ -34,61 +38,73 @@ class Result:
     commands: dict[str, float]  # label -> median seconds
 
 
-def build(path: Path, rounds: int, jobs: int, nodes: int, retention: object | None,
+def build(path: Path, rounds: int, jobs: int, nodes: int, retention: RetentionSection | None,
           progress: Callable[[str], None] | None = None) -> tuple[list[float], dict[str, str]]:
     """Fill ``path``; returns prune times (s) per round and {"job", "round"} for the commands."""
-    from sqlalchemy import insert, update
-
+    from ..daemon.journal import Journal
     from ..daemon.retention import prune
-    from ..daemon.store import ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store, dumps
+    from ..daemon.store import (
+        ActionRow,
+        Base,
+        EventRow,
+        JobRow,
+        JobUpdate,
+        PlacementRow,
+        RoundRow,
+        SlurmCallRow,
+        Store,
+        dumps,
+    )
 
     if path.exists():
         path.unlink()
     store = Store.open(path)
+    journal = Journal(store)
     t0 = 1_700_000_000.0
     gpus = nodes * GPUS_PER_NODE
     ended_per_round = 2
     active = [str(100000 + i) for i in range(jobs)]
     next_id = 100000 + jobs
-    with store.session() as s:
-        s.execute(insert(JobRow), [dict(job_id=j, name=f"train-{j}", user=f"user{i % 17}", num_gpus=1,
-                                        model="resnet50", batch_size="64", submit_time=t0, state="PENDING")
-                                   for i, j in enumerate(active)])
+    store.add_rows(JobRow(job_id=j, name=f"train-{j}", user=f"user{i % 17}", num_gpus=1, model="resnet50",
+                          batch_size="64", submit_time=t0, state="PENDING") for i, j in enumerate(active))
     prune_s: list[float] = []
     chunk = 50
+    rid = 0
     for start in range(0, rounds, chunk):
-        with store.session() as s:
-            for r in range(start, min(rounds, start + chunk)):
-                now = t0 + ROUND_S * r
-                running = active[:gpus]
-                body = {"placement": {f"node{n}": [[j] for j in running[n * 4:(n + 1) * 4]] for n in range(nodes)},
-                        "started": running[:3], "preempted": running[3:5], "migrated": [], "kept": running[5:],
-                        "pending": [{"job": j, "reason": "resources", "detail": "needs 1 GPU; 0 free"}
-                                    for j in active[gpus:]],
-                        "order": active, "sources": {}}
-                rid = s.execute(insert(RoundRow).values(
-                    started_at=now, finished_at=now + 2.0, policy="tesserae-t", status="applied",
-                    decision_json=dumps(body), jobs_active=len(active), running=len(running), started=3,
-                    preempted=2, kept=len(running) - 5, pending=len(active) - len(running))).inserted_primary_key[0]
-                s.execute(insert(PlacementRow), [dict(round_id=rid, job_id=j, gpus=f"node{k // 4}:{k % 4}",
-                                                      speed=1.0) for k, j in enumerate(running)])
-                s.execute(insert(ActionRow), [dict(round_id=rid, seq=k, job_id=j, kind="start" if k < 3 else "preempt",
-                                                   status="done", detail=dumps({"gpus": "node0:0"}), created_at=now,
-                                                   finished_at=now + 1) for k, j in enumerate(running[:5])])
-                s.execute(insert(SlurmCallRow), [dict(round_id=rid, time=now, method="release", job_ids=j, ms=12.0)
-                                                 for j in running[:5]])
-                s.execute(insert(EventRow), [dict(time=now, kind="round", job_id="", round_id=rid,
-                                                  message="applied")])
-                # jobs end and new ones arrive: the oldest running ones finish this round
-                gone, active = active[:ended_per_round], active[ended_per_round:]
-                s.execute(update(JobRow).where(JobRow.job_id.in_(gone))
-                          .values(state="COMPLETED", finished_at=now, slurm_state="COMPLETED"))
-                new = [str(next_id + k) for k in range(ended_per_round)]
-                next_id += ended_per_round
-                s.execute(insert(JobRow), [dict(job_id=j, name=f"train-{j}", user="user1", num_gpus=1,
-                                                model="resnet50", batch_size="64", submit_time=now, state="PENDING")
-                                           for j in new])
-                active += new
+        round_rows: list[RoundRow] = []
+        rows: list[Base] = []  # rows that name a round: written after the rounds
+        ended: dict[str, JobUpdate] = {}
+        for r in range(start, min(rounds, start + chunk)):
+            now = t0 + ROUND_S * r
+            rid = r + 1  # a new database numbers its rounds from 1
+            running = active[:gpus]
+            body = {"placement": {f"node{n}": [[j] for j in running[n * 4:(n + 1) * 4]] for n in range(nodes)},
+                    "started": running[:3], "preempted": running[3:5], "migrated": [], "kept": running[5:],
+                    "pending": [{"job": j, "reason": "resources", "detail": "needs 1 GPU; 0 free"}
+                                for j in active[gpus:]],
+                    "order": active, "sources": {}}
+            round_rows.append(RoundRow(round_id=rid, started_at=now, finished_at=now + 2.0, policy="tesserae-t",
+                                       status="applied", decision_json=dumps(body), jobs_active=len(active),
+                                       running=len(running), started=3, preempted=2, kept=len(running) - 5,
+                                       pending=len(active) - len(running)))
+            rows += [PlacementRow(round_id=rid, job_id=j, gpus=f"node{k // 4}:{k % 4}", speed=1.0)
+                     for k, j in enumerate(running)]
+            rows += [ActionRow(round_id=rid, seq=k, job_id=j, kind="start" if k < 3 else "preempt", status="done",
+                               detail=dumps({"gpus": "node0:0"}), created_at=now, finished_at=now + 1)
+                     for k, j in enumerate(running[:5])]
+            rows += [SlurmCallRow(round_id=rid, time=now, method="release", job_ids=j, ms=12.0) for j in running[:5]]
+            rows.append(EventRow(time=now, kind="round", job_id="", round_id=rid, message="applied"))
+            # jobs end and new ones arrive: the oldest running ones finish this round
+            gone, active = active[:ended_per_round], active[ended_per_round:]
+            ended.update({j: JobUpdate(state="COMPLETED", finished_at=now, slurm_state="COMPLETED") for j in gone})
+            new = [str(next_id + k) for k in range(ended_per_round)]
+            next_id += ended_per_round
+            rows += [JobRow(job_id=j, name=f"train-{j}", user="user1", num_gpus=1, model="resnet50",
+                            batch_size="64", submit_time=now, state="PENDING") for j in new]
+            active += new
+        store.add_rows(round_rows)
+        store.add_rows(rows)
+        journal.update_jobs(ended)
         if retention is not None:  # as the daemon does: between rounds (here: after each chunk's rounds)
             for r in range(start, min(rounds, start + chunk)):
                 t = time.perf_counter()
@@ -101,7 +117,7 @@ def build(path: Path, rounds: int, jobs: int, nodes: int, retention: object | No
 
 
 def run(workdir: Path, rounds: int = 10_000, jobs: int = 1_000, nodes: int = 64, repeats: int = 3,
-        retention: object | None = None, progress: Callable[[str], None] | None = None) -> list[Result]:
+        retention: RetentionSection | None = None, progress: Callable[[str], None] | None = None) -> list[Result]:
     import sqlite3
 
     from ..daemon.config import RetentionSection

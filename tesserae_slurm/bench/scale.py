@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..engine import EngineConfig, RoundRequest, decide
-from ..model import Cluster, Job, JobView
-from ..policies.base import SchedulingInput
+from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
+from ..policies.base import SchedulingInput, ThroughputLookup
 from ..policies.registry import make_policy
 from ..profiles import load_profile
 from ..profiles.speeds import SpeedModel
@@ -81,7 +81,7 @@ class ScalePoint:
 class _State:
     cluster: Cluster
     views: tuple[JobView, ...]
-    current: object  # Placement
+    current: Placement
 
 
 def make_state(gpus: int, jobs: int, seed: int, gpus_per_node: int = 4) -> _State:
@@ -99,12 +99,11 @@ def make_state(gpus: int, jobs: int, seed: int, gpus_per_node: int = 4) -> _Stat
     return _State(cluster, views, current)
 
 
-def _scheduling_input(state: _State, throughput: object) -> SchedulingInput:
-    return SchedulingInput(now=1e6, round_s=360.0, jobs=state.views, cluster=state.cluster,
-                           throughput=throughput)  # type: ignore[arg-type]
+def _scheduling_input(state: _State, throughput: ThroughputLookup) -> SchedulingInput:
+    return SchedulingInput(now=1e6, round_s=360.0, jobs=state.views, cluster=state.cluster, throughput=throughput)
 
 
-def time_decision(state: _State, config: EngineConfig | None = None) -> tuple[dict[str, float], object]:
+def time_decision(state: _State, config: EngineConfig | None = None) -> tuple[dict[str, float], RoundDecision]:
     """One whole round as the simulator and the daemon make it: Tiresias ranking, then the engine."""
     profile = load_profile("a100")
     throughput = SpeedModel(profile, state.cluster).lookup()
@@ -113,7 +112,7 @@ def time_decision(state: _State, config: EngineConfig | None = None) -> tuple[di
     t0 = time.perf_counter()
     ranking, _ = policy.rank(_scheduling_input(state, throughput), policy.initial_state())
     t1 = time.perf_counter()
-    d = decide(RoundRequest(state.cluster, tuple(by_id[j] for j in ranking.order), state.current,  # type: ignore[arg-type]
+    d = decide(RoundRequest(state.cluster, tuple(by_id[j] for j in ranking.order), state.current,
                             config=config or EngineConfig()), profile, clock=time.perf_counter)
     t2 = time.perf_counter()
     ms = {"scheduling": (t1 - t0) * 1e3, "placement": d.timings.placement * 1e3,
@@ -159,7 +158,9 @@ def time_gavel_cvxpy_baseline(state: _State, cap_s: float) -> BaselineTime:
 
 def bench_point(gpus: int, jobs: int, repeats: int = 5, seed: int = 0, baselines: Sequence[str] = (),
                 cap_s: float = 60.0, baseline_max_jobs: int = 2048) -> ScalePoint:
-    runs, last = [], None
+    if repeats < 1:
+        raise InputError(f"repeats must be at least 1, got {repeats}")
+    runs: list[dict[str, float]] = []
     for r in range(repeats):
         state = make_state(gpus, jobs, seed + r)
         gc.collect()
@@ -181,7 +182,7 @@ def bench_point(gpus: int, jobs: int, repeats: int = 5, seed: int = 0, baselines
         gpus=state.cluster.total_gpus, jobs=jobs, repeats=repeats, median_ms=statistics.median(totals),
         p90_ms=totals[min(len(totals) - 1, int(0.9 * len(totals)))],
         stages={s: statistics.median(r[s] for r in runs) for s in STAGES}, peak_mib=peak / 2**20,
-        placed=len(last.placement.jobs()), packed_pairs=len(last.packed), migrations=len(last.migrated),  # type: ignore[union-attr]
+        placed=len(last.placement.jobs()), packed_pairs=len(last.packed), migrations=len(last.migrated),
         baselines=base)
 
 

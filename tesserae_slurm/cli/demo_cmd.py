@@ -1,9 +1,10 @@
 """`tesserae demo`: the README's main job, on shipped files only (no arguments needed).
 
 By default it compares Tiresias, Tiresias(Single), Tesserae-T, Tesserae-T with Gavel's migration
-rule and plain Slurm (``slurm-backfill``: priority + backfill, what a site runs today) on the shipped 60-job ``demo`` trace on a 16-GPU A100 cluster (a few seconds), prints the summary
-table and writes the report (markdown, JSON, plots) under ``out/demo``. ``--engine`` instead shows
-one round decision and one migration on the shipped example states.
+rule and plain Slurm (``slurm-backfill``: priority + backfill, what a site runs today) on the shipped
+60-job ``demo`` trace on a 16-GPU A100 cluster (a few seconds), prints the summary table and writes
+the report (markdown, JSON, plots) under ``out/demo``. ``--engine`` instead shows one round decision
+and one migration on the shipped example states.
 """
 
 from __future__ import annotations

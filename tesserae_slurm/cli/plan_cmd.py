@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         speed = decision.speeds.get(j.id)
         rows.append([j.id, j.num_gpus, j.model, state, partner, decision.strategies.get(j.id, ""),
                      "" if speed is None else f"{speed:.2f}", reason])
-    for j in decision.preempted:
-        rows.append([j, "", "", "PREEMPT", "", "", "", ""])
+    for job_id in decision.preempted:
+        rows.append([job_id, "", "", "PREEMPT", "", "", "", ""])
     print(table(["JOBID", "GPUS", "MODEL", "ACTION", "PACKED_WITH", "STRATEGY", "SPEED", "REASON"], rows))
     t = decision.timings
     print(f"\nmigrations: {len(decision.migrated)}  cost: {decision.migration_cost:g}  "

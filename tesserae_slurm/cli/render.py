@@ -10,10 +10,10 @@ if TYPE_CHECKING:
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*header)] + [fmt.format(*r) for r in rows]).rstrip()
+    return "\n".join([fmt.format(*header)] + [fmt.format(*r) for r in cells]).rstrip()
 
 
 def render_placement(p: Placement | Mapping[str, Sequence[Iterable[str]]], highlight: set[str] | None = None) -> str:

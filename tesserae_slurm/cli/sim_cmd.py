@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..configs import CONFIGS, get_config
 from ..model import Cluster, InputError
 from ..model.limits import GpuLimits, limits_from
 from ..profiles import profile_from_spec
 from ..sim.compare import RunSpec, run_many, write_report
-from ..configs import CONFIGS, get_config
 from ..sim.restart import RestartCost
 from ..sim.strategies import LLM_STRATEGIES
 from ..sim.trace_source import resolve_trace

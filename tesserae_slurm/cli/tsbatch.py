@@ -56,8 +56,12 @@ import shlex
 import sys
 import textwrap
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..model import InputError
+
+if TYPE_CHECKING:
+    from ..tsbatch.submit import Prepared
 
 EXIT_INPUT = 2
 EXIT_SLURM = 1
@@ -115,7 +119,7 @@ def _asks_for_help(args: list[str]) -> bool:
         return False
 
 
-def dry_run_report(prepared) -> str:  # type: ignore[no-untyped-def]
+def dry_run_report(prepared: Prepared) -> str:
     """What --dry-run prints: the checks' outcome, the metadata, the sbatch argv and the script."""
     sub = prepared.submission
     shape = prepared.shape

@@ -35,7 +35,10 @@ from ..model import InputError
 
 if TYPE_CHECKING:
     from ..engine import NodeRule
+    from ..slurm import SlurmBackend
+    from .apply import Applier
     from .config import DaemonConfig
+    from .observe import Snapshot
     from .store import AdminRow, Store
 
 log = logging.getLogger(__name__)
@@ -170,8 +173,7 @@ def ingest(store: Store, cfg: DaemonConfig, round_id: int | None, daemon_uid: in
         except FileNotFoundError:
             pass
     if rows:
-        with store.session() as s:
-            s.add_all(rows)
+        store.add_admin_actions(rows)
     return rows
 
 
@@ -186,18 +188,11 @@ class Standing:
 
 
 def standing(store: Store) -> Standing:
-    from sqlalchemy import select
-
-    from .store import AdminRow
-
     holds: dict[str, AdminRow] = {}
     drains: dict[str, AdminRow] = {}
     once: list[AdminRow] = []
     rules: dict[str, AdminRow] = {}
-    with store.session() as s:
-        rows = list(s.scalars(select(AdminRow).where(AdminRow.status.in_(("accepted", "done")))
-                              .order_by(AdminRow.id)))
-    for r in rows:
+    for r in store.admin_actions(statuses=("accepted", "done")):
         if r.command == "hold":
             holds[r.target] = r
         elif r.command == "release":
@@ -238,27 +233,7 @@ def rule_text(row: AdminRow) -> str:
     return f"{verb} {row.nodes} by {row.user} ({_when(row.time)}); `tesserae unpin` to lift it"
 
 
-def finish(store: Store, row_ids: Iterable[int], status: str, note: str = "") -> None:
-    from sqlalchemy import update
-
-    from .store import AdminRow
-
-    ids = list(row_ids)
-    if ids:
-        with store.session() as s:
-            s.execute(update(AdminRow).where(AdminRow.id.in_(ids)).values(status=status, note=note))
-
-
-def for_target(store: Store, target: str) -> list[AdminRow]:
-    from sqlalchemy import select
-
-    from .store import AdminRow
-
-    with store.session() as s:
-        return list(s.scalars(select(AdminRow).where(AdminRow.target == target).order_by(AdminRow.id)))
-
-
-def drain_snapshot(snap, st: Standing, cfg: DaemonConfig):  # noqa: ANN001, ANN201 - observe.Snapshot
+def drain_snapshot(snap: Snapshot, st: Standing, cfg: DaemonConfig) -> Snapshot:
     """The snapshot without the nodes operators drained: nothing is placed there and the plan moves their
     jobs off, exactly as for a node Slurm reports down."""
     if not st.drains:
@@ -283,7 +258,8 @@ def hold_reason(row: AdminRow) -> str:
     return f"held by {row.user} with `tesserae hold` ({_when(row.time)}); `tesserae release` to schedule it again"
 
 
-def carry_out(rows: list[AdminRow], snap, applier, backend, store: Store, round_id: int) -> bool:  # noqa: ANN001
+def carry_out(rows: list[AdminRow], snap: Snapshot, applier: Applier, backend: SlurmBackend, store: Store,
+              round_id: int) -> bool:
     """Requeue and cancel requests, in this round before the decision; True when Slurm was asked anything."""
     from ..slurm import SlurmError
     from .apply import ApplyResult, StopItem
@@ -293,26 +269,26 @@ def carry_out(rows: list[AdminRow], snap, applier, backend, store: Store, round_
     for row in rows:
         mj = snap.jobs.get(row.target)
         if mj is None or not mj.slurm.state.is_active:
-            finish(store, [row.id], "failed", "not an active managed job in the partition")
+            store.finish_admin_actions([row.id], "failed", "not an active managed job in the partition")
             continue
         if row.command == "cancel":
             try:
                 backend.cancel(int(row.target))
-                finish(store, [row.id], "done", f"cancelled in round {round_id}")
+                store.finish_admin_actions([row.id], "done", f"cancelled in round {round_id}")
             except SlurmError as exc:
-                finish(store, [row.id], "failed", str(exc)[:300])
+                store.finish_admin_actions([row.id], "failed", str(exc)[:300])
             asked = True
             continue
         # requeue
         jr = store.job(row.target)
         if mj.slurm.state.value != "RUNNING" or jr is None:
-            finish(store, [row.id], "done", "not running: nothing to requeue")
+            store.finish_admin_actions([row.id], "done", "not running: nothing to requeue")
             continue
         result = ApplyResult()
         applier.stop_jobs(round_id, [StopItem("requeue", row.target, parse_gpus_safe(jr.assignment))],
                           {row.target: mj.slurm}, result)
         failed = result.failed.get(row.target)
-        finish(store, [row.id], "failed" if failed else "done",
+        store.finish_admin_actions([row.id], "failed" if failed else "done",
                failed or f"checkpoint-signalled and requeued in round {round_id}")
         asked = True
     return asked

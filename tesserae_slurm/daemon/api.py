@@ -1,4 +1,5 @@
-"""The read-only JSON API's answers, built from the state database by the admin commands' own readers.
+"""The read-only JSON API's answers, built from the state database by the admin commands' own readers
+(daemon/readers.py).
 
 `tesserae jobs`, `explain`, `rounds` and `round show` and the web page (daemon/web.py) read the same
 records through the same functions, so the page, the API and the CLI cannot disagree. What any user may
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ..model import InputError
+from .readers import ROUND_COLUMNS, add_stop_reasons, explain, reason, round_details, select_rows
 
 if TYPE_CHECKING:  # SQLAlchemy loads only where a database is read (the CLI's API client does without)
     from .store import JobRow, RoundRow, Store
@@ -31,8 +33,6 @@ MAX_ROUNDS = 500
 
 
 def job_record(row: JobRow, rank: int | None = None) -> dict[str, Any]:
-    from ..cli.admin.jobs import reason
-
     out = {f: getattr(row, f) for f in PUBLIC_JOB_FIELDS}
     out["reason"] = reason(row)  # a PREEMPTING job's stop reason folded in
     out["rank"] = rank
@@ -41,7 +41,7 @@ def job_record(row: JobRow, rank: int | None = None) -> dict[str, Any]:
 
 def job_from_record(rec: dict[str, Any]) -> SimpleNamespace:
     """An API job record as an object the admin columns read like a JobRow."""
-    return SimpleNamespace(**{f: rec.get(f) for f in PUBLIC_JOB_FIELDS}, rank=rec.get("rank"))
+    return SimpleNamespace(**{f: rec.get(f) for f in PUBLIC_JOB_FIELDS}, rank=rec.get("rank"), stop_reason="")
 
 
 def _latest_decision(store: Store) -> tuple[RoundRow | None, dict[str, Any]]:
@@ -59,11 +59,9 @@ def ranks(decision: dict[str, Any]) -> dict[str, int]:
 def jobs(store: Store, *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
          user: str | None = None) -> dict[str, Any]:
     """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), each job with its rank in the newest round."""
-    from ..cli.admin.jobs import add_stop_reasons, select_rows
     from .store import TERMINAL_STATES
 
-    args = SimpleNamespace(states=states, all=all_jobs, jobs=ids, user=user)
-    rows = select_rows(store.jobs(), args)
+    rows = select_rows(store.jobs(), states=states, all_jobs=all_jobs, ids=ids, user=user)
     truncated = len(rows) > MAX_JOBS
     if truncated:  # keep the unfinished jobs and the newest finished ones
         active = [r for r in rows if r.state not in TERMINAL_STATES]
@@ -80,9 +78,6 @@ def jobs(store: Store, *, states: str | None = None, all_jobs: bool = False, ids
 
 def job(store: Store, job_id: str) -> dict[str, Any]:
     """`tesserae explain JOB`'s record: reason, rank, why pending/packed/moved, history of actions."""
-    from ..cli.admin.explain import explain
-    from ..cli.admin.jobs import add_stop_reasons
-
     if not job_id.isdigit():
         raise InputError(f"job id must be a number, got {job_id!r}")
     row = store.job(job_id)
@@ -101,13 +96,11 @@ def _gpu_use(decision: dict[str, Any]) -> tuple[int, int]:
 
 def rounds(store: Store, last: int = 50) -> dict[str, Any]:
     """`tesserae rounds --json`'s records, oldest first, each with its GPU utilization."""
-    from ..cli.admin.rounds import COLUMNS
-
     if not 0 < last <= MAX_ROUNDS:
         raise InputError(f"n must be in 1..{MAX_ROUNDS}, got {last}")
     out = []
     for r in reversed(store.rounds(limit=last)):
-        rec = {c.key: c.json_value(r) for c in COLUMNS}
+        rec = {c.key: c.json_value(r) for c in ROUND_COLUMNS}
         total, busy = _gpu_use(json.loads(r.decision_json or "{}"))
         rec.update(dry_run=r.dry_run, gpus_total=total, gpus_busy=busy,
                    utilization=round(busy / total, 4) if total else None)
@@ -117,8 +110,6 @@ def rounds(store: Store, last: int = 50) -> dict[str, Any]:
 
 def round_(store: Store, which: str) -> dict[str, Any]:
     """`tesserae round show N|last --json`'s record."""
-    from ..cli.admin.rounds import round_details
-
     which = which.strip().lower()
     if which == "last":
         newest = store.rounds(limit=1)

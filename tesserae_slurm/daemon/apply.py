@@ -22,7 +22,7 @@ from . import failpoints
 from .config import DaemonConfig
 from .gpuset import GpuMap, format_gpus
 from .journal import Intent, Journal
-from .plan import Action
+from .plan import Action, Target
 from .reconcile import _finished_state, account, close_run
 from .store import PENDING, PREEMPTING, STARTING, JobUpdate
 
@@ -85,7 +85,8 @@ class Applier:
             log.warning("cannot list jobs while applying: %s", exc)
             return None
 
-    def _wait(self, ids: Iterable[str], done: Callable[[SlurmJob | None], bool], deadline: float) -> dict[str, SlurmJob]:
+    def _wait(self, ids: Iterable[str], done: Callable[[SlurmJob | None], bool],
+              deadline: float) -> dict[str, SlurmJob]:
         """Poll squeue until ``done`` holds for every id, ``deadline`` passes or the daemon is asked to
         stop (SIGTERM is heeded within one poll); returns the last view."""
         ids = list(ids)
@@ -225,21 +226,22 @@ class Applier:
     # ---- phase 2: start ---------------------------------------------------------------------------
     def start_jobs(self, round_id: int, actions: Sequence[Action], occupied: Mapping[tuple[str, int], set[str]],
                    result: ApplyResult) -> None:
-        ready: list[Action] = []
+        ready: list[tuple[Action, Target]] = []  # with the target each one starts on
         skipped: dict[str, str] = {}
         for a in actions:
-            assert a.target is not None
+            t = a.target
+            assert t is not None  # the plan gives every start and migration a target
             if a.job_id in result.ended:
                 continue  # it ended while being stopped to move: recorded as ended, never started again
             if a.kind == "migrate" and a.job_id not in result.stopped:
                 skipped[a.job_id] = "could not be stopped on its old GPUs"
                 continue
-            clash = sorted({j for n, idx in a.target.gpus.items() for g in idx
-                            for j in occupied.get((n, g), set()) if j not in (a.target.partner, a.job_id)})
+            clash = sorted({j for n, idx in t.gpus.items() for g in idx
+                            for j in occupied.get((n, g), set()) if j not in (t.partner, a.job_id)})
             if clash:
                 skipped[a.job_id] = f"GPUs still held by job(s) {','.join(clash)}"
                 continue
-            ready.append(a)
+            ready.append((a, t))
         result.skipped.update(skipped)
         for job, why in skipped.items():
             log.warning("round %d: not starting job %s: %s", round_id, job, why)
@@ -250,28 +252,27 @@ class Applier:
         pct = self.cfg.mps.thread_percentage
         fb = self.cfg.feedback  # where and how often the job reports its throughput (harness/report.py)
         extra = {REPORTS_KEY: fb.reports_dir, EVERY_KEY: f"{fb.report_every_s:g}"} if fb.enabled else {}
-        assignments = {a.job_id: a.assignment(round_id, pct, extra).encode() for a in ready}
+        assignments = {a.job_id: a.assignment(round_id, pct, extra).encode() for a, _ in ready}
         intents = [Intent("start" if a.kind == "start" else "migrate-start", a.job_id,
-                          {"gpus": format_gpus(a.target.gpus), "partner": a.target.partner,  # type: ignore[union-attr]
-                           "strategy": a.target.strategy, "assignment": assignments[a.job_id]},  # type: ignore[union-attr]
+                          {"gpus": format_gpus(t.gpus), "partner": t.partner, "strategy": t.strategy,
+                           "assignment": assignments[a.job_id]},
                           JobUpdate(state=STARTING, assignment=assignments[a.job_id], assign_round=round_id,
-                                    gpus=format_gpus(a.target.gpus), nodes=",".join(a.target.nodes),  # type: ignore[union-attr]
-                                    packed_with=a.target.partner, strategy=a.target.strategy,  # type: ignore[union-attr]
-                                    placed_at=now, reason=""))
-                   for a in ready]
-        action_ids = dict(zip((a.job_id for a in ready), self.journal.record_intents(round_id, intents, now),
+                                    gpus=format_gpus(t.gpus), nodes=",".join(t.nodes), packed_with=t.partner,
+                                    strategy=t.strategy, placed_at=now, reason=""))
+                   for a, t in ready]
+        action_ids = dict(zip((a.job_id for a, _ in ready), self.journal.record_intents(round_id, intents, now),
                               strict=True))
         failpoints.hit("after-intent")
 
         placed: list[Action] = []
-        for a in ready:
+        for a, t in ready:
             if self.stop.is_set():
                 result.skipped[a.job_id] = "daemon stopping"
                 continue
             try:
                 self.backend.update_comment(int(a.job_id), admin_comment=assignments[a.job_id])
                 failpoints.hit("after-comment")
-                nodes = a.target.nodes  # type: ignore[union-attr]
+                nodes = t.nodes
                 self.backend.place(int(a.job_id), nodes, {"NumNodes": str(len(nodes))})
                 failpoints.hit("after-place")
                 placed.append(a)
@@ -289,7 +290,7 @@ class Applier:
             failpoints.hit("after-release")
 
         now = self.clock()
-        for a in ready:
+        for a, _ in ready:
             aid = action_ids[a.job_id]
             if a.job_id in released:
                 self.journal.finish_action(aid, "done", now)

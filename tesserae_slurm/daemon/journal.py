@@ -21,7 +21,16 @@ from .calls import CallRecord
 from .observe import ManagedJob
 from .reconcile import JobFacts
 from .store import (
-    ActionRow, EventRow, JobRow, JobUpdate, PlacementRow, RoundRow, SlurmCallRow, Store, TERMINAL_STATES, dumps,
+    TERMINAL_STATES,
+    ActionRow,
+    EventRow,
+    JobRow,
+    JobUpdate,
+    PlacementRow,
+    RoundRow,
+    SlurmCallRow,
+    Store,
+    dumps,
 )
 
 _log = logging.getLogger("tesserae_slurm.daemon.actions")

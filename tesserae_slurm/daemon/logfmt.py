@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 FIELDS = ("round", "job", "action", "outcome")
 _ROUND = re.compile(r"\bround (\d+)\b")
@@ -23,14 +23,13 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
         out: dict[str, object] = {
-            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname, "logger": record.name,
         }
         guesses = {"round": _ROUND.search(msg), "job": _JOB.search(msg), "outcome": _ROUND_OUTCOME.search(msg)}
         for key in FIELDS:
             value = getattr(record, key, None)
-            if value is None and guesses.get(key) is not None:
-                m = guesses[key]
+            if value is None and (m := guesses.get(key)) is not None:
                 value = int(m.group(1)) if key == "round" else m.group(1)
             if value is not None:
                 out[key] = value

@@ -14,18 +14,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-
+from ..configs import get_config
 from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
+from ..model.meta import JobMeta
+from ..partition import scheduling_profile
 from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
-from ..configs import get_config
 from ..profiles.speeds import SpeedModel
 from ..slurm import SlurmBackend, SlurmError
 from ..slurm.types import SlurmJob
-from ..tsbatch.meta import JobMeta
 from ..tsbatch.options import check_meta
 from ..tsbatch.submit import shape_from_nodes
+from . import admin
 from .apply import Applier, ApplyResult, StopItem
 from .calls import RecordingBackend
 from .config import DaemonConfig
@@ -36,8 +37,6 @@ from .metrics import Metrics
 from .observe import Snapshot, build_snapshot, in_slurm_indices
 from .online import OnlineFeedback
 from .plan import RoundPlan, plan_round
-from ..partition import scheduling_profile
-from . import admin
 from .reconcile import JobFacts, account, transition
 from .store import PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, JobUpdate, Store, acquire_lock
 
@@ -72,7 +71,7 @@ def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],
 
     ``gpu_index`` maps the engine's GPU indices to Slurm's on nodes where foreign jobs hold some GPUs;
     a job on a GPU a foreign job holds now is left out, so the plan moves or stops it."""
-    slots = {n.name: [set() for _ in range(n.num_gpus)] for n in cluster.nodes}
+    slots: dict[str, list[set[str]]] = {n.name: [set() for _ in range(n.num_gpus)] for n in cluster.nodes}
     engine = {n: {real: k for k, real in enumerate(idx)} for n, idx in (gpu_index or {}).items()}
     problems: list[str] = []
     for job, gpus in sorted(actual.items()):
@@ -133,12 +132,12 @@ class Daemon:
         and the jobs to requeue-hold at once (running without the daemon's assignment)."""
         holds = self._own_holds(snap)
         facts = self.journal.facts(snap.jobs)
-        for job_id, mj in snap.jobs.items():
-            if job_id not in facts and mj.slurm.state.is_finished:
+        for job_id, seen in snap.jobs.items():
+            if job_id not in facts and seen.slurm.state.is_finished:
                 continue  # finished before the daemon ever saw it: nothing to schedule or account
             if job_id not in facts:
-                self.journal.insert_job(mj, snap.time)
-                facts[job_id] = JobFacts(job_id, num_gpus=mj.meta.num_gpus if mj.meta else 1)
+                self.journal.insert_job(seen, snap.time)
+                facts[job_id] = JobFacts(job_id, num_gpus=seen.meta.num_gpus if seen.meta else 1)
         requeue: list[StopItem] = []
         hold: list[str] = []
         evict: list[str] = []

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from ..harness.assignment import PREFIX as ASSIGN_PREFIX
 from ..harness.assignment import Assignment
 from ..model import Cluster, InputError, Placement
+from ..model.meta import JobMeta, is_tagged
 from ..slurm import SlurmJob, SlurmNode
-from ..tsbatch.meta import JobMeta, is_tagged
 from .config import DaemonConfig
 from .connect import cluster_of
 

@@ -17,13 +17,22 @@ from typing import Any
 from ..estimators.entries import SpeedTable
 from ..estimators.online import OnlineState
 from ..model import Cluster, InputError, Job, RoundDecision
-from ..profiles import ProfileKey, ThroughputProfile
-from ..tsbatch.meta import UNPROFILED, JobMeta
-from .config import DaemonConfig
+from ..model.meta import UNPROFILED, JobMeta
 from ..partition import gpu_type_of
+from ..profiles import ProfileKey, ThroughputProfile
+from .config import DaemonConfig
 from .feedback import (
-    Collected, ReportFileError, check_lines, fold_reports, load_history, read_new, refuse, report_files,
-    state_from_json, state_json, uid_of,
+    Collected,
+    ReportFileError,
+    check_lines,
+    fold_reports,
+    load_history,
+    read_new,
+    refuse,
+    report_files,
+    state_from_json,
+    state_json,
+    uid_of,
 )
 from .provenance import base_table, decision_sources, folded_profile
 from .store import TERMINAL_STATES, JobRow, Store

@@ -14,8 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from ..estimators.complete import load_provenance
-from ..estimators.entries import MEASURED, Endpoint, SpeedTable, Value, make_entry, oriented
-from ..estimators.entries import profile_from_table, table_from_profile
+from ..estimators.entries import (
+    MEASURED,
+    Endpoint,
+    SpeedTable,
+    Value,
+    make_entry,
+    oriented,
+    profile_from_table,
+    table_from_profile,
+)
 from ..estimators.online import ONLINE, OnlineState
 from ..model import Job, RoundDecision
 from ..profiles import ThroughputProfile

@@ -9,15 +9,15 @@ A round whose actions are still ``intent`` (a crash left them for reconciliation
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from sqlalchemy import and_, delete, func, or_, select
+from typing import TypeVar
 
 from .config import RetentionSection
-from .store import TERMINAL_STATES, ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store
+from .store import Store
 
 DAY = 86400.0
+T = TypeVar("T")
 
 
 @dataclass
@@ -28,65 +28,31 @@ class Pruned:
     done: bool = True  # nothing prunable left (else the budget or the next round cut it short)
 
 
-def _round_ids(store: Store, ret: RetentionSection, now: float, limit: int) -> list[int]:
-    conds = []
-    if ret.rounds_days > 0:
-        conds.append(RoundRow.started_at < now - ret.rounds_days * DAY)
-    if ret.max_rounds > 0:
-        with store.session() as s:
-            newest = s.scalar(select(func.max(RoundRow.round_id))) or 0
-        conds.append(RoundRow.round_id <= newest - ret.max_rounds)
-    if not conds:
-        return []
-    open_ = select(ActionRow.round_id).where(ActionRow.status == "intent")
-    q = (select(RoundRow.round_id).where(or_(*conds), RoundRow.round_id.not_in(open_))
-         .order_by(RoundRow.round_id).limit(limit))
-    with store.session() as s:
-        return list(s.scalars(q))
-
-
-def _prune_rounds(store: Store, ids: list[int]) -> None:
-    with store.session() as s:
-        for table in (PlacementRow, ActionRow, SlurmCallRow, EventRow):
-            s.execute(delete(table).where(table.round_id.in_(ids)))
-        s.execute(delete(RoundRow).where(RoundRow.round_id.in_(ids)))
-
-
-def _ended_jobs(store: Store, ret: RetentionSection, now: float, limit: int) -> list[str]:
-    if ret.jobs_days <= 0:
-        return []
-    q = (select(JobRow.job_id).where(and_(JobRow.state.in_(TERMINAL_STATES), JobRow.finished_at.is_not(None),
-                                          JobRow.finished_at < now - ret.jobs_days * DAY)).limit(limit))
-    with store.session() as s:
-        return list(s.scalars(q))
-
-
-def _prune_jobs(store: Store, ids: list[str], now: float, ret: RetentionSection) -> None:
-    with store.session() as s:
-        s.execute(delete(JobRow).where(JobRow.job_id.in_(ids)))
-        # their events with no round (round events went with the rounds), once as old as the jobs' end
-        s.execute(delete(EventRow).where(EventRow.job_id.in_(ids), EventRow.round_id.is_(None),
-                                         EventRow.time < now - ret.jobs_days * DAY))
-
-
 def prune(store: Store, ret: RetentionSection, now: float, until: float | None = None,
           clock: Callable[[], float] = time.monotonic) -> Pruned:
     """Prune in batches until done, ``ret.budget_s`` spent, or ``clock()`` reaches ``until``."""
-    out = Pruned()
     t0 = clock()
     stop = t0 + ret.budget_s if until is None else min(until, t0 + ret.budget_s)
-    for fetch, drop, field in ((lambda n: _round_ids(store, ret, now, n), lambda ids: _prune_rounds(store, ids),
-                                "rounds"),
-                               (lambda n: _ended_jobs(store, ret, now, n), lambda ids: _prune_jobs(store, ids, now, ret),
-                                "jobs")):
-        while True:
-            if clock() >= stop:
-                out.done = False
-                return out
-            ids = fetch(ret.batch)
-            if not ids:
-                break
-            drop(ids)
-            setattr(out, field, getattr(out, field) + len(ids))
-            out.batches += 1
-    return out
+    rounds_before = now - ret.rounds_days * DAY if ret.rounds_days > 0 else None
+    keep_rounds = ret.max_rounds if ret.max_rounds > 0 else None
+    rounds, batches, done = _in_batches(lambda n: store.prunable_rounds(rounds_before, keep_rounds, n),
+                                        store.delete_rounds, ret.batch, stop, clock)
+    if not done:
+        return Pruned(rounds, 0, batches, done)
+    jobs_before = now - ret.jobs_days * DAY
+    jobs, job_batches, done = _in_batches(lambda n: store.ended_jobs(jobs_before, n) if ret.jobs_days > 0 else [],
+                                          lambda ids: store.delete_jobs(ids, jobs_before), ret.batch, stop, clock)
+    return Pruned(rounds, jobs, batches + job_batches, done)
+
+
+def _in_batches(fetch: Callable[[int], Sequence[T]], drop: Callable[[Sequence[T]], None], batch: int,
+                stop: float, clock: Callable[[], float]) -> tuple[int, int, bool]:
+    """(rows dropped, batches, whether nothing is left) after dropping batches until ``clock()`` reaches ``stop``."""
+    rows = batches = 0
+    while clock() < stop:
+        ids = fetch(batch)
+        if not ids:
+            return rows, batches, True
+        drop(ids)
+        rows, batches = rows + len(ids), batches + 1
+    return rows, batches, False

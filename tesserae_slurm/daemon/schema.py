@@ -12,11 +12,15 @@ import logging
 import sqlite3
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from ..model import InputError
+
+if TYPE_CHECKING:  # Alembic loads only when a database is opened for writing
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +55,7 @@ def check_readable(conn: Connection, path: Path) -> None:
                      f"reads {HEAD}: start this version's daemon once to upgrade it")
 
 
-def _alembic_config(conn: Connection):  # noqa: ANN202 - alembic types only imported here
+def _alembic_config(conn: Connection) -> Config:
     from alembic.config import Config
 
     cfg = Config()

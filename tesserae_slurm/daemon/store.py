@@ -10,14 +10,27 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Boolean, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event, func, select,
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    create_engine,
+    delete,
+    event,
+    func,
+    or_,
+    select,
+    update,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
@@ -30,8 +43,8 @@ class Base(DeclarativeBase):
     pass
 
 
-SCHEMA_VERSION = 3  # kv schema_version, kept for tesserae from before migrations (they refuse != 2);
-# the schema itself is versioned by Alembic revisions (daemon/schema.py, daemon/migrations/versions)
+# The schema is versioned by Alembic revisions (daemon/schema.py, daemon/migrations/versions); kv's
+# schema_version (3 since revision 0002) only keeps tesserae from before migrations off the file.
 
 # Job states in the daemon's own accounting (Slurm's state is kept beside them in slurm_state).
 PENDING, STARTING, RUNNING, PREEMPTING, LOST = "PENDING", "STARTING", "RUNNING", "PREEMPTING", "LOST"
@@ -74,6 +87,7 @@ class JobRow(Base):
     first_start: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_seen: Mapped[float] = mapped_column(Float, default=0.0)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stop_reason = ""  # not a column: what the daemon is doing to a PREEMPTING job (daemon/readers.py)
 
 
 class _Unset:
@@ -247,7 +261,7 @@ class Store:
     read_only: bool = False
 
     @staticmethod
-    def open(path: str | Path, read_only: bool = False) -> "Store":
+    def open(path: str | Path, read_only: bool = False) -> Store:
         """The state database; a file this user may not read or a directory it may not write is one
         line (InputError), not a traceback."""
         path = Path(path).expanduser()
@@ -263,7 +277,7 @@ class Store:
                          f"(may this user write to {path.parent}?)")
 
     @staticmethod
-    def _open(path: Path, read_only: bool) -> "Store":
+    def _open(path: Path, read_only: bool) -> Store:
         if read_only:
             if not path.exists():
                 raise InputError(f"state database {path} does not exist (has the daemon run yet?)")
@@ -403,6 +417,70 @@ class Store:
             if job_id is not None:
                 q = q.where(EventRow.job_id == job_id)
             return list(s.scalars(q))
+
+    def add_rows(self, rows: Iterable[Base]) -> None:
+        """Rows built elsewhere, in one transaction: the benchmarks fill a database the way the daemon would."""
+        with self.session() as s:
+            s.add_all(rows)
+
+    # --- operators' actions (daemon/admin.py) ----------------------------------------------------
+    def add_admin_actions(self, rows: Sequence[AdminRow]) -> None:
+        with self.session() as s:
+            s.add_all(rows)
+
+    def admin_actions(self, target: str | None = None, statuses: Sequence[str] | None = None) -> list[AdminRow]:
+        """Operators' actions in the order the daemon took them in."""
+        with self.session() as s:
+            q = select(AdminRow).order_by(AdminRow.id)
+            if target is not None:
+                q = q.where(AdminRow.target == target)
+            if statuses is not None:
+                q = q.where(AdminRow.status.in_(list(statuses)))
+            return list(s.scalars(q))
+
+    def finish_admin_actions(self, ids: Sequence[int], status: str, note: str = "") -> None:
+        if ids:
+            with self.session() as s:
+                s.execute(update(AdminRow).where(AdminRow.id.in_(list(ids))).values(status=status, note=note))
+
+    # --- retention (daemon/retention.py) ---------------------------------------------------------
+    def prunable_rounds(self, started_before: float | None, keep_newest: int | None, limit: int) -> list[int]:
+        """The oldest ``limit`` rounds that started before ``started_before`` or are not among the
+        ``keep_newest`` newest (None: that bound is off), leaving out rounds with open intents."""
+        with self.session() as s:
+            conds = []
+            if started_before is not None:
+                conds.append(RoundRow.started_at < started_before)
+            if keep_newest is not None:
+                newest = s.scalar(select(func.max(RoundRow.round_id))) or 0
+                conds.append(RoundRow.round_id <= newest - keep_newest)
+            if not conds:
+                return []
+            open_ = select(ActionRow.round_id).where(ActionRow.status == "intent")
+            return list(s.scalars(select(RoundRow.round_id).where(or_(*conds), RoundRow.round_id.not_in(open_))
+                                  .order_by(RoundRow.round_id).limit(limit)))
+
+    def delete_rounds(self, ids: Sequence[int]) -> None:
+        """These rounds with their placements, actions, Slurm calls and events, in one transaction."""
+        with self.session() as s:
+            for table in (PlacementRow, ActionRow, SlurmCallRow, EventRow):
+                s.execute(delete(table).where(table.round_id.in_(list(ids))))
+            s.execute(delete(RoundRow).where(RoundRow.round_id.in_(list(ids))))
+
+    def ended_jobs(self, finished_before: float, limit: int) -> list[str]:
+        """Up to ``limit`` jobs in a terminal state that finished before ``finished_before``."""
+        with self.session() as s:
+            return list(s.scalars(select(JobRow.job_id).where(
+                JobRow.state.in_(TERMINAL_STATES), JobRow.finished_at.is_not(None),
+                JobRow.finished_at < finished_before).limit(limit)))
+
+    def delete_jobs(self, ids: Sequence[str], events_before: float) -> None:
+        """These jobs, and their events with no round (round events go with the rounds) from before
+        ``events_before``."""
+        with self.session() as s:
+            s.execute(delete(JobRow).where(JobRow.job_id.in_(list(ids))))
+            s.execute(delete(EventRow).where(EventRow.job_id.in_(list(ids)), EventRow.round_id.is_(None),
+                                             EventRow.time < events_before))
 
 
 class DaemonRunning(InputError):

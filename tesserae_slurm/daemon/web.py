@@ -53,7 +53,7 @@ def _one(q: dict[str, list[str]], key: str) -> str | None:
 
 def answer(store: Store, path: str, query: str) -> dict[str, Any]:
     """The JSON body for an API path (raises ApiError with the status to send)."""
-    from ..cli.admin.common import json_meta
+    from .readers import json_meta
 
     q = parse_qs(query, keep_blank_values=True)
     parts = [p for p in path.split("/") if p][1:]  # after "api"

@@ -23,7 +23,7 @@ dependency, features, reservation; of the job record: partition, comment, priori
 
 -- The managed partition (slurm.partition in the daemon's config).
 local MANAGED_PARTITION = "tesserae"
--- The tag tsbatch writes at the start of Comment (tesserae_slurm/tsbatch/meta.py, PREFIX).
+-- The tag tsbatch writes at the start of Comment (tesserae_slurm/model/meta.py, PREFIX).
 local TAG = "tesserae:v1:"
 
 -- Who may release managed jobs and change their placement: user names (looked up in /etc/passwd when

@@ -15,7 +15,7 @@ import socket
 import stat
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..slurm.runner import RetryPolicy, SlurmError, SlurmRunner
@@ -147,7 +147,8 @@ class DevCluster:
         if state is not None and self._verified_pid(state, CTLD) is not None:
             self._cancel_all_jobs()
         if state is not None:
-            slurmds = [pid for key in state.pids if key.startswith("slurmd:") if (pid := self._verified_pid(state, key))]
+            slurmds = [pid for key in state.pids
+                       if key.startswith("slurmd:") if (pid := self._verified_pid(state, key))]
             procs.terminate(slurmds)
             for key in (CTLD, MUNGED):
                 pid = self._verified_pid(state, key)
@@ -217,7 +218,8 @@ class DevCluster:
                 "or tesserae_slurm.devcluster.ensure_slurm_installed()"
             )
         if len(str(self.layout.munge_socket).encode()) > MAX_SOCKET_PATH:
-            raise DevClusterError(f"dev cluster dir {self.root} is too long for a unix socket path; choose a shorter --dir")
+            raise DevClusterError(f"dev cluster dir {self.root} is too long for a unix socket path; "
+                                  "choose a shorter --dir")
 
     def _spec(self) -> DevClusterSpec:
         if self.ctld_port is not None:
@@ -321,7 +323,7 @@ class DevCluster:
         state.save(self.layout.state_file)
         log.debug("started %s pid %d", key, proc.pid)
 
-    def _wait_for(self, ready, timeout_s: float, what: str, keys: list[str]) -> None:  # type: ignore[no-untyped-def]
+    def _wait_for(self, ready: Callable[[], bool], timeout_s: float, what: str, keys: list[str]) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if ready():

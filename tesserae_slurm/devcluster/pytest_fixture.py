@@ -26,14 +26,6 @@ from .install import ensure_slurm_installed
 log = logging.getLogger(__name__)
 
 
-def start_devcluster(root: os.PathLike[str] | str, nodes: int = 4, gpus_per_node: int = 4) -> DevCluster:
-    """Install Slurm if missing and bring a cluster up at `root`; DevClusterError on failure."""
-    ensure_slurm_installed()
-    cluster = DevCluster(root, nodes=nodes, gpus_per_node=gpus_per_node)
-    cluster.up()
-    return cluster
-
-
 @pytest.fixture(scope="session")
 def devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     nodes = int(os.environ.get("TESSERAE_DEVCLUSTER_NODES", "4"))

@@ -17,7 +17,15 @@ from pathlib import Path
 from ..model import InputError
 from ..profiles import ProfileKey, ThroughputProfile
 from .base import Estimator, predict_all, source_tag
-from .entries import Endpoint, Entry, SpeedTable, make_entry, profile_from_table, table_from_profile
+from .entries import (
+    Endpoint,
+    Entry,
+    SpeedTable,
+    endpoint_from_json,
+    make_entry,
+    profile_from_table,
+    table_from_profile,
+)
 from .linear import is_data_parallel
 
 log = logging.getLogger(__name__)
@@ -37,7 +45,8 @@ def target_entries(table: SpeedTable, gpu_counts: Iterable[int] = (),
     """Every entry a complete table over ``table``'s endpoints would hold.
 
     Data-parallel endpoints (models without strategies, LLMs under ``DP``) are extended to every
-    count in ``gpu_counts`` (the linear model's job); ``strategies`` adds candidate strategies per (LLM model, GPU count) for keys the table has.
+    count in ``gpu_counts`` (the linear model's job); ``strategies`` adds candidate strategies per
+    (LLM model, GPU count) for keys the table has.
     """
     counts = sorted(set(gpu_counts))
     extra = {(m.lower(), n): tuple(s) for (m, n), s in (strategies or {}).items()}
@@ -110,8 +119,8 @@ def provenance_from_rows(rows: object, source: str = "provenance") -> dict[Entry
     for i, row in enumerate(rows):
         where = f"{source}[{i}]"
         try:
-            a = _endpoint(row["a"])
-            b = _endpoint(row["b"]) if "b" in row else None
+            a = endpoint_from_json(row["a"])
+            b = endpoint_from_json(row["b"]) if "b" in row else None
             out[make_entry(str(row["gpu_type"]), a, b)] = str(row["source"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{where}: bad provenance row ({exc.__class__.__name__}: {exc})") from None
@@ -128,11 +137,6 @@ def load_provenance(path: str | Path) -> dict[Entry, str]:
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"{p}: cannot read provenance: {exc}") from None
     return provenance_from_rows(rows, str(p))
-
-
-def _endpoint(d: dict[str, object]) -> Endpoint:
-    key = ProfileKey(str(d["model"]), str(d.get("batch_size", "")), int(d["num_gpus"]))  # type: ignore[call-overload]
-    return Endpoint(key, str(d.get("strategy", "")))
 
 
 def _ep(ep: Endpoint) -> dict[str, object]:

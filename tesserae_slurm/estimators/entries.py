@@ -39,6 +39,14 @@ class Endpoint:
         return f"{self.key.model}/{self.key.batch_size}@{self.key.num_gpus}{s}"
 
 
+def endpoint_from_json(d: object) -> Endpoint:
+    """An endpoint as the estimators' JSON files hold it (model, batch_size, num_gpus, strategy)."""
+    if not isinstance(d, Mapping):
+        raise TypeError("endpoint must be an object")
+    return Endpoint(ProfileKey(str(d["model"]), str(d.get("batch_size", "")), int(d["num_gpus"])),
+                    str(d.get("strategy", "")))
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """A job alone (``partner`` None) or an unordered packed pair, on one GPU type."""

@@ -34,7 +34,7 @@ from .bayesopt import (
     table_oracle,
 )
 from .complete import complete_table
-from .entries import Entry, SpeedTable, Value, profile_from_table, table_from_profile
+from .entries import Endpoint, Entry, SpeedTable, Value, profile_from_table, table_from_profile
 from .linear import LinearModel, is_data_parallel
 from .matrix_completion import MatrixCompletion
 
@@ -50,17 +50,22 @@ def linear_targets(full: SpeedTable) -> list[Entry]:
     """Data-parallel pairs above the smallest GPU count their shapes were measured on."""
     from .linear import shape
 
-    smallest: dict[tuple, int] = {}
-    dp = [e for e in full.pairs() if is_data_parallel(e.job) and is_data_parallel(e.partner)]
-    for e in dp:
-        k = (e.gpu_type, *sorted((shape(e.job), shape(e.partner))))
+    def group(e: Entry, partner: Endpoint) -> tuple[object, ...]:
+        return (e.gpu_type, *sorted((shape(e.job), shape(partner))))
+
+    smallest: dict[tuple[object, ...], int] = {}
+    dp = [(e, p) for e in full.pairs()
+          if (p := e.partner) is not None and is_data_parallel(e.job) and is_data_parallel(p)]
+    for e, p in dp:
+        k = group(e, p)
         smallest[k] = min(smallest.get(k, e.num_gpus), e.num_gpus)
-    return [e for e in dp if e.num_gpus > smallest[(e.gpu_type, *sorted((shape(e.job), shape(e.partner))))]]
+    return [e for e, p in dp if e.num_gpus > smallest[group(e, p)]]
 
 
 def mean_baseline(observed: SpeedTable, truth: dict[Entry, Value]) -> dict[Entry, Value]:
     """Every held-out speed predicted as the mean feasible packed speed: the floor to beat."""
-    speeds = [x for e in observed.pairs() if observed.values[e].feasible for x in (observed.values[e].a, observed.values[e].b)]
+    speeds = [x for e in observed.pairs() if observed.values[e].feasible
+              for x in (observed.values[e].a, observed.values[e].b)]
     m = float(np.mean(speeds))
     return {e: Value(m, m if e.partner is not None else float("nan")) for e in truth}
 

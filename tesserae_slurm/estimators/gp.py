@@ -33,17 +33,20 @@ class GpHyper:
 DEFAULT_GRID = tuple(GpHyper(ell, rho, off, nz) for ell, rho, off, nz in itertools.product(
     (0.15, 0.3, 0.6), (0.0, 0.6, 0.9), (0.25, 1.0), (0.005, 0.05)))
 # where memory runs out: +-1 labels, so only the shape (length scale, task correlation) is searched
-FEASIBILITY_GRID = tuple(GpHyper(ell, rho, 0.25, 0.05) for ell, rho in itertools.product((0.15, 0.3, 0.6), (0.0, 0.6, 0.9)))
+FEASIBILITY_GRID = tuple(GpHyper(ell, rho, 0.25, 0.05)
+                         for ell, rho in itertools.product((0.15, 0.3, 0.6), (0.0, 0.6, 0.9)))
 
 
 def matern52(x1: np.ndarray, x2: np.ndarray, ell: float) -> np.ndarray:
     d = np.sqrt(np.maximum(((x1[:, None, :] - x2[None, :, :]) ** 2).sum(-1), 0.0)) / ell
-    return (1.0 + SQRT5 * d + 5.0 / 3.0 * d * d) * np.exp(-SQRT5 * d)
+    k: np.ndarray = (1.0 + SQRT5 * d + 5.0 / 3.0 * d * d) * np.exp(-SQRT5 * d)
+    return k
 
 
 def kernel(x1: np.ndarray, t1: np.ndarray, x2: np.ndarray, t2: np.ndarray, h: GpHyper) -> np.ndarray:
     same = (t1[:, None] == t2[None, :]).astype(float)
-    return matern52(x1, x2, h.lengthscale) * (h.rho + (1.0 - h.rho) * same) + h.offset * same
+    k: np.ndarray = matern52(x1, x2, h.lengthscale) * (h.rho + (1.0 - h.rho) * same) + h.offset * same
+    return k
 
 
 @dataclass(frozen=True)
@@ -111,4 +114,5 @@ def expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float) -> np.ndar
 
     sd = np.maximum(sd, 1e-9)
     z = (mu - best) / sd
-    return (mu - best) * norm.cdf(z) + sd * norm.pdf(z)
+    ei: np.ndarray = (mu - best) * norm.cdf(z) + sd * norm.pdf(z)
+    return ei

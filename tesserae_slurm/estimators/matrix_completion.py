@@ -1,11 +1,11 @@
 """Matrix completion baseline (as Gavel and Quasar estimate unprofiled co-locations).
 
 Per GPU type and GPU count, a matrix over endpoints (a job key with its strategy): cell (i, j) is
-i's normalized speed when packed with j, and a last column holds i's speed alone. Measured pairs fill two cells each; the rest is completed as
-global mean + row bias + column bias + a low-rank residual found by soft-impute (iterated SVD with
-singular values shrunk by ``lam``, Mazumder et al. 2010). ``lam`` is chosen on a seeded validation
-split of the observed cells. Out-of-memory cells (0.0) are left out of the fit: like Gavel's, this
-baseline has no memory model and predicts every pair feasible.
+i's normalized speed when packed with j, and a last column holds i's speed alone. Measured pairs fill
+two cells each; the rest is completed as global mean + row bias + column bias + a low-rank residual
+found by soft-impute (iterated SVD with singular values shrunk by ``lam``, Mazumder et al. 2010).
+``lam`` is chosen on a seeded validation split of the observed cells. Out-of-memory cells (0.0) are
+left out of the fit: like Gavel's, this baseline has no memory model and predicts every pair feasible.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def soft_impute(y: np.ndarray, mask: np.ndarray, lam: float, z0: np.ndarray | No
         u, s, vt = np.linalg.svd(x, full_matrices=False)
         s = np.maximum(s - lam, 0.0)
         new = (u * s) @ vt
-        delta = np.linalg.norm(new - z) / max(np.linalg.norm(z), 1e-9)
+        delta = float(np.linalg.norm(new - z)) / max(float(np.linalg.norm(z)), 1e-9)
         z = new
         if delta < tol:
             break

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..model import InputError
 from ..profiles import ProfileKey
-from .entries import Endpoint, Entry, SpeedTable, Value, make_entry
+from .entries import Endpoint, Entry, SpeedTable, Value, endpoint_from_json, make_entry
 
 ONLINE = "online"
 
@@ -137,15 +137,23 @@ class OnlineState:
         packed: dict[tuple[Entry, Endpoint], Ewma] = {}
         for i, row in enumerate(rows):
             try:
-                gpu, job = str(row["gpu_type"]).lower(), _endpoint(row["job"])
-                e = Ewma(float(row["steps_per_s"]), int(row["count"]))  # type: ignore[arg-type]
+                gpu, job = str(row["gpu_type"]).lower(), endpoint_from_json(row["job"])
+                e = Ewma(float(_number(row, "steps_per_s")), int(_number(row, "count")))
                 if "partner" in row:
-                    packed[(make_entry(gpu, job, _endpoint(row["partner"])), job)] = e
+                    packed[(make_entry(gpu, job, endpoint_from_json(row["partner"])), job)] = e
                 else:
                     alone[(gpu, job)] = e
             except (KeyError, TypeError, ValueError) as exc:
                 raise InputError(f"online feedback row {i}: {exc.__class__.__name__}: {exc}") from None
         return OnlineState(alpha, alone, packed)
+
+
+def _number(row: Mapping[str, object], key: str) -> int | float | str:
+    """A number as JSON holds it (or its text); anything else is the TypeError float() would raise."""
+    value = row[key]
+    if isinstance(value, (int, float, str)):
+        return value
+    raise TypeError(f"{key} must be a number, got {type(value).__name__}")
 
 
 def _other_strategies(refs: dict[tuple[str, Endpoint], float], table: SpeedTable) -> dict[tuple[str, Endpoint], float]:
@@ -162,9 +170,9 @@ def _other_strategies(refs: dict[tuple[str, Endpoint], float], table: SpeedTable
         if e.partner is not None or not e.job.strategy or (e.gpu_type, e.job) in out:
             continue
         known = by_key.get((e.gpu_type, e.job.key))
-        iso = table.values[e].a
-        if known and iso > 0:
-            out[(e.gpu_type, e.job)] = min(known)[1] * iso  # the first strategy by name: deterministic
+        iso_speed = table.values[e].a
+        if known and iso_speed > 0:
+            out[(e.gpu_type, e.job)] = min(known)[1] * iso_speed  # the first strategy by name: deterministic
     return out
 
 
@@ -173,8 +181,3 @@ def _ep(ep: Endpoint) -> dict[str, object]:
             "strategy": ep.strategy}
 
 
-def _endpoint(d: object) -> Endpoint:
-    if not isinstance(d, Mapping):
-        raise TypeError("endpoint must be an object")
-    return Endpoint(ProfileKey(str(d["model"]), str(d.get("batch_size", "")), int(d["num_gpus"])),
-                    str(d.get("strategy", "")))

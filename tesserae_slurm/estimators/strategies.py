@@ -24,7 +24,8 @@ def parse_split(strategy: str) -> tuple[int, ...] | None:
     try:
         split = tuple(int(x) for x in s.split(","))
     except ValueError:
-        raise InputError(f"bad parallelism strategy {strategy!r}: expected TPn, DPn or a layer split like 10,14") from None
+        raise InputError(f"bad parallelism strategy {strategy!r}: expected TPn, DPn or a layer split "
+                         "like 10,14") from None
     if not split or any(x <= 0 for x in split):
         raise InputError(f"bad parallelism strategy {strategy!r}: every stage needs at least one layer")
     return split

@@ -45,7 +45,7 @@ class Assignment:
         return PREFIX + json.dumps(body, separators=(",", ":"), sort_keys=True)
 
     @staticmethod
-    def decode(text: str) -> "Assignment":
+    def decode(text: str) -> Assignment:
         if not text.startswith(PREFIX):
             raise InputError(f"not a tesserae assignment: {text[:40]!r}")
         try:

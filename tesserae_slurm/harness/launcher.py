@@ -27,8 +27,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from ..model import InputError
 from .assignment import EVERY_KEY, REPORTS_KEY, Assignment, from_scontrol_oneliner
@@ -56,14 +58,14 @@ def read_assignment(env: Mapping[str, str], scontrol: str = "scontrol", timeout:
                          timeout=timeout, check=False)
     if out.returncode != 0:
         raise InputError(f"scontrol show job {job_id} failed: {out.stderr.strip()[:200]}")
-    a = from_scontrol_oneliner(out.stdout)
-    if a is None:
+    found = from_scontrol_oneliner(out.stdout)
+    if found is None:
         raise InputError(f"job {job_id} has no tesserae assignment (was it started by the tesserae daemon?)")
-    return a, a.packed or _packable(out.stdout)
+    return found, found.packed or _packable(out.stdout)
 
 
 def _packable(oneliner: str) -> bool:
-    from ..tsbatch.meta import JobMeta
+    from ..model.meta import JobMeta
     m = _COMMENT.search(oneliner)
     try:
         meta = JobMeta.decode(m.group(1)) if m else None
@@ -281,9 +283,9 @@ def _group_catches(pgid: int, signum: int) -> bool:
     return False
 
 
-def _restore(previous: Mapping[int, object]) -> None:
+def _restore(previous: Mapping[signal.Signals, Callable[[int, FrameType | None], Any] | int | None]) -> None:
     for s, h in previous.items():
-        signal.signal(s, h)  # type: ignore[arg-type]
+        signal.signal(s, h)
 
 
 def _run_forwarding(cmd: Sequence[str], env: Mapping[str, str], forwarder: _Forwarder, requeue_wait: float) -> int:

@@ -41,7 +41,8 @@ def parse_strategy(strategy: str, num_gpus: int) -> MegatronParallelism:
     try:
         layers = [int(x) for x in s.split(",")]
     except ValueError:
-        raise InputError(f"bad parallelism strategy {strategy!r}: expected TPn, DPn or a layer split like 10,14") from None
+        raise InputError(f"bad parallelism strategy {strategy!r}: expected TPn, DPn or a layer split "
+                         "like 10,14") from None
     if any(x <= 0 for x in layers):
         raise InputError(f"bad parallelism strategy {strategy!r}: every stage needs at least one layer")
     pp = len(layers)

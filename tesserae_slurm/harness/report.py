@@ -41,7 +41,8 @@ class ThroughputReporter:
         self.broken = False
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **kw: object) -> ThroughputReporter | None:
+    def from_env(cls, env: Mapping[str, str] | None = None, *, clock: Callable[[], float] = time.time,
+                 skip_first: bool = True) -> ThroughputReporter | None:
         """The reporter the launcher asked for; None when feedback is off or this is not rank 0."""
         env = os.environ if env is None else env
         path, every = env.get(ENV_FILE), env.get(ENV_EVERY)
@@ -49,7 +50,7 @@ class ThroughputReporter:
             return None
         try:
             return cls(path, float(every), env.get("SLURM_JOB_ID", ""), int(env.get("TESSERAE_ROUND", "0")),
-                       **kw)  # type: ignore[arg-type]
+                       clock, skip_first)
         except ValueError as exc:
             log.warning("throughput reports off: %s", exc)
             return None

@@ -45,7 +45,8 @@ class SpeedModel:
                                  f"{', '.join(profile.gpu_types)}); pick a profile that has it (--profile gavel)")
         self.node_type = {n.name: n.gpu_type for n in cluster.nodes}
         self.gpu_types = cluster.gpu_types
-        self._memo: dict[tuple, object] = {}
+        self._memo: dict[tuple[object, ...], float] = {}  # factors, ratios and solo speeds
+        self._pair_memo: dict[tuple[object, ...], tuple[float, float]] = {}
 
     # ---- per type ----------------------------------------------------------------------------
     def factor(self, job: Job, gpu_type: str) -> float:
@@ -60,7 +61,7 @@ class SpeedModel:
         if memo not in self._memo:
             ratio = self._ratio(key, gpu_type)
             self._memo[memo] = ratio if ratio is not None else self._median_ratio(gpu_type, key.num_gpus)
-        return self._memo[memo]  # type: ignore[return-value]
+        return self._memo[memo]
 
     def _ratio(self, key: ProfileKey, gpu_type: str) -> float | None:
         try:
@@ -80,7 +81,7 @@ class SpeedModel:
             if not ratios:
                 ratios = [r for k in keys if (r := self._ratio(k, gpu_type)) is not None]
             self._memo[memo] = statistics.median(ratios) if ratios else 1.0
-        return self._memo[memo]  # type: ignore[return-value]
+        return self._memo[memo]
 
     @property
     def max_factor(self) -> float:
@@ -93,7 +94,7 @@ class SpeedModel:
                     best = max(best, self._factor(k, g))
                 best = max(best, self._median_ratio(g, 0))
             self._memo[memo] = best
-        return self._memo[memo]  # type: ignore[return-value]
+        return self._memo[memo]
 
     # ---- true speeds (what drives progress) -------------------------------------------------
     def solo(self, job: Job, gpu_type: str, strategy: str | None) -> float:
@@ -111,7 +112,7 @@ class SpeedModel:
                     speed, _ = self.profile.best_isolated(job, gpu_type)
             hit = speed * self._factor(cls.key, gpu_type)
             self._memo[memo] = hit
-        return hit  # type: ignore[return-value]
+        return hit
 
     def packed(self, a: Job, b: Job, gpu_type: str, a_strategy: str | None,
                b_strategy: str | None) -> tuple[float, float]:
@@ -119,8 +120,8 @@ class SpeedModel:
         profile has no feasible measurement of exactly that combination (out of memory)."""
         memo = ("pair", a.model, a.batch_size, a.parallelism, b.model, b.batch_size, b.parallelism,
                 a.num_gpus, b.num_gpus, gpu_type, a_strategy, b_strategy)
-        hit = self._memo.get(memo)
-        if hit is None:
+        pair = self._pair_memo.get(memo)
+        if pair is None:
             ka, kb = self.profile.job_class(a).key, self.profile.job_class(b).key
             speeds = (0.0, 0.0)
             if a.num_gpus == b.num_gpus:
@@ -128,9 +129,9 @@ class SpeedModel:
                     if opt.feasible and opt.a_strategy == a_strategy and opt.b_strategy == b_strategy:
                         speeds = (opt.a_speed * self._factor(ka, gpu_type), opt.b_speed * self._factor(kb, gpu_type))
                         break
-            hit = speeds
-            self._memo[memo] = hit
-        return hit  # type: ignore[return-value]
+            pair = speeds
+            self._pair_memo[memo] = pair
+        return pair
 
     # ---- checks and costs ----------------------------------------------------------------------
     def check_job(self, job: Job) -> None:

@@ -105,7 +105,7 @@ def run_profile(config: ProfilerConfig, results_path: str | Path, resume: bool =
         cap = None if config.memory_cap_mib is None else int(config.memory_cap_mib * 2 ** 20)
         cores = config.cores or (default_cores() if config.device == "cpu" else ())
         try:
-            with pool_factory(config.device, config.threads, env, 2, "spawn", cores) as pool:
+            with pool_factory(config.device, config.threads, env, 2, cores) as pool:
                 for planned in todo:
                     if progress:
                         progress(finished, total, planned.run_id)

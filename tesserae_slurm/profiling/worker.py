@@ -26,6 +26,7 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnProcess
 from typing import Any
 
 from .measure import Protocol, accounted_peak_bytes, cuda_peak_bytes, is_out_of_memory, measure_windows
@@ -121,7 +122,7 @@ class WorkerDied(RuntimeError):
 
 @dataclass
 class _Slot:
-    proc: Any
+    proc: SpawnProcess
     conn: Connection
 
 
@@ -129,10 +130,10 @@ class WorkerPool:
     """Two (or ``size``) persistent worker processes on one device; ``run`` one or two jobs."""
 
     def __init__(self, device: str = "cpu", threads: int = 0, env: dict[str, str] | None = None,
-                 size: int = 2, start_method: str = "spawn", cores: tuple[int, ...] = ()) -> None:
+                 size: int = 2, cores: tuple[int, ...] = ()) -> None:
         self.device, self.threads, self.env, self.size = device, threads, dict(env or {}), size
         self.cores = tuple(cores)
-        self._ctx = mp.get_context(start_method)
+        self._ctx = mp.get_context("spawn")  # a forked child would inherit CUDA state it cannot use
         self._slots: list[_Slot | None] = [None] * size
         self.started = 0  # worker processes started so far (tests check that resume starts none)
 
@@ -147,8 +148,8 @@ class WorkerPool:
         if slot is not None and slot.proc.is_alive():
             return slot
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=serve, args=(child, self.device, self.threads, self.env, self.cores), daemon=True,
-                                 name=f"tesserae-profile-worker-{i}")
+        proc = self._ctx.Process(target=serve, args=(child, self.device, self.threads, self.env, self.cores),
+                                 daemon=True, name=f"tesserae-profile-worker-{i}")
         proc.start()
         child.close()
         self.started += 1
@@ -161,7 +162,8 @@ class WorkerPool:
         if not slot.conn.poll(timeout):
             raise WorkerDied(f"worker {slot.proc.name} did not answer within {timeout:g} s")
         try:
-            return slot.conn.recv()
+            reply: tuple[Any, ...] = slot.conn.recv()
+            return reply
         except (EOFError, OSError) as exc:
             raise WorkerDied(f"worker {slot.proc.name} exited (code {slot.proc.exitcode})") from exc
 
@@ -209,7 +211,7 @@ class WorkerPool:
             for slot, r in zip(slots, replies):
                 if r[0] == "ready":
                     slot.conn.send(("abort",))
-            if over:
+            if over and cap_bytes is not None:
                 mb = " + ".join(f"{p / 2**20:.1f}" for p in peaks)
                 return RunOutcome(OOM, peaks=peaks, message=f"peak memory {mb} MiB > cap {cap_bytes / 2**20:.1f} MiB")
             kind = OOM if any(r[0] == OOM for r in failed) else ERROR

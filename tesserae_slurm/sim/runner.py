@@ -155,8 +155,9 @@ class _Run:
         self.parallelism, self.check, self.reuse = parallelism, check_invariants, reuse_decisions
         self.policy = make_policy(config.policy, **dict(config.policy_options))
         self.pstate: Any = self.policy.initial_state()
-        quiet_ok = fast_forward and reuse_decisions and isinstance(self.policy, QuietRounds)
-        self.quiet: QuietRounds | None = self.policy if quiet_ok else None  # type: ignore[assignment]
+        self.quiet: QuietRounds | None = None
+        if fast_forward and reuse_decisions and isinstance(self.policy, QuietRounds):
+            self.quiet = self.policy
         self.arrivals = sorted(trace, key=lambda t: t.submit_time)
         self.nxt = 0  # the next arrival
         self.live: dict[str, LiveJob] = {}

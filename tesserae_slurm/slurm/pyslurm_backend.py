@@ -12,14 +12,16 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from . import parse
 from .backend import Signal, SlurmBackendError, SlurmCliBackend
 from .commands import job_id_arg, node_list_arg, signal_name
 from .runner import SlurmCommandError, SlurmError
 from .types import NodeGpus, SlurmJob
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ class PyslurmBackend(SlurmCliBackend):
 
     def release(self, job_ids: Iterable[int]) -> None:
         for jid in job_ids:
-            self._call(f"release job {jid}", lambda j=jid: self._py.Job(int(job_id_arg(j))).release())
+            self._on_job("release", jid, lambda job: job.release())
 
     def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
         name = "SIG" + signal_name(sig)
@@ -88,7 +90,7 @@ class PyslurmBackend(SlurmCliBackend):
 
     def admin_hold(self, job_ids: Iterable[int]) -> None:
         for jid in job_ids:  # pyslurm's hold() without mode="user" is an administrator's hold
-            self._call(f"hold job {jid}", lambda j=jid: self._py.Job(int(job_id_arg(j))).hold())
+            self._on_job("hold", jid, lambda job: job.hold())
 
     def evict(self, job_id: int) -> None:
         self.requeue_hold(job_id)
@@ -105,7 +107,10 @@ class PyslurmBackend(SlurmCliBackend):
             desc = self._py.JobSubmitDescription(**fields)
             self._call(f"update job {job_id}", lambda: self._py.Job(int(job_id_arg(job_id))).modify(desc))
 
-    def _call(self, what: str, fn):  # type: ignore[no-untyped-def]
+    def _on_job(self, what: str, job_id: int, act: Callable[[Any], object]) -> None:
+        self._call(f"{what} job {job_id}", lambda: act(self._py.Job(int(job_id_arg(job_id)))))
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except SlurmError:

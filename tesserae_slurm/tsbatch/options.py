@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from ..harness.megatron import parse_strategy
 from ..model import InputError
+from ..model.meta import UNPROFILED, JobMeta
 from ..profiles import ThroughputProfile
 from ..profiles.keys import fold, normalize_batch
 from .gpus import TRANSLATED, GivenOption, PartitionShape, merge, translate
 from .header import header_tokens, without
-from .meta import UNPROFILED, JobMeta
 
 # sbatch long options -> whether they take a value: "req", "opt" (only as --opt=value) or "no".
 SBATCH_LONG: dict[str, str] = {

@@ -117,7 +117,7 @@ def test_operator_actions_take_effect_at_the_next_round_and_are_recorded(env: En
     path = admin.submit(cfg, "hold", b)
     os.chown(path, 65534, 65534)
     _once(env)
-    rows = [r for r in admin.for_target(env.store(), b) if r.command == "hold"]
+    rows = [r for r in env.store().admin_actions(target=b) if r.command == "hold"]
     assert [(r.user, r.status) for r in rows] == [("nobody", "refused")] and "not an operator" in rows[0].note
     _rounds_until(env, lambda: _running(env, b), "b to run again")
     _once(env)
@@ -163,7 +163,7 @@ def test_keep_off_moves_a_running_job_and_a_pinned_job_lands_on_its_node(env: En
     out = _act(env, "pin", b, here, user="nobody")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "nobody is not a tesserae operator" in out.stderr
     _once(env)
-    assert [r.command for r in admin.for_target(env.store(), b)] == ["keep-off", "unpin"]
+    assert [r.command for r in env.store().admin_actions(target=b)] == ["keep-off", "unpin"]
     assert nodes(a) == nodes(b) == {other}
 
 

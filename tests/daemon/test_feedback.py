@@ -26,7 +26,7 @@ from tesserae_slurm.estimators.entries import Endpoint, make_entry
 from tesserae_slurm.model import Cluster, Job, Node, PackedPair, Placement, RoundDecision
 from tesserae_slurm.profiles import ProfileKey, write_profile_csv
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState
-from tesserae_slurm.tsbatch.meta import JobMeta
+from tesserae_slurm.model.meta import JobMeta
 
 USER = pwd.getpwuid(os.getuid()).pw_name
 PROFILE = scheduling_profile("a100")

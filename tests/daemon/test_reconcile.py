@@ -8,7 +8,7 @@ from tesserae_slurm.daemon.observe import managed_job
 from tesserae_slurm.daemon.reconcile import NEW, JobFacts, account, close_run, transition
 from tesserae_slurm.harness.assignment import Assignment
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S
-from tesserae_slurm.tsbatch.meta import JobMeta
+from tesserae_slurm.model.meta import JobMeta
 
 META = JobMeta(2, "resnet50", "64").encode()
 OURS = Assignment("7", 3, {"node1": (0, 1)}).encode()

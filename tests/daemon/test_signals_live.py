@@ -42,13 +42,13 @@ def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.Mon
     d = env.daemon()
     first = d.run_round()
     assert first.status == "applied", first.error
-    signalled: dict[str, float] = {}  # when scancel returned: Slurm had taken the signal by then
+    signalled: dict[str, float] = {}  # when scancel was called (a shell started after it cannot have missed it)
     deadline = time.time() + 60
     while len(signalled) < JOBS:  # no sleep: signal each job as soon as Slurm says it runs
         assert time.time() < deadline, f"jobs never ran: {sorted(set(ids) - set(signalled))}"
         for job in _running(env) & set(ids) - set(signalled):
-            subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env.os_env(), check=True, timeout=30)
             signalled[job] = time.time()
+            subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env.os_env(), check=True, timeout=30)
 
     def ended(j: str) -> bool:
         return env.squeue()[j]["state"] not in ("RUNNING", "COMPLETING", "PENDING")
@@ -65,7 +65,8 @@ def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.Mon
     # Slurm (seen on 24.11) drops a signal that comes while the job is RUNNING but before slurmstepd has
     # started the batch shell: no process of the job exists to take it. Such a job runs on untouched;
     # the daemon's requeue-hold at the end of the grace would stop it. Here: its batch shell started after
-    # scancel had returned and nothing of the job saw a signal. It must then handle a second one.
+    # scancel was called (slurmstepd may drop it a few ms before scancel returns) and nothing saw a
+    # signal. It must then handle a second one.
     dropped = [j for j in ids if not ended(j) and _dropped(env, j, signalled[j])]
     for job in dropped:
         subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env.os_env(), check=True, timeout=30)
@@ -93,8 +94,12 @@ def test_usr1_the_moment_a_job_runs_is_handled(env: Env, monkeypatch: pytest.Mon
     print(f"signalled at RUNNING: {JOBS}; before the launcher listened: {early}; "
           f"before the batch shell's first line: {len(before_script)}; before the batch shell existed "
           f"(dropped by Slurm, signalled again): {len(dropped)}")
-    assert early >= (JOBS - len(dropped)) // 2, "the signals did not come early: the test did not test the start-up window"
-    assert len(before_script) + len(dropped) <= JOBS // 4, (before_script, dropped)
+    # Slurm's drops (up to half the jobs on 24.11 under load) are not the job side's to handle; the jobs
+    # that did get the signal at start must be enough to have tested the start-up window
+    reached = JOBS - len(dropped)
+    assert reached >= JOBS // 4, ("Slurm dropped nearly every signal: the start-up window went untested", dropped)
+    assert early >= reached // 2, "the signals did not come early: the test did not test the start-up window"
+    assert len(before_script) <= JOBS // 4, before_script
 
 
 def _dropped(env: Env, job: str, signalled_at: float) -> bool:

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tesserae_slurm.tsbatch.meta import JobMeta
+from tesserae_slurm.model.meta import JobMeta
 
 from .helpers import TICK, TOY, Env, done, parse_gpus_str, submit_tick, wait_for
 

@@ -9,8 +9,12 @@ trusts the request file's owner, not this process).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ...model import InputError
+
+if TYPE_CHECKING:
+    from ...daemon.config import DaemonConfig
 
 HELP = {  # as in cli/main.py's COMMANDS (the listing shows those without importing this module)
     "hold": "operator: keep a managed job from being placed until released",
@@ -40,7 +44,8 @@ DESCRIPTION = {
 EFFECT = {
     "hold": "job {t} will be held", "release": "job {t} will be released", "requeue": "job {t} will be requeued",
     "cancel": "job {t} will be cancelled", "pin": "job {t} will be pinned to {n}",
-    "keep-off": "job {t} will be kept off {n}", "unpin": "job {t} will be unpinned", "drain": "node {t} will be drained for tesserae",
+    "keep-off": "job {t} will be kept off {n}", "unpin": "job {t} will be unpinned",
+    "drain": "node {t} will be drained for tesserae",
     "resume": "node {t} will be resumed for tesserae",
 }
 
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_job(cfg, job: str) -> None:  # noqa: ANN001
+def _check_job(cfg: DaemonConfig, job: str) -> None:
     """A job the daemon manages and that has not ended (when the database is readable here)."""
     from ...daemon.store import TERMINAL_STATES, Store
 

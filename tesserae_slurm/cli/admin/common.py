@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -110,28 +108,9 @@ class ApiClient:
             raise InputError(f"{self.url}{path}: not a tesserae API answer (HTTP {resp.status})") from None
         if resp.status != 200:
             raise InputError(str(body.get("error") if isinstance(body, dict) else body))
+        if not isinstance(body, dict):
+            raise InputError(f"{self.url}{path}: not a tesserae API answer (a JSON {type(body).__name__})")
         return body
-
-
-def when(t: float | None) -> str:
-    """Local time for tables, squeue style (no zone)."""
-    if t is None:
-        return ""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
-
-
-def iso(t: float | None) -> str | None:
-    """ISO 8601 with the zone offset, for --json."""
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
-
-
-def json_meta() -> dict[str, Any]:
-    """The ``meta`` object of every --json answer: which tool and version wrote it, and when."""
-    from ... import __version__
-
-    return {"tool": "tesserae-slurm", "version": __version__, "generated_at": iso(time.time())}
 
 
 def duration(seconds: float | None) -> str:

@@ -7,20 +7,14 @@ pending reasons, packed pairs with their speeds) and the actions taken on the jo
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ...daemon.readers import when
 from ...model import InputError
 from ..render import table
-from .common import ApiClient, add_api_option, add_db_options, duration, iso, open_source, when
-from .jobs import reason
+from .common import ApiClient, add_api_option, add_db_options, duration, open_source
 from .output import dump_json
-
-if TYPE_CHECKING:
-    from ...daemon.store import JobRow, Store
-
-ROUNDS_SCANNED = 200
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,93 +24,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_api_option(p)
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(func=run)
-
-
-def _mentions(decision_json: str | None, job: str) -> bool:
-    return f'"{job}"' in (decision_json or "")  # a cheap test before parsing a decision
-
-
-def _newest_round_with(store: Store, job: str) -> tuple[int, str, dict[str, Any]] | None:
-    """The newest round whose policy order holds ``job``: usually the newest round (one row), else a scan
-    of the last ROUNDS_SCANNED rounds, parsing only the decisions that mention the job."""
-    for limit in (1, ROUNDS_SCANNED):
-        for r in store.rounds(limit=limit):
-            if _mentions(r.decision_json, job):
-                d = json.loads(r.decision_json)
-                if job in d.get("order", []):
-                    return r.round_id, r.policy, d
-    return None
-
-
-def _round_with(store: Store, round_id: int | None, job: str) -> dict[str, Any] | None:
-    r = store.round(round_id) if round_id is not None else None
-    if r is None or not _mentions(r.decision_json, job):
-        return None
-    d = json.loads(r.decision_json)
-    return d if job in d.get("order", []) else None
-
-
-def explain(store: Store, row: JobRow) -> dict[str, Any]:
-    job = row.job_id
-    newest = _newest_round_with(store, job)
-    out: dict[str, Any] = {
-        "job": job, "name": row.name, "user": row.user, "state": row.state, "reason": reason(row),
-        "gpus": row.num_gpus, "model": row.model, "batch_size": row.batch_size, "placement": row.gpus,
-        "packed_with": row.packed_with, "strategy": row.strategy, "executed_s": row.executed_time,
-        "attained_gpu_s": row.attained_service, "preemptions": row.preemptions, "migrations": row.migrations,
-        "submitted": iso(row.submit_time),
-    }
-    if newest:
-        rid, policy, d = newest
-        order = d.get("order", [])
-        out["last_round"] = {"round": rid, "policy": policy, "rank": order.index(job) + 1, "of": len(order)}
-        src = d.get("sources", {}).get(job)
-        if src:  # measured (online feedback), profiled (the table) or estimated:<estimator>
-            out["speed_source"] = {"round": rid, **src}
-        pending = [p for p in d.get("pending", []) if p["job"] == job]
-        if pending:
-            out["why_pending"] = {"reason": pending[0]["reason"], "detail": pending[0]["detail"]}
-        pair = [p for p in d.get("packed", []) if job in (p["placed"], p["partner"])]
-        if pair:
-            p = pair[0]
-            mine, other = ("placed", "partner") if p["placed"] == job else ("partner", "placed")
-            out["why_packed"] = {
-                "with": p[other], "speed": p[f"{mine}_speed"], "partner_speed": p[f"{other}_speed"],
-                "combined": p["placed_speed"] + p["partner_speed"], "strategy": p.get(f"{mine}_strategy"),
-                "note": "packing is chosen when the pair's combined normalized throughput beats the placed job alone",
-            }
-    moves = []
-    for a in store.actions(job_id=job):
-        detail = json.loads(a.detail or "{}")
-        if a.kind in ("migrate", "preempt", "requeue", "hold") or a.kind.endswith("start"):
-            entry = {"round": a.round_id, "kind": a.kind, "status": a.status, "from": detail.get("from", ""),
-                     "to": detail.get("to", detail.get("gpus", "")), "error": a.error}
-            ctx = _round_with(store, a.round_id, job) if a.kind in ("migrate", "preempt") else None
-            if ctx is not None:
-                order = ctx.get("order", [])
-                entry["rank"] = order.index(job) + 1 if job in order else None
-                entry["started_that_round"] = ctx.get("started", [])
-            moves.append(entry)
-    out["history"] = moves
-    out["admin"] = _admin_actions(store, job)
-    out["events"] = [{"time": iso(e.time), "kind": e.kind, "message": e.message}
-                     for e in reversed(store.events(job_id=job, limit=20))]
-    return out
-
-
-def _admin_actions(store: Store, job: str) -> list[dict[str, Any]]:
-    """Operators' actions on the job (`tesserae hold|release|requeue|cancel|pin|keep-off|unpin`): who, when,
-    what became of it."""
-    from sqlalchemy.exc import OperationalError
-
-    from ...daemon.admin import for_target
-
-    try:
-        rows = for_target(store, job)
-    except OperationalError:  # a database from before schema 0003 read through an older API
-        return []
-    return [{"time": iso(r.time), "user": r.user, "command": r.command, "nodes": r.nodes, "status": r.status,
-             "round": r.round_id, "note": r.note} for r in rows]
 
 
 def _local(stamp: str | None) -> str:

@@ -3,56 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...model import InputError
-from .common import ApiClient, add_api_option, add_db_options, duration, iso, open_source, when
-from .output import Column, add_output_options, emit, format_codes
+from ...daemon.readers import SHORT, STATE_CODES, Column, add_stop_reasons, iso, parse_states, reason, select_rows, when
+from .common import ApiClient, add_api_option, add_db_options, duration, open_source
+from .output import add_output_options, emit, format_codes
 
 if TYPE_CHECKING:
-    from ...daemon.store import JobRow, Store
-
-# Slurm's job state codes and names (squeue -t accepts either). Finished daemon jobs take Slurm's name.
-SLURM_STATES = {
-    "BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "CF": "CONFIGURING", "CG": "COMPLETING",
-    "DL": "DEADLINE", "F": "FAILED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "PD": "PENDING", "PR": "PREEMPTED",
-    "R": "RUNNING", "RD": "RESV_DEL_HOLD", "RF": "REQUEUE_FED", "RH": "REQUEUE_HOLD", "RQ": "REQUEUED",
-    "RS": "RESIZING", "RV": "REVOKED", "SI": "SIGNALING", "SE": "SPECIAL_EXIT", "SO": "STAGE_OUT", "ST": "STOPPED",
-    "S": "SUSPENDED", "TO": "TIMEOUT",
-}
-# The daemon's own states, with codes Slurm does not use: STARTING (released to Slurm, not running yet),
-# PREEMPTING (signalled to checkpoint, requeued once it stops), LOST (vanished from Slurm).
-DAEMON_STATES = {"SG": "STARTING", "PG": "PREEMPTING", "LO": "LOST"}
-STATE_CODES = SLURM_STATES | DAEMON_STATES
-SHORT = {name: code for code, name in STATE_CODES.items()}
-
-
-def parse_states(text: str) -> set[str]:
-    """squeue's -t: comma-separated codes or names, any case, or ``all``; an unknown one is an error."""
-    wanted: set[str] = set()
-    for word in (w.strip().upper() for w in text.split(",")):
-        if not word:
-            continue
-        if word == "ALL":
-            wanted |= set(SHORT)
-        elif word in STATE_CODES:
-            wanted.add(STATE_CODES[word])
-        elif word in SHORT:
-            wanted.add(word)
-        else:
-            raise InputError(f"-t: unknown job state {word!r}; known: "
-                             + ", ".join(f"{c}/{n}" for c, n in STATE_CODES.items()) + ", all")
-    if not wanted:
-        raise InputError("-t: no state given")
-    return wanted
-
-
-def reason(r: JobRow) -> str:
-    """The recorded reason; for a job being preempted without one, what the daemon is doing to it."""
-    if r.reason or r.state != "PREEMPTING":
-        return r.reason
-    return getattr(r, "stop_reason", "") or "Preempting: signalled to checkpoint; requeued once it stops"
+    from ...daemon.store import JobRow
 
 
 def _reason_or_nodes(r: JobRow) -> str:
@@ -107,39 +66,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def select_rows(rows: list[JobRow], args: argparse.Namespace) -> list[JobRow]:
-    from ...daemon.store import TERMINAL_STATES
-
-    if args.states:
-        wanted = parse_states(args.states)
-        rows = [r for r in rows if r.state in wanted]
-    elif not args.all:
-        rows = [r for r in rows if r.state not in TERMINAL_STATES]
-    if args.jobs:
-        ids = {j.strip() for j in args.jobs.split(",") if j.strip()}
-        bad = [j for j in ids if not j.isdigit()]
-        if bad:
-            raise InputError(f"-j: job ids are numbers, got {', '.join(sorted(bad))}")
-        rows = [r for r in rows if r.job_id in ids]
-    if args.user:
-        rows = [r for r in rows if r.user == args.user]
-    return sorted(rows, key=lambda r: int(r.job_id) if r.job_id.isdigit() else 0)
-
-
-def add_stop_reasons(store: Store, rows: list[JobRow]) -> None:
-    """A PREEMPTING job's reason from the stop the daemon recorded (preempt or migrate, which round)."""
-    for r in rows:
-        if r.state != "PREEMPTING" or r.reason:
-            continue
-        stops = [a for a in store.actions(job_id=r.job_id) if a.kind in ("preempt", "migrate")]
-        if stops:
-            a = stops[-1]
-            to = json.loads(a.detail or "{}").get("to", "")
-            r.stop_reason = (f"Preempting: moving to {to} (round {a.round_id}); checkpointing, then requeued"
-                             if a.kind == "migrate" and to else
-                             f"Preempting: preempted in round {a.round_id}; checkpointing, then requeued")
-
-
 def run(args: argparse.Namespace) -> int:
     if args.states:
         parse_states(args.states)  # a bad -t fails before the database is opened
@@ -149,13 +75,10 @@ def run(args: argparse.Namespace) -> int:
 
         body = source.get("/api/jobs", states=args.states, all="1" if args.all else None, jobs=args.jobs,
                           user=args.user)
-        rows = [job_from_record(j) for j in body["jobs"]]
+        shown: Sequence[object] = [job_from_record(j) for j in body["jobs"]]
     else:
-        rows = select_rows(source.jobs(), args)
+        rows = select_rows(source.jobs(), states=args.states, all_jobs=args.all, ids=args.jobs, user=args.user)
         add_stop_reasons(source, rows)
-    emit(args, COLUMNS, rows, None if args.long else DEFAULT, key="jobs")
+        shown = rows
+    emit(args, COLUMNS, shown, None if args.long else DEFAULT, key="jobs")
     return 0
-
-
-def parallelism(r: JobRow) -> list[str]:
-    return list(json.loads(r.parallelism or "[]"))

@@ -16,23 +16,12 @@ import json
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from ...daemon.readers import Column
 from ...model import InputError
 from ..render import table
-
-
-@dataclass(frozen=True)
-class Column:
-    header: str
-    letter: str  # the %-code in -o format strings
-    key: str  # the field name in --json output
-    get: Callable[[Any], Any]
-    json: Callable[[Any], Any] | None = None  # the --json value when it differs (seconds, ISO 8601 times)
-
-    def json_value(self, row: Any) -> Any:
-        return (self.json or self.get)(row)
 
 
 def add_output_options(p: argparse.ArgumentParser, with_format: bool = True) -> None:
@@ -110,13 +99,17 @@ def format_rows(fmt: str, columns: Sequence[Column], rows: Sequence[Any], header
         return "".join(out).rstrip()
 
     lines = [render(lambda c: c.header)] if header else []
-    lines += [render(lambda c, r=r: _cell(c.get(r))) for r in rows]
+    lines += [render(partial(_cell_of, row=r)) for r in rows]
     return "\n".join(lines)
+
+
+def _cell_of(c: Column, row: Any) -> str:
+    return _cell(c.get(row))
 
 
 def dump_json(body: dict[str, Any]) -> None:
     """--json: one object, ``meta`` (tool, version, generated_at) first."""
-    from .common import json_meta
+    from ...daemon.readers import json_meta
 
     json.dump({"meta": json_meta(), **body}, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

@@ -3,39 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import TYPE_CHECKING, Any
 
+from ...daemon.readers import ROUND_COLUMNS, round_details, when
 from ...model import InputError
 from ..render import render_placement, table
-from .common import add_db_options, iso, open_store, when
-from .output import Column, add_output_options, dump_json, emit, format_codes
-
-if TYPE_CHECKING:
-    from ...daemon.store import RoundRow, Store
-
-COLUMNS = (
-    Column("ROUND", "i", "round", lambda r: r.round_id),
-    Column("STARTED", "S", "started_at", lambda r: when(r.started_at), lambda r: iso(r.started_at)),
-    Column("STATUS", "T", "status", lambda r: r.status + (" (dry)" if r.dry_run and r.status != "dry-run" else "")),
-    Column("POLICY", "P", "policy", lambda r: r.policy),
-    Column("JOBS", "j", "jobs_active", lambda r: r.jobs_active),
-    Column("RUNNING", "R", "running", lambda r: r.running),
-    Column("STARTED_JOBS", "s", "started", lambda r: r.started),
-    Column("PREEMPTED", "p", "preempted", lambda r: r.preempted),
-    Column("MIGRATED", "m", "migrated", lambda r: r.migrated),
-    Column("KEPT", "k", "kept", lambda r: r.kept),
-    Column("PACKED", "K", "packed_pairs", lambda r: r.packed_pairs),
-    Column("PENDING", "q", "pending", lambda r: r.pending),
-    Column("DECISION_MS", "d", "decision_ms", lambda r: round(r.scheduling_ms + r.placement_ms + r.packing_ms
-                                                              + r.migration_ms, 2)),
-    Column("APPLY_S", "a", "apply_s", lambda r: round(r.apply_ms / 1e3, 2)),
-    Column("ERROR", "e", "error", lambda r: r.error),
-)
+from .common import add_db_options, open_store
+from .output import add_output_options, dump_json, emit, format_codes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rounds", help="list the daemon's recent rounds", epilog=format_codes(COLUMNS))
+    p = sub.add_parser("rounds", help="list the daemon's recent rounds", epilog=format_codes(ROUND_COLUMNS))
     add_db_options(p)
     p.add_argument("-n", "--last", type=int, default=20, help="how many recent rounds (default 20)")
     add_output_options(p)
@@ -53,26 +30,8 @@ def run_rounds(args: argparse.Namespace) -> int:
     if args.last <= 0:
         raise InputError("--last must be positive")
     rows = list(reversed(open_store(args).rounds(limit=args.last)))
-    emit(args, COLUMNS, rows, key="rounds")
+    emit(args, ROUND_COLUMNS, rows, key="rounds")
     return 0
-
-
-def round_details(store: Store, row: RoundRow) -> dict[str, Any]:
-    decision = json.loads(row.decision_json or "{}")
-    return {
-        **{c.key: c.json_value(row) for c in COLUMNS},
-        "dry_run": row.dry_run,
-        "finished_at": iso(row.finished_at),
-        "timings_ms": {"observe": row.observe_ms, "scheduling": row.scheduling_ms, "placement": row.placement_ms,
-                       "packing": row.packing_ms, "migration": row.migration_ms, "apply": row.apply_ms},
-        "placements": [{"job": p.job_id, "gpus": p.gpus, "partner": p.partner, "strategy": p.strategy,
-                        "speed": p.speed} for p in store.placements(row.round_id)],
-        "actions": [{"seq": a.seq, "kind": a.kind, "job": a.job_id, "status": a.status,
-                     "detail": json.loads(a.detail or "{}"), "error": a.error} for a in store.actions(row.round_id)],
-        "slurm_calls": [{"method": c.method, "jobs": c.job_ids, "ok": c.ok, "ms": round(c.ms, 1), "error": c.error}
-                        for c in store.slurm_calls(row.round_id)],
-        "decision": decision,
-    }
 
 
 def run_round_show(args: argparse.Namespace) -> int:
@@ -85,10 +44,10 @@ def run_round_show(args: argparse.Namespace) -> int:
         if not newest:
             raise InputError("no rounds in the state database yet")
         row = newest[0]
+    elif (found := store.round(int(which))) is not None:
+        row = found
     else:
-        row = store.round(int(which))
-        if row is None:
-            raise InputError(f"no round {which} in the state database")
+        raise InputError(f"no round {which} in the state database")
     d = round_details(store, row)
     if args.json:
         dump_json(d)

@@ -10,15 +10,15 @@ Revises: 0001
 Create Date: 2026-11-25
 """
 import time
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0002'
-down_revision: Union[str, Sequence[str], None] = '0001'
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = '0001'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 kv = sa.table("kv", sa.column("key", sa.String), sa.column("value", sa.LargeBinary))
 events = sa.table("events", sa.column("time", sa.Float), sa.column("kind", sa.String),

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_admin import db  # noqa: F401 - the state database fixture: two real rounds through the journal
 
 from tesserae_slurm.cli.main import main
 from tesserae_slurm.daemon import api
@@ -19,7 +18,9 @@ from tesserae_slurm.daemon.config import config_from_mapping
 from tesserae_slurm.daemon.web import serve
 from tesserae_slurm.model import InputError
 
-WEBUI = Path(__file__).resolve().parents[1] / "tesserae_slurm" / "daemon" / "webui"
+from .test_admin_commands import db  # noqa: F401 - the state database fixture: two real rounds through the journal
+
+WEBUI = Path(__file__).resolve().parents[2] / "tesserae_slurm" / "daemon" / "webui"
 
 
 @pytest.fixture

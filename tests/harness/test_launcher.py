@@ -17,7 +17,7 @@ from tesserae_slurm.harness.launcher import build_command, node_env
 from tesserae_slurm.harness.megatron import parse_strategy
 from tesserae_slurm.model import InputError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_assignment_roundtrip_and_scontrol_parse():

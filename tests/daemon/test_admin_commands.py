@@ -23,7 +23,7 @@ from tesserae_slurm.daemon.plan import plan_round
 from tesserae_slurm.daemon.store import JobUpdate, Store
 from tesserae_slurm.model import PackedPair, PendingJob, PendingReason, Placement, RoundDecision
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState
-from tesserae_slurm.tsbatch.meta import JobMeta
+from tesserae_slurm.model.meta import JobMeta
 
 
 def _job(jid: int, name: str, meta: JobMeta) -> SlurmJob:
@@ -203,7 +203,7 @@ def test_states_take_squeue_codes_and_names(db, capsys, states, ids):
 
 
 def test_daemon_state_codes_do_not_clash_with_slurm_and_preempting_has_a_reason(db, capsys):
-    from tesserae_slurm.cli.admin.jobs import DAEMON_STATES, SLURM_STATES
+    from tesserae_slurm.daemon.readers import DAEMON_STATES, SLURM_STATES
 
     assert not set(DAEMON_STATES) & set(SLURM_STATES) and not set(DAEMON_STATES.values()) & set(SLURM_STATES.values())
     _edit(db, **{"11": {"state": "PREEMPTING", "reason": ""}, "12": {"state": "STARTING"},

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..model import InputError, Job
+from .errors import InputError
+from .job import Job
 
 PREFIX = "tesserae:v1:"
 UNPROFILED = "(no profile)"  # model name the daemon gives jobs submitted with --no-profile
