@@ -16,13 +16,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..model import InputError
+from ..model.strategy import Kind, parse_strategy
 from .entries import Endpoint, Entry, SpeedTable, Value
 
 Shape = tuple[str, str, str]  # (model, batch or "" for strategied models, strategy)
 
 
 def is_data_parallel(ep: Endpoint) -> bool:
-    return ep.strategy == "" or ep.strategy.upper().startswith("DP")
+    if ep.strategy == "":
+        return True
+    try:
+        return parse_strategy(ep.strategy).kind is Kind.DATA
+    except InputError:  # a profile label that is no strategy
+        return False
 
 
 def shape(ep: Endpoint) -> Shape:

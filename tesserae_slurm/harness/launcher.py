@@ -33,8 +33,9 @@ from types import FrameType
 from typing import Any
 
 from ..model import InputError
+from ..model.strategy import parse_strategy
 from .assignment import EVERY_KEY, REPORTS_KEY, Assignment, from_scontrol_oneliner
-from .megatron import parse_strategy
+from .megatron import megatron_parallelism
 from .mps import MpsSetup, join_mps, leave_mps
 from .report import ENV_EVERY, ENV_FILE
 
@@ -98,7 +99,7 @@ def build_command(payload: Sequence[str], a: Assignment, node: str, env: Mapping
     cmd = list(payload)
     if megatron and a.strategy:
         total = sum(len(v) for v in a.gpus.values())
-        cmd += parse_strategy(a.strategy, total).flags()
+        cmd += megatron_parallelism(parse_strategy(a.strategy), total).flags()
     if not torchrun:
         return cmd
     nodes = sorted(a.gpus)

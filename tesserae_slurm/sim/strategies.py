@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 
 from ..model import InputError
+from ..model.strategy import Kind, Strategy, parse_strategy
 from ..profiles import ThroughputProfile
 
 log = logging.getLogger(__name__)
@@ -31,26 +32,26 @@ def check_mode(mode: str) -> None:
         raise InputError(f"unknown LLM strategy mode {mode!r}; known: {', '.join(LLM_STRATEGIES)}")
 
 
-def layer_split(strategy: str) -> tuple[int, ...] | None:
-    """``"10,14"`` -> (10, 14); TP/DP strategies and anything else -> None."""
+def _meaning(label: str) -> Strategy | None:
+    """What a profile's strategy label means; None for a label that is no strategy (profiles take any)."""
     try:
-        layers = tuple(int(x) for x in strategy.split(","))
-    except ValueError:
+        return parse_strategy(label)
+    except InputError:
         return None
-    return layers if layers and all(x > 0 for x in layers) else None
 
 
 def even_split(strategies: tuple[str, ...], num_gpus: int) -> str | None:
     """Megatron's default pipeline among ``strategies``: ``num_gpus`` equal stages."""
     for s in strategies:
-        layers = layer_split(s)
-        if layers is not None and len(layers) == num_gpus and len(set(layers)) == 1:
+        st = _meaning(s)
+        if st is not None and st.kind is Kind.PIPELINE and len(st.stages) == num_gpus and len(set(st.stages)) == 1:
             return s
     return None
 
 
 def data_parallel(strategies: tuple[str, ...]) -> str | None:
-    return next((s for s in strategies if s.strip().upper().startswith("DP")), None)
+    """The data-parallel strategy (``DP<layers>``) among ``strategies``."""
+    return next((s for s in strategies if (st := _meaning(s)) is not None and st.kind is Kind.DATA), None)
 
 
 def chosen(profile: ThroughputProfile, model: str, num_gpus: int, mode: str) -> str | None:

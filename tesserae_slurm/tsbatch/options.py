@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..harness.megatron import parse_strategy
+from ..harness.megatron import megatron_parallelism
 from ..model import InputError
 from ..model.meta import UNPROFILED, JobMeta
+from ..model.strategy import parse_strategy
 from ..profiles import ThroughputProfile
 from ..profiles.keys import fold, normalize_batch
 from .gpus import TRANSLATED, GivenOption, PartitionShape, merge, translate
@@ -269,7 +270,7 @@ def check_meta(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile)
         raise InputError(f"--parallelism {';'.join(meta.parallelism)!r}: expected strategies separated by ';', "
                          "e.g. \"10,14;TP24\"")
     for s in meta.parallelism:
-        parse_strategy(s, n)  # stages must divide the GPUs, Megatron must express the split
+        megatron_parallelism(parse_strategy(s), n)  # stages must divide the GPUs, Megatron must express the split
     key = profile.key(model, batch, n)  # unknown batch of an ordinary model: the profile's own message
     if batch and profile.is_strategied(key.model) and normalize_batch(batch) not in (
             key.batch_size, key.batch_size.split("/")[0]):

@@ -76,9 +76,7 @@ def test_features_of_splits_tp_and_dp():
     assert features("DP24", 2) == pytest.approx([1, 1, 0, 1])
     assert features("12,12", 4) == pytest.approx([0.5, 0.5, 0.5, 0.5, 0, 0])  # 2 stages x 2 replicas
     with pytest.raises(InputError):
-        features("8,8,8", 4)
-    with pytest.raises(InputError):
-        features("ten,14", 2)
+        features("8,8,8", 4)  # 3 stages do not divide 4 GPUs (malformed text: tests/model/test_strategy.py)
 
 
 def test_candidate_space_holds_the_a100_strategies(a100_table):

@@ -10,7 +10,7 @@ import pytest
 from tesserae_slurm.estimators.base import error_report, held_out, predict_all
 from tesserae_slurm.estimators.entries import Endpoint, SpeedTable, Value, make_entry
 from tesserae_slurm.estimators.evaluate import linear_holdout, linear_targets
-from tesserae_slurm.estimators.linear import LinearModel
+from tesserae_slurm.estimators.linear import LinearModel, is_data_parallel
 from tesserae_slurm.estimators.matrix_completion import MatrixCompletion, complete
 from tesserae_slurm.profiles import ProfileKey
 
@@ -24,6 +24,13 @@ def table(values):
 
 
 # ---- linear model: worked examples ------------------------------------------------------------------
+
+@pytest.mark.parametrize("strategy,dp", [("", True), ("DP24", True), ("dp 24", True), ("10,14", False),
+                                         ("TP24", False), ("DP", False), ("A", False)])
+def test_data_parallel_endpoints(strategy, dp):
+    """No strategy or DP<layers>, read by model/strategy.py; a label that is no strategy is not DP."""
+    assert is_data_parallel(ep("m", "8", 2, strategy)) is dp
+
 
 def test_linear_copies_the_one_gpu_pair_to_other_counts():
     # tput(N) = N tput(1) alone and packed -> packed/alone is the same on 4 GPUs as on 1
