@@ -19,6 +19,7 @@ from tesserae_slurm.daemon.connect import backend_from_config
 from tesserae_slurm.daemon.loop import Daemon
 from tesserae_slurm.daemon.store import Store
 from tesserae_slurm.devcluster import DevCluster
+from tesserae_slurm.model.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / "jobscripts" / "toy.sbatch"
@@ -114,6 +115,13 @@ class Env:
 
     def store(self) -> Store:
         return Store.open(self.db, read_only=True)
+
+    def has_rounds(self) -> bool:
+        """A running daemon has recorded a round (False while it is still creating the database)."""
+        try:
+            return self.db.exists() and bool(self.store().rounds())
+        except InputError:  # the file exists, its schema not yet
+            return False
 
     # ---- Slurm and job logs --------------------------------------------------------------------------
     def squeue(self) -> dict[str, dict[str, str]]:
