@@ -10,8 +10,11 @@ promotion goes back to the tail of Q0, with its service and counters reset, once
 ``P x`` the wall time it ran since that promotion. P = 0 (the default, as in the reference code)
 turns promotion off; then waits are not counted either (``pending_s`` stays 0).
 
-Service is GPU-seconds (``service="gpu-time"``, the default, Tiresias' 2D attained service) or wall
-seconds (``"time"``, Tiresias' ``dlas``). Thresholds are checked at round boundaries.
+Service is GPU-seconds (``service="gpu-time"``, the default, Tiresias' 2D attained service), wall
+seconds (``"time"``, Tiresias' ``dlas``), or progress (``"progress"``, beyond the paper and Tiresias:
+GPU-seconds x the normalized speed the job ran at, ``progress_service``), so a job packed with a
+partner that slows it is not demoted for GPU time it barely used. Thresholds are checked at round
+boundaries.
 
 Quiet rounds (``stable_rounds``/``skip_rounds``, for the simulator's fast-forward): while the jobs and
 the running set stay, the order only changes when a running job's service crosses its queue's limit
@@ -31,12 +34,26 @@ import numpy as np
 
 from ..model import InputError, JobView
 from .base import Ranking, SchedulingInput
-from .las import SERVICES
+from .las import SERVICES as LAS_SERVICES
+
+SERVICES = (*LAS_SERVICES, "progress")
 
 DEFAULT_QUEUE_LIMITS = (3250.0, 7200.0)  # Tiresias jobs.py: 3 queues, Q0->Q1 at 3250, Q1->Q2 at 7200
 
 _ID, _RUNNING = attrgetter("job.id"), attrgetter("running")
 _ATTAINED, _EXECUTED = attrgetter("attained_service"), attrgetter("executed_time")
+
+
+def progress_service(views: Sequence[JobView], attained: np.ndarray) -> np.ndarray:
+    """Service charged by progress: the work a job has done (seconds of work at its best speed alone
+    on the reference GPU, ``total_work - remaining_work``) x its GPUs, i.e. GPU time held x the
+    normalized speed it ran at. A job slowed to 0.3 by its packing partner is charged 0.3 of the
+    GPU time it held. Jobs whose work the shell does not know are charged ``attained`` (GPU time)."""
+    total = np.fromiter((np.nan if v.total_work is None else v.total_work for v in views), float, len(views))
+    left = np.fromiter((np.nan if v.remaining_work is None else v.remaining_work for v in views), float, len(views))
+    gpus = np.fromiter((v.num_gpus for v in views), float, len(views))
+    done = (total - left) * gpus
+    return np.where(np.isnan(done), attained, done)
 
 
 class QueuedJob(NamedTuple):
@@ -142,7 +159,7 @@ class TiresiasPolicy:
         views, n = inp.jobs, len(inp.jobs)
         ids = list(map(_ID, views))
         executed = np.fromiter(map(_EXECUTED, views), float, n)
-        service = np.fromiter(map(_ATTAINED, views), float, n) if self.service == "gpu-time" else executed
+        service = self._service(views, executed)
         running = np.fromiter(map(_RUNNING, views), bool, n)
         elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
         # 1. the known jobs still active (``at``: their views); waits grow for waiting jobs that ran
@@ -193,6 +210,15 @@ class TiresiasPolicy:
         jobs = Queues(order, _Columns(queue, seq, sb, eb, pend).take(rows))
         return Ranking(order), TiresiasState(jobs, next_seq, inp.now, state.promotions + int(up.sum()),
                                              state.demotions + int(down.sum()))
+
+    def _service(self, views: Sequence[JobView], executed: np.ndarray) -> np.ndarray:
+        """Each job's attained service in the policy's units (see the module docstring)."""
+        if self.service == "time":
+            return executed
+        attained = np.fromiter(map(_ATTAINED, views), float, len(views))
+        if self.service == "gpu-time":
+            return attained
+        return progress_service(views, attained)
 
     def stable_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking, max_rounds: int) -> int:
         views = dict(zip(map(_ID, inp.jobs), inp.jobs, strict=True))
@@ -254,10 +280,12 @@ class TiresiasPolicy:
         at = np.flatnonzero(running & (cols.queue < len(self.queue_limits)))
         if not len(at) or bound <= 0:
             return bound
+        if self.service == "progress":  # grows by speed x GPU time, and speeds are not known here
+            return 0
         sel = [views[i] for i in at.tolist()]
         service = np.fromiter(map(_ATTAINED if self.service == "gpu-time" else _EXECUTED, sel), float, len(sel))
         gpus = np.array([v.num_gpus for v in sel], dtype=float)
-        inc = gpus * inp.round_s if self.service == "gpu-time" else np.full(len(sel), inp.round_s)
+        inc = np.full(len(sel), inp.round_s) if self.service == "time" else gpus * inp.round_s
         base, limit = cols.service_base[at], np.array(self.queue_limits)[cols.queue[at]]
         for i in range(bound):
             service += inc
