@@ -640,7 +640,8 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             "how the migration results scale with it.",
             "* **Tiresias parameters.** The paper's queue thresholds and promotion knob are unpublished; we use "
             "Tiresias' code defaults (3250 / 7200 GPU-seconds, no promotion) for every trace. A packed job is "
-            "charged full GPU-time service, as Tiresias counts service, although it runs slower.",
+            "charged full GPU-time service, as Tiresias counts service, although it runs slower (section 9 tries "
+            "charging progress, and Tiresias' promotion).",
             "* **Placement.** Listing 1 recomputes the consolidated placement every round; migrations counted here "
             "are real moves of a job's GPUs after Tesserae's (or Gavel's) relabeling.",
             "* **FTF.** rho = JCT / (isolated duration x max(1, mean active jobs per GPU over the job's life)); the "
@@ -649,7 +650,7 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             "paper's own V100 measurements.",
             ""]
     out += ["## Reproduce", "", "About 5 minutes from scratch (`--fresh`) with 2 worker processes on the 2-core "
-            "development machine.", "",
+            "development machine, plus about 6 for section 9 (one worker).", "",
             "```sh", ".venv/bin/python scripts/reproduce_results.py   # writes docs/results.md",
             ".venv/bin/python scripts/reproduce_results.py --only estimators,parallelism   # sections 6 and 7 only",
             f".venv/bin/python scripts/reproduce_results.py --only {','.join(SLURM_STUDIES)} --splice   # section 8 "
