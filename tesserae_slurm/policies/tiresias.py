@@ -8,7 +8,10 @@ the order is entry order, except that jobs that ran last round are moved ahead o
 forth. Starvation guard (``promote_knob`` P > 0): a waiting job below Q0 that has run since its last
 promotion goes back to the tail of Q0, with its service and counters reset, once it has waited
 ``P x`` the wall time it ran since that promotion. P = 0 (the default, as in the reference code)
-turns promotion off; then waits are not counted either (``pending_s`` stays 0).
+turns promotion off; then waits are not counted either (``pending_s`` stays 0). ``promote_max_run_s``
+(beyond Tiresias; default no cap) promotes only jobs that have run at most that many wall seconds in
+all: the guard then rescues jobs that got little service (the starved ones) without cycling long
+jobs between Q0 and the lower queues, each cycle preempting and moving others.
 
 Service is GPU-seconds (``service="gpu-time"``, the default, Tiresias' 2D attained service), wall
 seconds (``"time"``, Tiresias' ``dlas``), or progress (``"progress"``, beyond the paper and Tiresias:
@@ -135,6 +138,7 @@ class TiresiasState:
 class TiresiasPolicy:
     queue_limits: Sequence[float] = DEFAULT_QUEUE_LIMITS
     promote_knob: float = 0.0
+    promote_max_run_s: float = float("inf")  # only jobs that ran at most this long in all are promoted
     service: str = "gpu-time"
     name: str = "tiresias"
 
@@ -144,6 +148,8 @@ class TiresiasPolicy:
             raise InputError(f"tiresias: queue_limits must be positive and increasing, got {list(limits)}")
         if self.promote_knob < 0:
             raise InputError(f"tiresias: promote_knob must be >= 0 (0 = off), got {self.promote_knob}")
+        if not self.promote_max_run_s > 0:
+            raise InputError(f"tiresias: promote_max_run_s must be > 0 (inf = no cap), got {self.promote_max_run_s}")
         if self.service not in SERVICES:
             raise InputError(f"tiresias: service must be one of {', '.join(SERVICES)}, got {self.service!r}")
         object.__setattr__(self, "queue_limits", limits)
@@ -196,7 +202,8 @@ class TiresiasPolicy:
         up = np.zeros(n, bool)
         if self.promote_knob > 0:
             ran = executed[at] - eb
-            up = ~down & (queue > 0) & ~running[at] & (ran > 0) & (pend >= self.promote_knob * ran)
+            up = ~down & (queue > 0) & ~running[at] & (ran > 0) & (executed[at] <= self.promote_max_run_s) \
+                & (pend >= self.promote_knob * ran)
         by_entry = np.lexsort((seq, queue))
         moved = by_entry[(down | up)[by_entry]]
         seq[moved] = next_seq + np.arange(len(moved))
@@ -241,8 +248,9 @@ class TiresiasPolicy:
         bound = self._demotion_bound(inp, vs, cols, ~waiting, max_rounds)
         # 3. rounds before a waiting job below Q0 that ran since its promotion has waited P x that run
         if self.promote_knob > 0 and bound > 0:
-            ran = np.fromiter(map(_EXECUTED, vs), float, len(vs)) - cols.executed_base
-            at = waiting & (cols.queue > 0) & (ran > 0)
+            total = np.fromiter(map(_EXECUTED, vs), float, len(vs))  # a waiting job's does not grow
+            ran = total - cols.executed_base
+            at = waiting & (cols.queue > 0) & (ran > 0) & (total <= self.promote_max_run_s)
             pending, need = cols.pending_s[at], self.promote_knob * ran[at]
             for i, e in enumerate(self._elapsed(inp, state, bound)):
                 pending = pending + e

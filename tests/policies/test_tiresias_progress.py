@@ -70,6 +70,62 @@ def test_registry_and_named_configuration():
     assert make_policy("tiresias", service="progress").service == "progress"
     cfg = get_config("tesserae-t-fair")
     assert (cfg.policy, cfg.engine.packing, cfg.engine.migration) == ("tiresias", "on", "tesserae")
-    assert dict(cfg.policy_options) == {"service": "progress", "promote_knob": 8.0}
+    assert dict(cfg.policy_options) == {"service": "progress", "promote_knob": 8.0, "promote_max_run_s": 10800.0}
     with pytest.raises(Exception, match="service"):
         TiresiasPolicy(service="work")
+    with pytest.raises(Exception, match="promote_max_run_s"):
+        TiresiasPolicy(promote_max_run_s=0)
+
+
+def _waited(policy: TiresiasPolicy, ran: float, waited: float):
+    """A (1 GPU) ran ``ran`` s and was demoted to Q1; then it waits ``waited`` s while B runs."""
+    state = policy.initial_state()
+    _, state = policy.rank(inp([view("A", 1, 0)], now=0), state)
+    _, state = policy.rank(inp([view("A", 1, 0, served=ran, running=True)], now=ran), state)
+    assert state.jobs["A"].queue == 1
+    views = [view("A", 1, 0, served=ran), view("B", 1, ran, running=True, served=360)]
+    _, state = policy.rank(inp(views, now=ran + waited), state)
+    return state
+
+
+def test_promotion_cap_on_total_run_time():
+    """Hand-worked, limits (1000,): A ran 1080 s (> 1000 GPU-s: Q1), then waited 2 x 1080 s. With P = 2 it
+    is promoted back to Q0 unless the cap says it ran too long in all (1080 s > 1000 s)."""
+    uncapped = TiresiasPolicy(queue_limits=(1000,), promote_knob=2)
+    capped = TiresiasPolicy(queue_limits=(1000,), promote_knob=2, promote_max_run_s=1000)
+    roomy = TiresiasPolicy(queue_limits=(1000,), promote_knob=2, promote_max_run_s=1080)
+    assert _waited(uncapped, 1080, 2160).jobs["A"].queue == 0
+    assert _waited(roomy, 1080, 2160).jobs["A"].queue == 0  # at the cap: still promoted
+    s = _waited(capped, 1080, 2160)
+    assert s.jobs["A"].queue == 1 and s.promotions == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 20)), min_size=1, max_size=6),
+       st.sampled_from([400.0, 1500.0, 5000.0]), st.integers(1, 30))
+def test_no_job_over_the_cap_is_ever_promoted(jobs, cap, rounds):
+    """Round loop on one 4-GPU node: every job promoted has run at most ``cap`` wall seconds in all."""
+    policy = TiresiasPolicy(queue_limits=(700,), promote_knob=1, promote_max_run_s=cap)
+    served = {f"j{i}": 0.0 for i in range(len(jobs))}
+    gpus = {f"j{i}": g for i, (g, _) in enumerate(jobs)}
+    left = {f"j{i}": 360.0 * n for i, (_, n) in enumerate(jobs)}
+    running: set[str] = set()
+    state = policy.initial_state()
+    for r in range(rounds):
+        active = [j for j in served if left[j] > 0]
+        if not active:
+            break
+        views = [view(j, gpus[j], 0.0, served=served[j], running=j in running) for j in active]
+        before = dict(state.jobs)
+        _, state = policy.rank(inp(views, now=360.0 * r), state)
+        for j in active:
+            if j in before and before[j].queue > 0 and state.jobs[j].queue == 0:
+                assert served[j] <= cap
+        free, running = 4, set()
+        for j in state.jobs:
+            if gpus[j] <= free:
+                running.add(j)
+                free -= gpus[j]
+        for j in running:
+            served[j] += 360.0
+            left[j] -= 360.0

@@ -112,10 +112,11 @@ def test_smoke_run_of_the_fairness_study(tmp_path):
     assert script.main(argv) == 0
     text = out.read_text()
     assert "## 9. Packing without victims" in text and "### Verdict" in text
-    assert "| tesserae-t-fair = (b) + (e) |" in text and "(a) Tesserae-T, `min_speed` 0.5" in text
+    assert "| tesserae-t-fair = (b) + (e), promotion only for jobs that ran <= 3 h |" in text
+    assert "(a) Tesserae-T, `min_speed` 0.5" in text
     assert "vs Tiresias(Single), avg JCT" in text and "Worst jobs (seed 0)" in text
     runs = sorted(p.name for p in cache.glob("*.json"))
-    assert len(runs) == 2 * (8 + 7)  # two generated setups: 8 variants at seed 0, 7 at seed 1 (no Gavel)
+    assert len(runs) == 2 * (9 + 8)  # two generated setups: 9 variants at seed 0, 8 at seed 1 (no Gavel)
     assert (tmp_path / "img" / "fairness-a100.png").exists() and "](img/fairness-a100.png)" in text
     # the variants of one configuration are cached apart (policy options and min_speed are in the key)
     assert len({r.rsplit("-", 1)[-1] for r in runs}) == len(runs)

@@ -78,6 +78,9 @@ def test_tiresias_with_promotion_is_identical_and_skips():
     cfg = config("tesserae-t", promote_knob=1.5, queue_limits=[1800.0, 7200.0])
     _, fast = both(tr, "5x4:a100", cfg, A100, restart=RestartCost.uniform(45))
     assert fast.settings[SKIPPED] > 0
+    cfg = config("tesserae-t", promote_knob=1.5, queue_limits=[900.0], promote_max_run_s=1500.0)
+    _, fast = both(tr, "5x4:a100", cfg, A100)
+    assert fast.settings[SKIPPED] > 0
     cfg = config("tiresias", promote_knob=0.5, service="time")
     _, fast = both(tr, "3x4:a100", cfg, A100, round_s=0.1 + 0.2 + 299.7)
     assert fast.settings[SKIPPED] > 0
