@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tesserae_slurm.configs import get_config
 from tesserae_slurm.sim.compare import RunSpec
 from tesserae_slurm.sim.trace_source import resolve_trace
 from tesserae_slurm.sim.traces.record import TraceJob
@@ -116,11 +117,17 @@ def _targets(r: dict[str, Any], single: dict[str, Any], t: dict[str, Any]) -> li
     ]
 
 
-def _why(j: dict[str, Any], progress: bool) -> str:
+def _why(j: dict[str, Any], progress: bool, cap_s: float = float("inf")) -> str:
     """A worst job's story from its record: a job shorter than a round, slowed by packing partners, or
-    starved in a low Tiresias queue. ``progress``: the run charged service by progress."""
+    starved in a low Tiresias queue. ``progress``: the run charged service by progress; ``cap_s``: its
+    promotion cap (jobs that ran longer are never promoted)."""
     wait = (j["jct"] - j["duration"]) / 3600
     pre = f"{j['preemptions']} preemption{'s' if j['preemptions'] != 1 else ''}"
+    if j["duration"] > cap_s:
+        return (f"{'packed ' + format(j['packed_s'] / 60, '.0f') + ' min, ' if j['packed_s'] > 0 else 'never packed, '}"
+                f"{pre}, {wait:.1f} h later than alone: longer than the {cap_s / 3600:g} h promotion cap, so "
+                f"once it had run that long the starvation guard no longer applied and it waited in a lower "
+                f"queue for {j['num_gpus']} free GPUs")
     if j["duration"] < 360 and wait < 0.5:
         return (f"shorter than one 360 s round, it waited {wait * 60:.0f} min for a round boundary and its "
                 "start: a fair finish of minutes makes any wait a large rho (rounds, not the order)")
@@ -135,9 +142,9 @@ def _why(j: dict[str, Any], progress: bool) -> str:
             f"rounds, it needs {j['num_gpus']} free GPUs while newer jobs go first (starvation, not packing)")
 
 
-def _worst(r: dict[str, Any], progress: bool, k: int = 3) -> str:
+def _worst(r: dict[str, Any], progress: bool, k: int = 3, cap_s: float = float("inf")) -> str:
     return "; ".join(f"job {j['id']} ({j['num_gpus']}-GPU {j['model']}, {j['duration'] / 60:.0f} min alone): rho "
-                     f"{j['ftf']:.1f}, {_why(j, progress)}" for j in r.get("worst_ftf_jobs", [])[:k])
+                     f"{j['ftf']:.1f}, {_why(j, progress, cap_s)}" for j in r.get("worst_ftf_jobs", [])[:k])
 
 
 def _seed_range(study: Any, s: Setup, key: str, metric: str) -> str:
@@ -262,7 +269,9 @@ def render(study: Any, number: str, img: Path, shown: Any) -> list[str]:
         out += ["", "Worst jobs (seed 0):", ""]
         for k in ("tiresias-single", "tesserae-t", NEW):
             if res[k] is not None:
-                out.append(f"* {BY_KEY[k].label}: {_worst(res[k], k == NEW)}.")
+                cap = float(get_config(NEW).policy_options.get("promote_max_run_s", "inf")) if k == NEW \
+                    else float("inf")
+                out.append(f"* {BY_KEY[k].label}: {_worst(res[k], k == NEW, cap_s=cap)}.")
         out.append("")
     out += verdict(study, sts)
     return out
