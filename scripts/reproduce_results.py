@@ -41,6 +41,7 @@ from tesserae_slurm.sim.trace_source import resolve_trace  # noqa: E402
 from tesserae_slurm.sim.traces import generate_gavel, load_shipped  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
+import results_fairness as fairness  # noqa: E402  (section 9)
 import results_profiling as profiling  # noqa: E402  (sections 6 and 7)
 
 log = logging.getLogger("reproduce")
@@ -124,11 +125,17 @@ def studies(args: argparse.Namespace) -> list[Study]:
         Study("slurm-gavel", "Gavel-style trace, A100", Setup(gavel, a100, "a100"), SLURM),
         Study("slurm-philly", f"Philly virtual cluster {PHILLY_VC.split('-')[1]}, V100",
               Setup(PHILLY_VC, PHILLY_CLUSTER, "gavel"), SLURM),
+        Study("fairness", "Packing without victims (beyond the paper)", Setup(tess, a100, "a100"),
+              (fairness.NEW,), plan=fairness.plan,
+              extra={"setups": fairness.setups(n, cluster, rate, PHILLY_VC, PHILLY_CLUSTER),
+                     "seeds": tuple(range(1, args.trace_seeds)), "gavel_on": ("a100", "gavel", "philly"),
+                     "per_job": True}),
     ]
 
 
 SLURM_STUDIES = ("slurm-a100", "slurm-gavel", "slurm-philly")
 SLURM_TITLE = "## 8. Against plain Slurm"
+FAIR_TITLE = "## 9. Packing without victims (beyond the paper)"
 
 
 def _shown(path: Path) -> str:
@@ -148,6 +155,10 @@ def cache_key(spec: RunSpec) -> str:
         fields.append(hashlib.sha256(Path(spec.decision_profile).read_bytes()).hexdigest())
     if spec.llm_strategy != "best":
         fields.append(spec.llm_strategy)
+    if spec.policy_options:
+        fields.append(sorted(spec.policy_options))
+    if spec.min_speed:
+        fields.append(["min_speed", spec.min_speed])
     ident = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
@@ -166,9 +177,12 @@ def _default_plan(study: Study, trace: Sequence[Any], name: str, restart: Restar
     return out
 
 
-def summarize(res: Any) -> dict[str, Any]:
-    """A run's summary plus what the sections quote: worst FTF jobs, last jobs, JCT per model and size."""
+def summarize(res: Any, per_job: bool = False) -> dict[str, Any]:
+    """A run's summary plus what the sections quote: worst FTF jobs, last jobs, JCT per model and size;
+    with ``per_job``, every job's JCT and FTF rho (for CDF figures)."""
     summary = res.summary()
+    if per_job:
+        summary["per_job"] = [{"jct": j.jct, "ftf": j.ftf} for j in res.jobs]
     summary["worst_ftf_jobs"] = [
         {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "duration": j.duration, "jct": j.jct,
          "ftf": j.ftf, "preemptions": j.preemptions, "migrations": j.migrations, "packed_s": j.packed_s}
@@ -222,7 +236,7 @@ def run_study(study: Study, cache: Path, workers: int, fresh: bool, simulate: bo
 
         runs = run_many([s for _, s, _ in todo], workers=workers, on_done=progress)
         for (key, _, path), res in zip(todo, runs, strict=True):
-            summary = summarize(res)
+            summary = summarize(res, per_job=bool(study.extra.get("per_job")))
             path.write_text(json.dumps(summary, indent=1))
             study.results[key] = summary
         log.info("%s: done in %.0f s", study.key, time.perf_counter() - t0)
@@ -444,12 +458,21 @@ def render_slurm(by: dict[str, Study]) -> list[str]:
     return out
 
 
-def splice(document: str, section: list[str]) -> str:
-    """``document`` with its section 8 replaced by ``section`` (inserted before the closing sections if
-    it has none): regenerating the Slurm comparison leaves every other section as it was."""
+def render_fairness(by: dict[str, Study], out_path: Path) -> list[str]:
+    """Section 9: packing without victims (results_fairness.py), figures next to the document."""
+    study = by.get("fairness")
+    if study is None or not study.results:
+        return []
+    img = out_path.parent / "img"
+    return fairness.render(study, "9", img, lambda p: Path(p).relative_to(out_path.parent).as_posix())
+
+
+def splice(document: str, section: list[str], title: str = SLURM_TITLE) -> str:
+    """``document`` with its section ``title`` (8 by default) replaced by ``section`` (inserted before
+    the closing sections if it has none): regenerating one section leaves every other as it was."""
     lines = document.split("\n")
-    if SLURM_TITLE in lines:
-        start = lines.index(SLURM_TITLE)
+    if title in lines:
+        start = lines.index(title)
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     else:
         start = end = next((i for i, line in enumerate(lines) if line.startswith("## Studies not run")
@@ -604,6 +627,7 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
     if par is not None and par.results:
         out += profiling.render_parallelism(par, "7")
     out += render_slurm(by)
+    out += render_fairness(by, Path(args.out))
     missing = sorted({c for s in all_studies for c in s.missing})
     not_run = [s.key for s in all_studies if not s.results]
     if not_run:
@@ -620,7 +644,8 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             "how the migration results scale with it.",
             "* **Tiresias parameters.** The paper's queue thresholds and promotion knob are unpublished; we use "
             "Tiresias' code defaults (3250 / 7200 GPU-seconds, no promotion) for every trace. A packed job is "
-            "charged full GPU-time service, as Tiresias counts service, although it runs slower.",
+            "charged full GPU-time service, as Tiresias counts service, although it runs slower (section 9 tries "
+            "charging progress, and Tiresias' promotion).",
             "* **Placement.** Listing 1 recomputes the consolidated placement every round; migrations counted here "
             "are real moves of a job's GPUs after Tesserae's (or Gavel's) relabeling.",
             "* **FTF.** rho = JCT / (isolated duration x max(1, mean active jobs per GPU over the job's life)); the "
@@ -629,11 +654,13 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             "paper's own V100 measurements.",
             ""]
     out += ["## Reproduce", "", "About 5 minutes from scratch (`--fresh`) with 2 worker processes on the 2-core "
-            "development machine.", "",
+            "development machine, plus about 6 for section 9 (one worker).", "",
             "```sh", ".venv/bin/python scripts/reproduce_results.py   # writes docs/results.md",
             ".venv/bin/python scripts/reproduce_results.py --only estimators,parallelism   # sections 6 and 7 only",
             f".venv/bin/python scripts/reproduce_results.py --only {','.join(SLURM_STUDIES)} --splice   # section 8 "
             "only, into the document as it is",
+            ".venv/bin/python scripts/reproduce_results.py --only fairness --splice   # section 9 only (and its "
+            "figures)",
             "```", "", f"Cached run summaries: `{_shown(Path(args.cache))}/` (delete it, or pass `--fresh`, to "
             "re-simulate; runs made by other code are simulated again).", ""]
     return "\n".join(out)
@@ -647,17 +674,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cluster", default="20x4", help="NODESxGPUS without type (20x4 = 80 GPUs)")
     ap.add_argument("--only", default="",
                     help="comma-separated studies to simulate: a100, restart, ftf, noise, v100, estimators, "
-                         "parallelism, gavel-trace, slurm-a100, slurm-gavel, slurm-philly")
+                         "parallelism, gavel-trace, slurm-a100, slurm-gavel, slurm-philly, fairness")
     ap.add_argument("--budgets", default=",".join(map(str, profiling.BUDGETS)),
                     help="estimators study: strategies measured per LLM search problem (2,3,4,6)")
     ap.add_argument("--llm-shares", default=",".join(f"{x:g}" for x in profiling.LLM_SHARES),
                     help="parallelism study: shares of the 2- and 4-GPU jobs that are LLMs (0.2,0.4,0.6,0.8)")
     ap.add_argument("--repeats", type=int, default=5, help="seeds per point of the estimators and parallelism studies")
+    ap.add_argument("--trace-seeds", type=int, default=3,
+                    help="fairness study: trace seeds 0..N-1 of the generated traces (3)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--fresh", action="store_true", help="ignore cached results")
     ap.add_argument("--render-only", action="store_true", help="simulate nothing; write the document from the cache")
     ap.add_argument("--splice", action="store_true",
-                    help="replace only section 8 (Against plain Slurm) of the existing --out document")
+                    help="replace only section 8 (Against plain Slurm), or with --only fairness section 9, "
+                         "of the existing --out document")
     args = ap.parse_args(argv)
     try:
         args.budgets = tuple(int(x) for x in args.budgets.split(",") if x.strip())
@@ -675,15 +705,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown studies {sorted(unknown)}; known: {', '.join(s.key for s in every)}")
     t0 = time.perf_counter()
-    if args.splice:  # section 8 alone, into the document as it stands
-        every = [s for s in every if s.key in SLURM_STUDIES]
+    fair_only = args.only.split(",") == ["fairness"]
+    if args.splice:  # section 8 (or 9) alone, into the document as it stands
+        every = [s for s in every if s.key in (("fairness",) if fair_only else SLURM_STUDIES)]
     for study in every:  # --only limits what is simulated; the document shows everything cached
         wanted = not args.render_only and (not args.only or study.key in args.only.split(","))
         run_study(study, cache, args.workers, args.fresh, simulate=wanted)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if args.splice:
         old = Path(args.out).read_text() if Path(args.out).exists() else ""
-        Path(args.out).write_text(splice(old, render_slurm({s.key: s for s in every})))
+        by = {s.key: s for s in every}
+        new = splice(old, render_fairness(by, Path(args.out)), FAIR_TITLE) if fair_only else \
+            splice(old, render_slurm(by))
+        Path(args.out).write_text(new)
     else:
         Path(args.out).write_text(render(every, args, time.perf_counter() - t0))
     log.info("wrote %s", args.out)

@@ -46,6 +46,10 @@ CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
     _cfg("tesserae-t-nomig", "tiresias", "on", "gavel", "Tesserae-T with Gavel's migration rule (no relabeling)"),
     _cfg("tesserae-t-sticky", "tiresias", "on", "tesserae",
          "Tesserae-T, jobs return to last round's node when they fit (beyond the paper)", placement="sticky"),
+    _cfg("tesserae-t-fair", "tiresias", "on", "tesserae",
+         "Tesserae-T, Tiresias service charged by progress (speed x GPU time) and promotion after waiting "
+         "8x the time run, for jobs that ran at most 3 h (beyond the paper; docs/results.md section 9)",
+         service="progress", promote_knob=8.0, promote_max_run_s=10800.0),
     _cfg("themis", "ftf", "off", "tesserae", "finish-time fairness order (Themis rho), no packing"),
     _cfg("tesserae-ftf", "ftf-lp", "on", "tesserae", "Gavel FTF (non-packed LP) priorities + Tesserae packing"),
     _cfg("gavel", "gavel", "off", "gavel", "Gavel LAS LP with pair variables, Gavel round mechanism"),

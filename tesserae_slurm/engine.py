@@ -33,7 +33,7 @@ from .placement.beside import place_beside
 from .placement.consolidate import ConsolidationResult, NodeRules, Unit, place_consolidated, place_units
 from .placement.limits import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
-from .placement.pack import PackingMode, pack
+from .placement.pack import PackingMode, check_min_speed, pack
 from .profiles import ThroughputProfile
 
 Clock = Callable[[], float]
@@ -57,8 +57,11 @@ class EngineConfig:
     # sticky: a job returns to its node when it fits (fewer moves); pinned: running jobs keep their GPUs and
     # new ones are placed on what is free, never relabeled (plain Slurm; placement/beside.py)
     placement: PlacementMode = "best-fit"
+    # packing without victims: a pair only if each member keeps this normalized speed (0 = off; pack.py)
+    min_speed: float = 0.0
 
     def __post_init__(self) -> None:
+        check_min_speed(self.min_speed)
         if self.placement not in PLACEMENTS:
             raise InputError(f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
 
@@ -200,7 +203,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             waiting = [j for j in waiting if j.id not in gate.limited]
         if rules is None:
             packed_now: Sequence[PackedPair] = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing,
-                                                    objective=cfg.objective).pairs
+                                                    objective=cfg.objective, min_speed=cfg.min_speed).pairs
         else:
             packed_now = _pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, cfg, rules, ids,
                                        placed.placement, cluster)
@@ -308,7 +311,7 @@ def _pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: Throug
     rule, and those whose rule allows every placed job, go last onto the placed jobs still alone."""
     def run(hosts: Sequence[Job], guests: Sequence[Job], taken: set[str]) -> tuple[PackedPair, ...]:
         return pack(hosts, guests, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
-                    exclude=taken).pairs
+                    exclude=taken, min_speed=cfg.min_speed).pairs
 
     row = dict(zip(ids, rules.rule.tolist()))
     guest_rule = np.fromiter(map(row.__getitem__, map(_ID_OF, waiting)), np.int64, len(waiting))

@@ -46,6 +46,9 @@ def add_common(p: argparse.ArgumentParser, *, cluster: str = "20x4:a100", trace:
     p.add_argument("--llm-strategy", default="best", choices=LLM_STRATEGIES,
                    help="LLM parallelism the engine may choose: best (default), dp or default-pp when packed, "
                         "default-pp-always (docs/simulator.md)")
+    p.add_argument("--min-speed", type=float, default=0.0, metavar="M",
+                   help="pack a pair only if each job keeps at least M of its speed alone (0-1; default 0: any "
+                        "pair that raises throughput; the daemon's packing.min_speed)")
     p.add_argument("--check", action="store_true", help="check invariants on every round (slower)")
     p.add_argument("--limits", default="", metavar="YAML",
                    help="per-user/account GPU limits: a file with a `limits:` mapping, as the daemon's config "
@@ -102,6 +105,9 @@ def specs_from_args(args: argparse.Namespace, policies: list[str],
         raise InputError(f"--round must be > 0 seconds, got {args.round_s:g}")
     if not 0.0 <= args.noise <= 1.0:
         raise InputError(f"--noise must be in [0, 1], got {args.noise:g}")
+    min_speed = getattr(args, "min_speed", 0.0)
+    if not 0.0 <= min_speed <= 1.0:
+        raise InputError(f"--min-speed must be in [0, 1], got {min_speed:g}")
     cluster = Cluster.from_spec(args.cluster)
     profile = args.profile or ("a100" if set(cluster.gpu_types) <= {"a100"} else "gavel")
     models = profile.lower() if profile.lower() in ("a100", "gavel") else None
@@ -115,7 +121,7 @@ def specs_from_args(args: argparse.Namespace, policies: list[str],
     limits = limits_file(args.limits) if getattr(args, "limits", "") else None
     return [RunSpec(tuple(trace), name, args.cluster, p, profile, args.round_s, args.seed, args.noise,
                     args.check, restart, tuple(sorted((policy_options or {}).items())), decision,
-                    getattr(args, "llm_strategy", "best"), limits) for p in policies]
+                    getattr(args, "llm_strategy", "best"), limits, min_speed) for p in policies]
 
 
 def limits_file(path: str) -> GpuLimits | None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import InputError
 from ..model.limits import GpuLimits, limits_from
+
+if TYPE_CHECKING:
+    from ..engine import EngineConfig
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,13 @@ class SchedulerSection:
     node_gpu_types: Mapping[str, str] = field(default_factory=dict)
     policy_options: Mapping[str, Any] = field(default_factory=dict)  # over the named configuration's own
     seed: int = 0  # for randomized policies (POP's partitions), as `tesserae simulate --seed`
+
+
+@dataclass(frozen=True)
+class PackingSection:
+    # a pair is formed only if each member keeps this normalized speed (0 = the named configuration's own,
+    # which is 0 for every shipped one: any pair that raises throughput); placement/pack.py
+    min_speed: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,7 @@ class AdminSection:
 class DaemonConfig:
     slurm: SlurmSection = SlurmSection()
     scheduler: SchedulerSection = SchedulerSection()
+    packing: PackingSection = PackingSection()
     preemption: PreemptionSection = PreemptionSection()
     mps: MpsSection = MpsSection()
     state: StateSection = StateSection()
@@ -117,7 +128,8 @@ class DaemonConfig:
 
 
 _SECTIONS = {f.name: f.type for f in fields(DaemonConfig)}
-_SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "preemption": PreemptionSection,
+_SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "packing": PackingSection,
+                    "preemption": PreemptionSection,
                     "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
                     "http": HttpSection, "feedback": FeedbackSection, "retention": RetentionSection,
                     "admin": AdminSection}
@@ -155,6 +167,17 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
             raise InputError(f"{name} must be a mapping of strings")
         return dict(value)
     return value
+
+
+def engine_config(cfg: DaemonConfig) -> EngineConfig:
+    """The named configuration's engine settings with the site's ``packing`` section over them."""
+    import dataclasses
+
+    from ..configs import get_config  # the engine only where it is needed (tsbatch loads this module too)
+    engine = get_config(cfg.scheduler.policy).engine
+    if cfg.packing.min_speed:
+        engine = dataclasses.replace(engine, min_speed=cfg.packing.min_speed)
+    return engine
 
 
 def config_from_mapping(raw: Any, where: str = "config", check_policy: bool = True) -> DaemonConfig:
@@ -222,6 +245,8 @@ def _validate_policy(cfg: DaemonConfig, where: str) -> None:
 def _validate_values(cfg: DaemonConfig, where: str) -> None:
     if cfg.scheduler.round_seconds <= 0:
         raise InputError(f"{where}: scheduler.round_seconds must be > 0")
+    if not 0.0 <= cfg.packing.min_speed <= 1.0:
+        raise InputError(f"{where}: packing.min_speed must be in [0, 1] (a normalized speed)")
     if cfg.slurm.backend not in ("auto", "cli", "pyslurm"):
         raise InputError(f"{where}: slurm.backend must be auto, cli or pyslurm")
     if cfg.slurm.command_timeout_s <= 0 or cfg.slurm.retries < 0:

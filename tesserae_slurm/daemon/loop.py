@@ -29,7 +29,7 @@ from ..tsbatch.submit import shape_from_nodes
 from . import admin
 from .apply import Applier, ApplyResult, StopItem
 from .calls import RecordingBackend
-from .config import DaemonConfig
+from .config import DaemonConfig, engine_config
 from .gpuset import GpuMap, format_gpus, parse_gpus
 from .guard import load_holds, save_holds, still_held, to_secure
 from .journal import Intent, Journal, RoundCounts
@@ -108,7 +108,7 @@ class Daemon:
         named = get_config(cfg.scheduler.policy)
         options = {**dict(named.policy_options), **dict(cfg.scheduler.policy_options)}
         self.cfg = cfg
-        self.engine_config = named.engine
+        self.engine_config = engine_config(cfg)
         self.policy = make_policy(named.policy, **options)
         self.policy_key = f"{cfg.scheduler.policy}:{sorted(options.items())!r}" + (":shadow" if self.dry_run else "")
         stored = self.journal.load_policy_state(self.policy_key)

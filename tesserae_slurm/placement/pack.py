@@ -8,6 +8,13 @@ throughput over the placed job alone: the edge weight -- the pair's speed sum un
 strategies both jobs allow (paper "Parallelism Strategy") -- exceeds the placed job's best isolated
 speed.
 
+Packing without victims (``min_speed``, beyond the paper): the matching maximizes the *sum* of
+normalized speeds, so it happily slows one job to 0.2 if its partner runs at 0.95. With
+``min_speed`` = m > 0 an edge exists only if both jobs run at >= m in the pair (the pair's best
+option by speed sum, as the table holds it: a pair whose best option slows one member below m is
+dropped, not re-chosen among slower options); ``ClassTable.slowest`` holds the slower member's speed
+of every class pair, and the mask is one numpy ``where`` over the class matrix.
+
 Jobs fall into a few profile classes, and jobs of one class are interchangeable, so the job-level
 matrix only repeats a small (class, GPU type) x class matrix from the profile's class table
 (``ClassTable``, built with the profile): medium problems go to one assignment on the job-level
@@ -63,8 +70,11 @@ class PackingResult:
 
 def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfile,
          gpu_type_of: Mapping[str, str], *, mode: PackingMode = "on", objective: Objective = "throughput",
-         exclude: Collection[str] = (), _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
-    """Pack pending jobs onto placed ones; ``exclude``: placed ids that already have a partner.
+         exclude: Collection[str] = (), min_speed: float = 0.0,
+         _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
+    """Pack pending jobs onto placed ones; ``exclude``: placed ids that already have a partner;
+    ``min_speed``: a pair is formed only if each member runs at least this normalized speed in it
+    (its speed packed / its best speed alone; 0 = any pair that raises throughput).
 
     ``_assignment_limit`` (tests only): largest job-level matrix solved directly; None = always.
     """
@@ -72,6 +82,7 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
         raise InputError(f"packing mode must be one of {', '.join(MODES)}, got {mode!r}")
     if objective not in OBJECTIVES:
         raise InputError(f"packing objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    check_min_speed(min_speed)
     all_pending = tuple([j.id for j in pending])
     if mode == "off":
         return PackingResult((), all_pending)
@@ -92,6 +103,8 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     # came first nor on which other classes are present
     type_at = [table.gpu_types.index(g) for g in gpu_names]
     values = (table.gain if objective == "throughput" else table.weight)[type_at]
+    if min_speed > 0.0:  # no edge where the pair's slower member falls below the floor
+        values = np.where(table.slowest[type_at] >= min_speed, values, 0.0)
     gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n, guest_n = np.array(host_gpus, dtype=np.int64), np.array(guest_gpus, dtype=np.int64)
@@ -108,6 +121,11 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     pairs.sort(key=lambda p: order[p.placed])
     packed = {p.partner for p in pairs}
     return PackingResult(tuple(pairs), tuple(filterfalse(packed.__contains__, all_pending)))
+
+
+def check_min_speed(min_speed: float) -> None:
+    if not 0.0 <= min_speed <= 1.0:
+        raise InputError(f"packing min_speed must be in [0, 1] (a normalized speed), got {min_speed!r}")
 
 
 def _problems(counts: Sequence[int], host_n: np.ndarray, guest_n: np.ndarray, hosts: Sequence[Job],

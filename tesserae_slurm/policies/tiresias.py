@@ -8,10 +8,16 @@ the order is entry order, except that jobs that ran last round are moved ahead o
 forth. Starvation guard (``promote_knob`` P > 0): a waiting job below Q0 that has run since its last
 promotion goes back to the tail of Q0, with its service and counters reset, once it has waited
 ``P x`` the wall time it ran since that promotion. P = 0 (the default, as in the reference code)
-turns promotion off; then waits are not counted either (``pending_s`` stays 0).
+turns promotion off; then waits are not counted either (``pending_s`` stays 0). ``promote_max_run_s``
+(beyond Tiresias; default no cap) promotes only jobs that have run at most that many wall seconds in
+all: the guard then rescues jobs that got little service (the starved ones) without cycling long
+jobs between Q0 and the lower queues, each cycle preempting and moving others.
 
-Service is GPU-seconds (``service="gpu-time"``, the default, Tiresias' 2D attained service) or wall
-seconds (``"time"``, Tiresias' ``dlas``). Thresholds are checked at round boundaries.
+Service is GPU-seconds (``service="gpu-time"``, the default, Tiresias' 2D attained service), wall
+seconds (``"time"``, Tiresias' ``dlas``), or progress (``"progress"``, beyond the paper and Tiresias:
+GPU-seconds x the normalized speed the job ran at, ``progress_service``), so a job packed with a
+partner that slows it is not demoted for GPU time it barely used. Thresholds are checked at round
+boundaries.
 
 Quiet rounds (``stable_rounds``/``skip_rounds``, for the simulator's fast-forward): while the jobs and
 the running set stay, the order only changes when a running job's service crosses its queue's limit
@@ -31,12 +37,26 @@ import numpy as np
 
 from ..model import InputError, JobView
 from .base import Ranking, SchedulingInput
-from .las import SERVICES
+from .las import SERVICES as LAS_SERVICES
+
+SERVICES = (*LAS_SERVICES, "progress")
 
 DEFAULT_QUEUE_LIMITS = (3250.0, 7200.0)  # Tiresias jobs.py: 3 queues, Q0->Q1 at 3250, Q1->Q2 at 7200
 
 _ID, _RUNNING = attrgetter("job.id"), attrgetter("running")
 _ATTAINED, _EXECUTED = attrgetter("attained_service"), attrgetter("executed_time")
+
+
+def progress_service(views: Sequence[JobView], attained: np.ndarray) -> np.ndarray:
+    """Service charged by progress: the work a job has done (seconds of work at its best speed alone
+    on the reference GPU, ``total_work - remaining_work``) x its GPUs, i.e. GPU time held x the
+    normalized speed it ran at. A job slowed to 0.3 by its packing partner is charged 0.3 of the
+    GPU time it held. Jobs whose work the shell does not know are charged ``attained`` (GPU time)."""
+    total = np.fromiter((np.nan if v.total_work is None else v.total_work for v in views), float, len(views))
+    left = np.fromiter((np.nan if v.remaining_work is None else v.remaining_work for v in views), float, len(views))
+    gpus = np.fromiter((v.num_gpus for v in views), float, len(views))
+    done = (total - left) * gpus
+    return np.where(np.isnan(done), attained, done)
 
 
 class QueuedJob(NamedTuple):
@@ -118,6 +138,7 @@ class TiresiasState:
 class TiresiasPolicy:
     queue_limits: Sequence[float] = DEFAULT_QUEUE_LIMITS
     promote_knob: float = 0.0
+    promote_max_run_s: float = float("inf")  # only jobs that ran at most this long in all are promoted
     service: str = "gpu-time"
     name: str = "tiresias"
 
@@ -127,6 +148,8 @@ class TiresiasPolicy:
             raise InputError(f"tiresias: queue_limits must be positive and increasing, got {list(limits)}")
         if self.promote_knob < 0:
             raise InputError(f"tiresias: promote_knob must be >= 0 (0 = off), got {self.promote_knob}")
+        if not self.promote_max_run_s > 0:
+            raise InputError(f"tiresias: promote_max_run_s must be > 0 (inf = no cap), got {self.promote_max_run_s}")
         if self.service not in SERVICES:
             raise InputError(f"tiresias: service must be one of {', '.join(SERVICES)}, got {self.service!r}")
         object.__setattr__(self, "queue_limits", limits)
@@ -142,7 +165,7 @@ class TiresiasPolicy:
         views, n = inp.jobs, len(inp.jobs)
         ids = list(map(_ID, views))
         executed = np.fromiter(map(_EXECUTED, views), float, n)
-        service = np.fromiter(map(_ATTAINED, views), float, n) if self.service == "gpu-time" else executed
+        service = self._service(views, executed)
         running = np.fromiter(map(_RUNNING, views), bool, n)
         elapsed = 0.0 if state.last_now is None else max(0.0, inp.now - state.last_now)
         # 1. the known jobs still active (``at``: their views); waits grow for waiting jobs that ran
@@ -179,7 +202,8 @@ class TiresiasPolicy:
         up = np.zeros(n, bool)
         if self.promote_knob > 0:
             ran = executed[at] - eb
-            up = ~down & (queue > 0) & ~running[at] & (ran > 0) & (pend >= self.promote_knob * ran)
+            up = ~down & (queue > 0) & ~running[at] & (ran > 0) & (executed[at] <= self.promote_max_run_s) \
+                & (pend >= self.promote_knob * ran)
         by_entry = np.lexsort((seq, queue))
         moved = by_entry[(down | up)[by_entry]]
         seq[moved] = next_seq + np.arange(len(moved))
@@ -193,6 +217,15 @@ class TiresiasPolicy:
         jobs = Queues(order, _Columns(queue, seq, sb, eb, pend).take(rows))
         return Ranking(order), TiresiasState(jobs, next_seq, inp.now, state.promotions + int(up.sum()),
                                              state.demotions + int(down.sum()))
+
+    def _service(self, views: Sequence[JobView], executed: np.ndarray) -> np.ndarray:
+        """Each job's attained service in the policy's units (see the module docstring)."""
+        if self.service == "time":
+            return executed
+        attained = np.fromiter(map(_ATTAINED, views), float, len(views))
+        if self.service == "gpu-time":
+            return attained
+        return progress_service(views, attained)
 
     def stable_rounds(self, inp: SchedulingInput, state: TiresiasState, ranking: Ranking, max_rounds: int) -> int:
         views = dict(zip(map(_ID, inp.jobs), inp.jobs, strict=True))
@@ -215,8 +248,9 @@ class TiresiasPolicy:
         bound = self._demotion_bound(inp, vs, cols, ~waiting, max_rounds)
         # 3. rounds before a waiting job below Q0 that ran since its promotion has waited P x that run
         if self.promote_knob > 0 and bound > 0:
-            ran = np.fromiter(map(_EXECUTED, vs), float, len(vs)) - cols.executed_base
-            at = waiting & (cols.queue > 0) & (ran > 0)
+            total = np.fromiter(map(_EXECUTED, vs), float, len(vs))  # a waiting job's does not grow
+            ran = total - cols.executed_base
+            at = waiting & (cols.queue > 0) & (ran > 0) & (total <= self.promote_max_run_s)
             pending, need = cols.pending_s[at], self.promote_knob * ran[at]
             for i, e in enumerate(self._elapsed(inp, state, bound)):
                 pending = pending + e
@@ -254,10 +288,12 @@ class TiresiasPolicy:
         at = np.flatnonzero(running & (cols.queue < len(self.queue_limits)))
         if not len(at) or bound <= 0:
             return bound
+        if self.service == "progress":  # grows by speed x GPU time, and speeds are not known here
+            return 0
         sel = [views[i] for i in at.tolist()]
         service = np.fromiter(map(_ATTAINED if self.service == "gpu-time" else _EXECUTED, sel), float, len(sel))
         gpus = np.array([v.num_gpus for v in sel], dtype=float)
-        inc = gpus * inp.round_s if self.service == "gpu-time" else np.full(len(sel), inp.round_s)
+        inc = np.full(len(sel), inp.round_s) if self.service == "time" else gpus * inp.round_s
         base, limit = cols.service_base[at], np.array(self.queue_limits)[cols.queue[at]]
         for i in range(bound):
             service += inc

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -138,6 +139,16 @@ class ClassTable:
     isolated_strategy: tuple[tuple[str | None, ...], ...]
     gain: np.ndarray
     weight: np.ndarray
+
+    @cached_property
+    def slowest(self) -> np.ndarray:
+        """``slowest[t, i, j]``: the lower of the two normalized speeds in the pair ``option[t, i, j]``
+        (the member the pair slows most; 0 where there is no option). Computed once per table; what
+        ``packing.min_speed`` compares against."""
+        speeds = np.array([min(o.a_speed, o.b_speed) for o in self.options] + [0.0], dtype=float)
+        out: np.ndarray = speeds[self.option]  # option -1 picks the trailing 0.0
+        out.setflags(write=False)
+        return out
 
     def unmeasured(self, job: Job) -> bool:
         """True if the job, spelled as the profile spells its model and batch and listing no

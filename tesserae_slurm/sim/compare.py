@@ -50,12 +50,15 @@ class RunSpec:
     decision_profile: str = ""  # what the scheduler decides with ("" = ``profile``); progress uses ``profile``
     llm_strategy: str = "best"  # best | dp | default-pp | default-pp-always (sim/strategies.py)
     limits: GpuLimits | None = None  # per-user/account GPU limits (--limits; model/limits.py)
+    min_speed: float = 0.0  # over the configuration's packing floor when > 0 (EngineConfig.min_speed)
 
 
 def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResult:
     config = get_config(spec.policy)
     if spec.policy_options:
         config = dataclasses.replace(config, policy_options={**config.policy_options, **dict(spec.policy_options)})
+    if spec.min_speed:
+        config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, min_speed=spec.min_speed))
     believed = profile_from_spec(spec.decision_profile) if spec.decision_profile else None
     return simulate(spec.trace, Cluster.from_spec(spec.cluster_spec), config, profile_from_spec(spec.profile),
                     round_s=spec.round_s, seed=spec.seed, noise=spec.noise, restart=spec.restart,

@@ -134,6 +134,7 @@ def simulate(
                   "policy_options": dict(config.policy_options), "reference_gpu": true_speeds.reference,
                   "profile": profile.name, "decision_profile": believed.name, "llm_strategy": llm_strategy,
                   "fast_forwarded_rounds": run.skipped,
+                  **({"min_speed": config.engine.min_speed} if config.engine.min_speed else {}),
                   **({"limits": dataclasses.asdict(limits)} if limits is not None else {})},
     )
     if check_invariants:

@@ -43,7 +43,17 @@ def test_overrides_and_policy_options():
     assert fb.enabled and fb.reports_dir == str(Path("~/reports").expanduser()) and fb.alpha == 1.0
 
 
+def test_packing_min_speed_goes_over_the_named_configuration():
+    from tesserae_slurm.daemon.config import engine_config
+
+    assert engine_config(config_from_mapping({})).min_speed == 0.0
+    cfg = config_from_mapping({"scheduler": {"policy": "tesserae-t-sticky"}, "packing": {"min_speed": 0.5}})
+    engine = engine_config(cfg)
+    assert engine.min_speed == 0.5 and engine.placement == "sticky"  # the rest stays the named configuration's
+
+
 BROKEN = [
+    ("packing: {min_speed: 1.5}\n", "packing.min_speed must be in [0, 1]"),
     ("scheduler: [1, 2\n", "malformed YAML at line"),
     ("[1, 2]\n", "expected a mapping at the top level"),
     ("schedulr: {}\n", "unknown key(s) schedulr"),

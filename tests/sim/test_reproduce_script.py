@@ -101,3 +101,28 @@ def test_splice_replaces_only_the_slurm_section():
     assert once.split("\n") == ["# R", "", "## 7. x", "", "seven", "", *new, "## What differs", "", "end"]
     twice = script.splice(once.replace("new", "old"), new)  # replaced, the rest untouched
     assert twice == once
+
+
+def test_smoke_run_of_the_fairness_study(tmp_path):
+    """Section 9 (packing without victims): every variant and trace seed, the targets, the CDF figures."""
+    script = load_script()
+    out, cache = tmp_path / "results.md", tmp_path / "cache"
+    argv = ["--jobs", "10", "--cluster", "2x4", "--out", str(out), "--cache", str(cache), "--only", "fairness",
+            "--trace-seeds", "2", "--workers", "1"]
+    assert script.main(argv) == 0
+    text = out.read_text()
+    assert "## 9. Packing without victims" in text and "### Verdict" in text
+    assert "| tesserae-t-fair = (b) + (e), promotion only for jobs that ran <= 3 h |" in text
+    assert "(a) Tesserae-T, `min_speed` 0.5" in text
+    assert "vs Tiresias(Single), avg JCT" in text and "Worst jobs (seed 0)" in text
+    runs = sorted(p.name for p in cache.glob("*.json"))
+    assert len(runs) == 2 * (9 + 8)  # two generated setups: 9 variants at seed 0, 8 at seed 1 (no Gavel)
+    assert (tmp_path / "img" / "fairness-a100.png").exists() and "](img/fairness-a100.png)" in text
+    # the variants of one configuration are cached apart (policy options and min_speed are in the key)
+    assert len({r.rsplit("-", 1)[-1] for r in runs}) == len(runs)
+    old = "# doc\n\n## 8. Against plain Slurm\n\nx\n\n## What differs from the paper's setup everywhere\n"
+    out.write_text(old)
+    assert script.main(argv + ["--splice"]) == 0  # section 9 alone, into the document as it is
+    spliced = out.read_text()
+    assert spliced.startswith("# doc\n\n## 8. Against plain Slurm\n\nx\n\n## 9. Packing without victims")
+    assert spliced.rstrip().endswith("## What differs from the paper's setup everywhere")

@@ -38,6 +38,15 @@ def test_simulate_json_to_stdout_with_options(capsys):
     assert data["settings"]["restart"] == {"default_s": 0.0, "per_model": {}}
 
 
+def test_simulate_with_a_packing_floor(capsys):
+    code, stdout, _ = cli(capsys, "simulate", "--trace", "gen:tesserae:60:80:1", "--cluster", "2x4",
+                          "--min-speed", "0.6", "--json", "-")
+    data = json.loads(stdout)
+    assert code == 0 and data["settings"]["min_speed"] == 0.6
+    code, stdout, _ = cli(capsys, "simulate", "--trace", "gen:tesserae:60:80:1", "--cluster", "2x4", "--json", "-")
+    assert code == 0 and "min_speed" not in json.loads(stdout)["settings"]  # off: the settings of every run so far
+
+
 def test_simulate_with_a_decision_profile_and_an_llm_strategy(tmp_path, capsys):
     from tesserae_slurm.profiles import load_profile, write_profile_csv
 
@@ -95,6 +104,7 @@ def test_demo_engine_mode(capsys):
     (["simulate", "--trace", "gen:tesserae:x"], "bad generator spec"),
     (["simulate", "--cluster", "4y4"], "bad cluster spec"),
     (["simulate", "--noise", "1.5"], "--noise must be in [0, 1]"),
+    (["simulate", "--min-speed", "2"], "--min-speed must be in [0, 1]"),
     (["simulate", "--round", "0"], "--round must be > 0"),
     (["simulate", "--restart-model", "vgg19"], "expected KEY=VALUE"),
     (["simulate", "--restart-model", "vgg19=abc"], "expected seconds"),

@@ -61,6 +61,7 @@ SHIPPED = [
     ("gen:tesserae:200", "5x4:a100", A100, "a100", "tesserae-t-sticky", {"noise": 0.2, "seed": 4}),
     ("gen:tesserae:200", "4x4:a100", A100, "a100", "fifo", {"restart": RestartCost.uniform(200)}),
     ("gen:tesserae:200", "5x4:a100", A100, "a100", "las", {}),
+    ("gen:tesserae:200", "5x4:a100", A100, "a100", "tesserae-t-fair", {}),
     ("gen:tesserae:40:30:2", "3x4:a100", A100, "a100", "las", {"round_s": 100.7}),
 ]
 
@@ -76,6 +77,9 @@ def test_tiresias_with_promotion_is_identical_and_skips():
     tr, _ = resolve_trace("gen:tesserae:200", models="a100")
     cfg = config("tesserae-t", promote_knob=1.5, queue_limits=[1800.0, 7200.0])
     _, fast = both(tr, "5x4:a100", cfg, A100, restart=RestartCost.uniform(45))
+    assert fast.settings[SKIPPED] > 0
+    cfg = config("tesserae-t", promote_knob=1.5, queue_limits=[900.0], promote_max_run_s=1500.0)
+    _, fast = both(tr, "5x4:a100", cfg, A100)
     assert fast.settings[SKIPPED] > 0
     cfg = config("tiresias", promote_knob=0.5, service="time")
     _, fast = both(tr, "3x4:a100", cfg, A100, round_s=0.1 + 0.2 + 299.7)
@@ -105,7 +109,8 @@ def traces(draw):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(traces(), st.sampled_from(["fifo", "tiresias", "tesserae-t", "tesserae-t-sticky", "las", "tiresias-promote"]),
+@given(traces(), st.sampled_from(["fifo", "tiresias", "tesserae-t", "tesserae-t-sticky", "las", "tiresias-promote",
+                                  "tesserae-t-fair"]),
        st.sampled_from(["1x4:a100", "2x4:a100", "1x2:a100,1x4:a100"]), st.sampled_from([360.0, 100.7]),
        st.sampled_from([0.0, 0.3]), st.sampled_from([None, 0.0, 45.0]))  # restarts shorter than a round
 def test_random_traces_are_identical_with_and_without_fast_forward(trace, policy, cluster, round_s, noise, restart):
