@@ -214,17 +214,18 @@ class Daemon:
         now = self.clock()
         actions = dict(zip(ids, self.journal.record_intents(rid, [Intent("evict", j, {}, JobUpdate(state=PENDING))
                                                                  for j in ids], now))) if rid is not None else {}
+        stopped: list[str] = []
         for j in ids:
             try:
                 self.backend.evict(int(j))
+                stopped.append(j)
                 status, error = "done", ""
             except SlurmError as exc:
                 status, error = "failed", str(exc)
                 result.failed[j] = error
             if j in actions:
                 self.journal.finish_action(actions[j], status, self.clock(), error)
-        # No administrator hold yet: on 22.05 one sent while the requeue is still completing was lost now and
-        # then, and Slurm ran the job again. The next look (guard_seconds) secures it once it is PENDING.
+        self._admin_hold(rid, stopped, "hold", ApplyResult())  # may race the requeue: the next look retries
 
     def _secure(self, rid: int | None, snap: Snapshot, hold: list[str], evict: list[str],
                 result: ApplyResult) -> None:

@@ -116,10 +116,10 @@ class Env:
     def store(self) -> Store:
         return Store.open(self.db, read_only=True)
 
-    def has_rounds(self) -> bool:
-        """A running daemon has recorded a round (False while it is still creating the database)."""
+    def round_done(self) -> bool:
+        """A running daemon has finished a round (its first can take 15 s: numba compiles on a cold cache)."""
         try:
-            return self.db.exists() and bool(self.store().rounds())
+            return self.db.exists() and any(r.finished_at is not None for r in self.store().rounds())
         except InputError:  # the file exists, its schema not yet
             return False
 

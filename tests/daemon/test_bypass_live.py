@@ -133,7 +133,7 @@ def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: Us
     daemon = subprocess.Popen([str(BIN / "tesserae"), "daemon", "--config", str(env.config)], env=env.os_env(),
                               stdout=subprocess.DEVNULL, stderr=open(env.tmp / "daemon.log", "w"))
     try:
-        wait_for(env.has_rounds, 60, "the daemon's first round")
+        wait_for(env.round_done, 90, "the daemon's first round")
         # submit and release while the daemon is not looking (paused): Slurm starts the job itself. Its owner's
         # release is refused (job_submit.lua); root's goes through, as an owner's would without job_submit.lua
         daemon.send_signal(signal.SIGSTOP)
