@@ -111,6 +111,8 @@ def test_busy_port_is_detected_and_skipped():
                 break
             except OSError:
                 continue
+        else:
+            pytest.fail("every picked port was taken before the test could bind it")
         s.listen()
         assert not port_is_free(busy)
         with pytest.raises(DevClusterError, match=f"ports already in use: {busy}"):
