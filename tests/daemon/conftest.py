@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -20,7 +21,27 @@ from tesserae_slurm.devcluster import DevCluster
 from tesserae_slurm.devcluster.errors import DevClusterError
 from tesserae_slurm.devcluster.install import ensure_slurm_installed
 
-from .helpers import Env
+from .helpers import ROOT, Env
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_reachable_by_other_users() -> Iterator[None]:
+    """Other local users (`nobody`, the bypass test's user) run this checkout's venv and jobscripts.
+
+    A clone under a private directory (`mktemp -d`, /root: mode 0700) keeps them out, and their commands
+    would fail on the path, not on what the tests check. For the session, each such ancestor gets o+x
+    (traverse only, no listing); the modes are restored after."""
+    changed: list[tuple[Path, int]] = []
+    for d in ROOT.parents:
+        mode = d.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            changed.append((d, mode))
+            d.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for d, mode in changed:
+            d.chmod(stat.S_IMODE(mode))
 
 
 @pytest.fixture(scope="session")
