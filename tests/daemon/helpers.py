@@ -141,6 +141,20 @@ class Env:
                                       "comment": j.get("comment", "")}
         return jobs
 
+    def final_states(self) -> dict[str, str]:
+        """job id -> state as Slurm records it, finished jobs included: squeue while slurmctld keeps the job,
+        then the jobcomp log (its last record), since squeue drops a job `MinJobAge` (300 s) after it ends
+        and a long scenario under load outlives that for its first jobs (seen on the 24.11 lane in CI)."""
+        states: dict[str, str] = {}
+        log = self.cluster.layout.log_dir / "jobcomp.log"
+        if log.exists():
+            for line in log.read_text().splitlines():
+                fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+                if "JobId" in fields and "JobState" in fields:
+                    states[fields["JobId"]] = fields["JobState"]
+        states.update({j: row["state"] for j, row in self.squeue().items()})
+        return states
+
     def squeue_ids(self, active: bool = False) -> set[str]:
         out = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=self.os_env(), capture_output=True, text=True,
                              timeout=30, check=False).stdout
@@ -176,12 +190,14 @@ def _state_string(raw: str | list[str]) -> str:
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, tick: Callable[[], None] | None = None,
-             every: float = 0.5) -> None:
-    """Poll ``cond``; call ``tick`` between polls (e.g. a daemon round); fail with ``what`` on timeout."""
+             every: float = 0.5, explain: Callable[[], str] | None = None) -> None:
+    """Poll ``cond``; call ``tick`` between polls (e.g. a daemon round); fail with ``what`` on timeout, and
+    with what ``explain`` says about the state then (a CI log is all there is to read)."""
     deadline = time.time() + timeout
     while not cond():
         if time.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+            detail = f": {explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{detail}")
         if tick is not None:
             tick()
         time.sleep(every)
@@ -197,8 +213,13 @@ def done(env: Env, job: str) -> bool:
 
 def completed(env: Env, *jobs: str) -> bool:
     """Slurm itself lists the jobs as COMPLETED (their processes are gone, not just their payload)."""
-    q = env.squeue()
-    return all(q.get(j, {}).get("state") == "COMPLETED" for j in jobs)
+    return not not_completed(env, *jobs)
+
+
+def not_completed(env: Env, *jobs: str) -> dict[str, str]:
+    """job id -> Slurm's state, for the jobs Slurm does not record as COMPLETED ('unknown' if nowhere)."""
+    states = env.final_states()
+    return {j: states.get(j, "unknown") for j in jobs if states.get(j) != "COMPLETED"}
 
 
 def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick", step_time: float = 0.1,
