@@ -104,8 +104,11 @@ def _run(env: Env) -> Scenario:
     assert kinds.count("start") == 1 and kinds.count("preempt") >= 2 and set(kinds) == {"preempt", "start"}, pre.plan
     assert pre.plan is not None and pre.plan.kept == ()  # the 8-GPU job takes every GPU
     wait_for(lambda: all(done(env, j) for j in jobs.values()), 300, "every job to finish", tick=round_, every=2)
-    wait_for(lambda: completed(env, *jobs.values()), 60, "Slurm to list every job as completed",
-             explain=lambda: f"not completed: {not_completed(env, *jobs.values())}")
+    # Rounds go on meanwhile: a job whose checkpoint signal came in its last step logged "done", and its
+    # launcher still waits for the requeue-hold; the daemon holds it after the grace and runs it again
+    # (it resumes at its last step and ends at once) -- Slurm cannot tell that job from one that checkpointed.
+    wait_for(lambda: completed(env, *jobs.values()), 120, "Slurm to list every job as completed", tick=round_,
+             every=2, explain=lambda: f"not completed: {not_completed(env, *jobs.values())}")
     round_()
     return Scenario(env, jobs, steps, mig.round_id, pre.round_id)
 
@@ -235,7 +238,7 @@ def test_preempted_jobs_resumed_from_their_checkpoints(scenario: Scenario) -> No
     for job in scenario.jobs.values():
         last_checkpoint = 0
         for e in env.events(job):
-            if e["event"] == "checkpoint":
+            if e["event"] in ("checkpoint", "done"):  # a job done as its signal came may run once more
                 last_checkpoint = e["step"]
             elif e["event"] == "start":
                 assert e["step"] == last_checkpoint, (job, e, last_checkpoint)
