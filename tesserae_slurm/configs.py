@@ -46,6 +46,9 @@ CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
     _cfg("tesserae-t-nomig", "tiresias", "on", "gavel", "Tesserae-T with Gavel's migration rule (no relabeling)"),
     _cfg("tesserae-t-sticky", "tiresias", "on", "tesserae",
          "Tesserae-T, jobs return to last round's node when they fit (beyond the paper)", placement="sticky"),
+    _cfg("tesserae-t-sticky-fit", "tiresias", "on", "tesserae",
+         "Tesserae-T, jobs return to last round's node when they fit, unless that leaves a job waiting that "
+         "best fit would place (beyond the paper; docs/results.md section 9)", placement="sticky-fit"),
     _cfg("tesserae-t-fair", "tiresias", "on", "tesserae",
          "Tesserae-T, Tiresias service charged by progress (speed x GPU time) and promotion after waiting "
          "8x the time run, for jobs that ran at most 3 h (beyond the paper; docs/results.md section 9)",

@@ -45,8 +45,8 @@ _ID_OF = attrgetter("id")  # of a Job
 
 HELD_DETAIL = "held by the policy this round (a backfill reservation or a job its rules keep waiting)"
 
-PlacementMode = Literal["best-fit", "sticky", "pinned"]
-PLACEMENTS: tuple[str, ...] = ("best-fit", "sticky", "pinned")
+PlacementMode = Literal["best-fit", "sticky", "sticky-fit", "pinned"]
+PLACEMENTS: tuple[str, ...] = ("best-fit", "sticky", "sticky-fit", "pinned")
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,9 @@ class EngineConfig:
     packing: PackingMode = "on"
     migration: MigrationAlgorithm = "tesserae"
     objective: Literal["throughput", "paper-sum"] = "throughput"
-    # sticky: a job returns to its node when it fits (fewer moves); pinned: running jobs keep their GPUs and
-    # new ones are placed on what is free, never relabeled (plain Slurm; placement/beside.py)
+    # sticky: a job returns to its node when it fits (fewer moves); sticky-fit: sticky, unless that leaves a
+    # job waiting that best fit would place (then best fit, for that round; _unless_stranding); pinned: running
+    # jobs keep their GPUs and new ones are placed on what is free, never relabeled (plain Slurm; placement/beside.py)
     placement: PlacementMode = "best-fit"
     # packing without victims: a pair only if each member keeps this normalized speed (0 = off; pack.py)
     min_speed: float = 0.0
@@ -160,7 +161,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     jobs = tuple([j for j in req.jobs if j.id not in held]) if held else req.jobs
 
     t0 = now()
-    homes = _homes(req, cluster) if cfg.placement == "sticky" else None
+    homes = _homes(req, cluster) if cfg.placement in ("sticky", "sticky-fit") else None
     types = _type_preference(profile, cluster)
     rules = _node_rules(req, cluster) if req.rules else None  # (rules x nodes) masks, once a round
     if rules is not None and cfg.placement == "pinned":
@@ -173,7 +174,13 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         sub = rules if rules is None or len(js) == len(ids) else _rules_of(rules, js, ids)
         if pairs or homes is not None or types is not None:
             units = _units(js, pairs, homes, types)
-            return place_units(cluster, units, sub and _unit_rules(sub, units, [j.id for j in js]))
+            res = place_units(cluster, units, sub and _unit_rules(sub, units, [j.id for j in js]))
+            if cfg.placement == "sticky-fit" and homes:
+                def best_fit() -> ConsolidationResult:
+                    plain = _units(js, pairs, None, types)
+                    return place_units(cluster, plain, sub and _unit_rules(sub, plain, [j.id for j in js]))
+                res = _unless_stranding(res, js, best_fit)
+            return res
         return place_consolidated(cluster, js, sub)  # one unit per job, no hints: the common case
 
     gate = limit_gate(req.limits, jobs) if req.limits is not None else None
@@ -254,6 +261,26 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         migration_cost=cost,
         timings=StageTimings(placement=t1 - t0, packing=t2 - t1, migration=t3 - t2),
     )
+
+
+_STRANDED = (PendingReason.CONSOLIDATION, PendingReason.NODES)
+
+
+def _unless_stranding(sticky: ConsolidationResult, order: Sequence[Job],
+                      best_fit: Callable[[], ConsolidationResult]) -> ConsolidationResult:
+    """``sticky``, unless returning jobs to their nodes left a job waiting that best fit places: the
+    first job in policy ``order`` that one plan places and the other does not decides (both walks
+    placed the same jobs before it, so the same GPUs were free at its turn). Only a job that waits
+    with enough GPUs free, spread over too many nodes (``Consolidation``, or ``Nodes`` under an
+    operator's rule), can be that job, so best fit is walked only when ``sticky`` has one."""
+    if not any(p.reason in _STRANDED for p in sticky.pending):
+        return sticky
+    alt = best_fit()
+    a, b = set(sticky.placed), set(alt.placed)
+    for j in order:
+        if (j.id in a) != (j.id in b):
+            return alt if j.id in b else sticky
+    return sticky
 
 
 def _node_rules(req: RoundRequest, cluster: Cluster) -> NodeRules:

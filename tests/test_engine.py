@@ -136,6 +136,68 @@ def test_sticky_placement_returns_jobs_to_their_nodes():
         EngineConfig(placement="random")  # type: ignore[arg-type]
 
 
+def test_sticky_fit_falls_back_to_best_fit_when_stickiness_strands_a_job():
+    cluster = Cluster.from_spec("2x4:a100")
+    small = [Job("j0", 1, "resnet50", "32"), Job("j1", 1, "resnet50", "32")]
+    jobs = [*small, Job("big", 4, "resnet50", "32")]
+    # last round j0 on node1, j1 on node2: back home, they leave 3 + 3 GPUs free and the 4-GPU job waits
+    current = Placement.from_lists({"node1": [["j0"], [], [], []], "node2": [["j1"], [], [], []]})
+    sticky = run(cluster, jobs, current, packing="off", placement="sticky")
+    assert sticky.placement.jobs() == {"j0", "j1"} and sticky.migrated == ()
+    assert {p.job_id: p.reason for p in sticky.pending} == {"big": PendingReason.CONSOLIDATION}
+    fit = run(cluster, jobs, current, packing="off", placement="sticky-fit")
+    assert fit.placement.jobs() == {"j0", "j1", "big"} and not fit.pending
+    assert len(fit.migrated) == 1  # one small job joins the other; the big one gets the freed node
+    assert {n for n, _ in fit.gpus_of("j0")} == {n for n, _ in fit.gpus_of("j1")} != {n for n, _ in fit.gpus_of("big")}
+    # nobody stranded: sticky-fit is sticky (no move), where best fit would consolidate the two
+    alone = run(cluster, small, current, packing="off", placement="sticky-fit")
+    assert alone.placement == current and alone.migrated == ()
+    assert len(run(cluster, small, current, packing="off").migrated) == 1
+
+
+def test_sticky_fit_keeps_sticky_when_best_fit_strands_an_earlier_job():
+    """Worked by hand on 3 nodes of 4 GPUs, order a(1) b(2) c(3) d(3, new) e(3) f(2). Sticky: a, c home
+    on node1, b home on node2, d best fit on node3; e's home (node3) is taken and 2 + 1 GPUs are left,
+    so e waits for consolidation; f home on node2. Best fit: a, b on node1, c on node2, d on node3, one
+    GPU free per node: e and f wait. Both stranded e; f is the first difference, and sticky placed it."""
+    cluster = Cluster.from_spec("3x4:a100")
+    size = {"a": 1, "b": 2, "c": 3, "d": 3, "e": 3, "f": 2}
+    jobs = [Job(j, n, "resnet50", "32") for j, n in size.items()]
+    current = Placement.from_lists({"node1": [["c"], ["c"], ["c"], ["a"]], "node2": [["f"], ["f"], ["b"], ["b"]],
+                                    "node3": [["e"], ["e"], ["e"], []]})
+    sticky = run(cluster, jobs, current, packing="off", placement="sticky")
+    best = run(cluster, jobs, current, packing="off")
+    assert sticky.placement.jobs() == {"a", "b", "c", "d", "f"} and best.placement.jobs() == {"a", "b", "c", "d"}
+    assert {p.job_id: p.reason for p in sticky.pending} == {"e": PendingReason.CONSOLIDATION}
+    fit = run(cluster, jobs, current, packing="off", placement="sticky-fit")
+    assert fit.placement == sticky.placement and fit.migrated == sticky.migrated
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 5))
+def test_sticky_fit_places_the_better_of_sticky_and_best_fit(seed, nodes):
+    """Against the two plain modes, computed separately: sticky-fit places exactly the jobs of one of
+    them, the one that wins at the first job in policy order that only one of them places; and best fit
+    never wins when sticky left no job waiting for consolidation (the shortcut that skips its walk)."""
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.from_spec(f"{nodes}x4:a100")
+    jobs = synthetic_jobs(int(rng.integers(2, 6 * nodes)), rng)
+    current = run(cluster, jobs, packing="off").placement
+    for _ in range(2):  # the round after: a new order, some jobs gone
+        jobs = [j for j in perturb_order(jobs, rng, swap_frac=0.7) if rng.random() > 0.2]
+        sticky = run(cluster, jobs, current, packing="off", placement="sticky")
+        best = run(cluster, jobs, current, packing="off")
+        fit = run(cluster, jobs, current, packing="off", placement="sticky-fit")
+        first = next((j.id for j in jobs if (j.id in sticky.placement.jobs()) != (j.id in best.placement.jobs())),
+                     None)
+        winner = best if first is not None and first in best.placement.jobs() else sticky
+        assert fit.placement.jobs() == winner.placement.jobs()
+        if winner is best:
+            assert any(p.reason is PendingReason.CONSOLIDATION for p in sticky.pending)
+            assert fit.placement.jobs() != sticky.placement.jobs()
+        current = fit.placement
+
+
 def test_mixed_cluster_tries_the_fastest_gpu_type_first():
     gavel = load_profile("gavel")
     cluster = Cluster.from_spec("1x4:k80,1x4:v100")  # k80 sorts first by name

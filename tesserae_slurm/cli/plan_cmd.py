@@ -44,7 +44,8 @@ def request_from_state(state: Any, where: str) -> tuple[RoundRequest, Any]:
         raise InputError(f"{where}: \"pairs\" must be a list of [job, job]")
     cfg = {}
     for key, choices in (("packing", ("on", "off", "single")), ("migration", ("tesserae", "flat", "gavel")),
-                         ("objective", ("throughput", "paper-sum")), ("placement", ("best-fit", "sticky"))):
+                         ("objective", ("throughput", "paper-sum")),
+                         ("placement", ("best-fit", "sticky", "sticky-fit"))):
         if key in state:
             if state[key] not in choices:
                 raise InputError(f"{where}: {key} must be one of {', '.join(choices)}, got {state[key]!r}")

@@ -62,6 +62,7 @@ SHIPPED = [
     ("gen:tesserae:200", "4x4:a100", A100, "a100", "fifo", {"restart": RestartCost.uniform(200)}),
     ("gen:tesserae:200", "5x4:a100", A100, "a100", "las", {}),
     ("gen:tesserae:200", "5x4:a100", A100, "a100", "tesserae-t-fair", {}),
+    ("gen:tesserae:200", "5x4:a100", A100, "a100", "tesserae-t-sticky-fit", {}),
     ("gen:tesserae:40:30:2", "3x4:a100", A100, "a100", "las", {"round_s": 100.7}),
 ]
 
@@ -110,7 +111,7 @@ def traces(draw):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces(), st.sampled_from(["fifo", "tiresias", "tesserae-t", "tesserae-t-sticky", "las", "tiresias-promote",
-                                  "tesserae-t-fair"]),
+                                  "tesserae-t-fair", "tesserae-t-sticky-fit"]),
        st.sampled_from(["1x4:a100", "2x4:a100", "1x2:a100,1x4:a100"]), st.sampled_from([360.0, 100.7]),
        st.sampled_from([0.0, 0.3]), st.sampled_from([None, 0.0, 45.0]))  # restarts shorter than a round
 def test_random_traces_are_identical_with_and_without_fast_forward(trace, policy, cluster, round_s, noise, restart):

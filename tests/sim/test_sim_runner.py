@@ -225,7 +225,7 @@ def test_policy_state_and_views_reach_the_policy(monkeypatch):
     assert (t1, v1[0].running, v1[0].attained_service, v1[0].remaining_work) == (360, True, 720, 140)
 
 
-@pytest.mark.parametrize("config", ["tesserae-t", "tesserae-t-sticky", "fifo", "gavel"])
+@pytest.mark.parametrize("config", ["tesserae-t", "tesserae-t-sticky", "tesserae-t-sticky-fit", "fifo", "gavel"])
 def test_reusing_unchanged_decisions_changes_no_result(config):
     """The shortcut for quiet rounds (same jobs, same ranking) gives exactly the full engine's results."""
     trace = generate_tesserae(40, 30, 5)
