@@ -50,9 +50,10 @@ CONFIGS: dict[str, SchedulerConfig] = {c.name: c for c in (
          "Tesserae-T, jobs return to last round's node when they fit, unless that leaves a job waiting that "
          "best fit would place (beyond the paper; docs/results.md section 9)", placement="sticky-fit"),
     _cfg("tesserae-t-fair", "tiresias", "on", "tesserae",
-         "Tesserae-T, Tiresias service charged by progress (speed x GPU time) and promotion after waiting "
-         "8x the time run, for jobs that ran at most 3 h (beyond the paper; docs/results.md section 9)",
-         service="progress", promote_knob=8.0, promote_max_run_s=10800.0),
+         "Tesserae-T, Tiresias service charged by progress (speed x GPU time), promotion after waiting 8x the "
+         "time run for jobs that ran at most 2 h, sticky placement that never strands a job (beyond the paper; "
+         "docs/results.md section 9)",
+         placement="sticky-fit", service="progress", promote_knob=8.0, promote_max_run_s=7200.0),
     _cfg("themis", "ftf", "off", "tesserae", "finish-time fairness order (Themis rho), no packing"),
     _cfg("tesserae-ftf", "ftf-lp", "on", "tesserae", "Gavel FTF (non-packed LP) priorities + Tesserae packing"),
     _cfg("gavel", "gavel", "off", "gavel", "Gavel LAS LP with pair variables, Gavel round mechanism"),

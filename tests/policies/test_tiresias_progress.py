@@ -70,7 +70,8 @@ def test_registry_and_named_configuration():
     assert make_policy("tiresias", service="progress").service == "progress"
     cfg = get_config("tesserae-t-fair")
     assert (cfg.policy, cfg.engine.packing, cfg.engine.migration) == ("tiresias", "on", "tesserae")
-    assert dict(cfg.policy_options) == {"service": "progress", "promote_knob": 8.0, "promote_max_run_s": 10800.0}
+    assert dict(cfg.policy_options) == {"service": "progress", "promote_knob": 8.0, "promote_max_run_s": 7200.0}
+    assert cfg.engine.placement == "sticky-fit"
     with pytest.raises(Exception, match="service"):
         TiresiasPolicy(service="work")
     with pytest.raises(Exception, match="promote_max_run_s"):

@@ -112,10 +112,10 @@ def test_smoke_run_of_the_fairness_study(tmp_path):
     assert script.main(argv) == 0
     text = out.read_text()
     assert "## 9. Packing without victims" in text and "### Verdict" in text
-    assert "| tesserae-t-fair = (b) + (e), promotion only for jobs that ran <= 3 h |" in text
+    assert "| (b) + (e), promotion only for jobs that ran <= 3 h |" in text
     assert "(a) Tesserae-T, `min_speed` 0.5" in text
-    assert "| (b) + (e) + (f), promotion only for jobs that ran <= 2 h |" in text  # the best trade-off, verdict too
-    assert "| (b) + (e) + (f), cap 2 h | Tesserae-style trace, A100 | 1 |" in text
+    assert "| tesserae-t-fair = (b) + (e) + (f), promotion only for jobs that ran <= 2 h |" in text  # verdict too
+    assert "| `tesserae-t-fair` = (b) + (e) + (f), cap 2 h | Tesserae-style trace, A100 | 1 |" in text
     assert "vs Tiresias(Single), avg JCT" in text and "Worst jobs (seed 0)" in text
     runs = sorted(p.name for p in cache.glob("*.json"))
     assert len(runs) == 2 * (11 + 10)  # two generated setups: 11 variants at seed 0, 10 at seed 1 (no Gavel)
