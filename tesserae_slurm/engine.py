@@ -173,13 +173,12 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             return place_beside(cluster, req.current, js)
         sub = rules if rules is None or len(js) == len(ids) else _rules_of(rules, js, ids)
         if pairs or homes is not None or types is not None:
-            units = _units(js, pairs, homes, types)
-            res = place_units(cluster, units, sub and _unit_rules(sub, units, [j.id for j in js]))
+            def walk(with_homes: dict[str, int] | None) -> ConsolidationResult:
+                units = _units(js, pairs, with_homes, types)
+                return place_units(cluster, units, sub and _unit_rules(sub, units, [j.id for j in js]))
+            res = walk(homes)
             if cfg.placement == "sticky-fit" and homes:
-                def best_fit() -> ConsolidationResult:
-                    plain = _units(js, pairs, None, types)
-                    return place_units(cluster, plain, sub and _unit_rules(sub, plain, [j.id for j in js]))
-                res = _unless_stranding(res, js, best_fit)
+                res = _unless_stranding(res, js, lambda: walk(None))
             return res
         return place_consolidated(cluster, js, sub)  # one unit per job, no hints: the common case
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import EngineConfig, RoundRequest, decide
+from ..engine import PLACEMENTS, EngineConfig, RoundRequest, decide
 from ..model import InputError
 from ..model.codec import cluster_from_json, decision_to_json, job_from_json, placement_from_json
 from ..profiles import profile_from_spec
@@ -45,7 +45,7 @@ def request_from_state(state: Any, where: str) -> tuple[RoundRequest, Any]:
     cfg = {}
     for key, choices in (("packing", ("on", "off", "single")), ("migration", ("tesserae", "flat", "gavel")),
                          ("objective", ("throughput", "paper-sum")),
-                         ("placement", ("best-fit", "sticky", "sticky-fit"))):
+                         ("placement", tuple(p for p in PLACEMENTS if p != "pinned"))):
         if key in state:
             if state[key] not in choices:
                 raise InputError(f"{where}: {key} must be one of {', '.join(choices)}, got {state[key]!r}")
