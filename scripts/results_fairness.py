@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tesserae_slurm.configs import get_config
 from tesserae_slurm.sim.compare import RunSpec
@@ -251,11 +251,9 @@ def render(study: Any, number: str, img: Path, shown: Any) -> list[str]:
                                f"{_seed_range(study, s, k, 'worst')} | {_seed_range(study, s, k, 'p99')} | "
                                f"{_seed_range(study, s, k, 'mig')} |")
             met = []
-            for seed in (0, *study.extra["seeds"]):
-                r, sg, tt = (study.results.get((s.key, k, seed)) for k in (NEW, "tiresias-single", "tesserae-t"))
-                if r and sg and tt:
-                    missed = [what for what, ok, _ in _targets(r, sg, tt) if not ok]
-                    met.append(f"seed {seed}: " + ("all met" if not missed else "missed " + ", ".join(missed)))
+            for x in _runs(study, [s], NEW):
+                missed = [what for what, ok, _ in x.marks if not ok]
+                met.append(f"seed {x.seed}: " + ("all met" if not missed else "missed " + ", ".join(missed)))
             out += ["", f"`{NEW}` per trace seed: " + "; ".join(met) + "."]
         if single and t and res["gavel"] and new:
             g = res["gavel"]
@@ -290,35 +288,36 @@ def _cap(key: str) -> float:
     return float(opts.get("promote_max_run_s", "inf"))
 
 
-def _summary(study: Any, sts: Sequence[Setup], key: str) -> str:
-    """Where variant ``key`` misses the tail targets, and its avg JCT change per setup."""
-    missed, jct = [], []
-    for s in sts:
-        changes = []
-        for seed in sorted({sd for (sk, _, sd) in study.results if sk == s.key}):
-            r, sg, tt = (study.results.get((s.key, k, seed)) for k in (key, "tiresias-single", "tesserae-t"))
-            if not (r and sg and tt):
-                continue
-            if any(not ok for _, ok, _ in _targets(r, sg, tt)[:2]):
-                missed.append(f"{s.title} seed {seed}")
-            changes.append(r["avg_jct_s"] / tt["avg_jct_s"] - 1)
-        if changes:
-            jct.append(f"{s.title} {min(changes):+.1%} to {max(changes):+.1%}" if len(changes) > 1
-                       else f"{s.title} {changes[0]:+.1%}")
-    tail = ("meets both tail targets on every setup and seed" if not missed else
-            "meets both tail targets everywhere except " + ", ".join(missed))
-    return f"{tail}; its avg JCT against Tesserae-T's: {'; '.join(jct)}."
+class Run(NamedTuple):
+    """One run of a variant beside its baselines of the same setup and trace seed."""
+
+    setup: Setup
+    seed: int
+    marks: list[tuple[str, bool, str]]  # the issue's targets (_targets)
+    jct: float  # avg JCT change against Tesserae-T
+    mig: float  # migrations change against Tesserae-T
 
 
-def _runs(study: Any, sts: Sequence[Setup], key: str) -> list[tuple[Setup, int, list[tuple[str, bool, str]], float]]:
-    """Every run of variant ``key``: (setup, trace seed, its targets, avg JCT change against Tesserae-T)."""
+def _runs(study: Any, sts: Sequence[Setup], key: str) -> list[Run]:
+    """Every run of variant ``key`` whose baselines ran too, by setup and trace seed."""
     out = []
     for s in sts:
         for seed in sorted({sd for (sk, _, sd) in study.results if sk == s.key}):
             r, sg, tt = (study.results.get((s.key, k, seed)) for k in (key, "tiresias-single", "tesserae-t"))
             if r and sg and tt:
-                out.append((s, seed, _targets(r, sg, tt), r["avg_jct_s"] / tt["avg_jct_s"] - 1))
+                out.append(Run(s, seed, _targets(r, sg, tt), r["avg_jct_s"] / tt["avg_jct_s"] - 1,
+                               r["migrations"] / tt["migrations"] - 1 if tt["migrations"] else 0.0))
     return out
+
+
+def _summary(study: Any, sts: Sequence[Setup], key: str) -> str:
+    """Where variant ``key`` misses the tail targets, and its avg JCT change per setup."""
+    runs = _runs(study, sts, key)
+    missed = [f"{x.setup.title} seed {x.seed}" for x in runs if any(not ok for _, ok, _ in x.marks[:2])]
+    jct = [f"{s.title} {_span([x.jct for x in runs if x.setup is s])}" for s in sts if any(x.setup is s for x in runs)]
+    tail = ("meets both tail targets on every setup and seed" if not missed else
+            "meets both tail targets everywhere except " + ", ".join(missed))
+    return f"{tail}; its avg JCT against Tesserae-T's: {'; '.join(jct)}."
 
 
 def _span(xs: Sequence[float]) -> str:
@@ -343,13 +342,12 @@ def _best(study: Any, sts: Sequence[Setup]) -> str:
     runs = _runs(study, sts, NEW)
     if not runs:
         return "not run here."
-    missed = [f"{what} on {s.title} seed {seed} ({how})" for s, seed, marks, _ in runs
-              for what, ok, how in marks if not ok]
-    met = sum(all(ok for _, ok, _ in marks) for _, _, marks, _ in runs)
-    mig = [float(how.split("%")[0]) / 100 for _, _, marks, _ in runs for what, _, how in marks[3:]]
+    missed = [f"{what} on {x.setup.title} seed {x.seed} ({how})" for x in runs for what, ok, how in x.marks if not ok]
+    met = sum(all(ok for _, ok, _ in x.marks) for x in runs)
     return (f"meets all four targets in {met} of {len(runs)} runs" +
             (f"; it misses {', '.join(missed)}" if missed else "") +
-            f". Its avg JCT against Tesserae-T's: {_span([j for *_, j in runs])}; migrations {_span(mig)}.")
+            f". Its avg JCT against Tesserae-T's: {_span([x.jct for x in runs])}; "
+            f"migrations {_span([x.mig for x in runs])}.")
 
 
 def verdict(study: Any, sts: Sequence[Setup]) -> list[str]:
@@ -362,14 +360,10 @@ def verdict(study: Any, sts: Sequence[Setup]) -> list[str]:
             "|---|---|---|---|---|---|---|"]
     tally: dict[str, list[int]] = {}
     for key, name in names.items():
-        for s in sts:
-            for seed in sorted({sd for (sk, _, sd) in study.results if sk == s.key}):
-                r, sg, tt = (study.results.get((s.key, k, seed)) for k in (key, "tiresias-single", "tesserae-t"))
-                if r and sg and tt:
-                    marks = _targets(r, sg, tt)
-                    cells = [f"{'met' if ok else '**missed**'}: {how}" for _, ok, how in marks]
-                    rows.append(f"| {name} | {s.title} | {seed} | " + " | ".join(cells) + " |")
-                    tally.setdefault(key, []).append(sum(ok for _, ok, _ in marks))
+        for x in _runs(study, sts, key):
+            cells = [f"{'met' if ok else '**missed**'}: {how}" for _, ok, how in x.marks]
+            rows.append(f"| {name} | {x.setup.title} | {x.seed} | " + " | ".join(cells) + " |")
+            tally.setdefault(key, []).append(sum(ok for _, ok, _ in x.marks))
     if tally:
         rows += ["", "Runs meeting all four targets: " + "; ".join(
             f"{names[k]} {sum(n == 4 for n in v)} of {len(v)}" for k, v in tally.items()) + "."]
