@@ -143,8 +143,8 @@ class Env:
 
     def final_states(self) -> dict[str, str]:
         """job id -> state as Slurm records it, finished jobs included: squeue while slurmctld keeps the job,
-        then the jobcomp log (its last record), since squeue drops a job `MinJobAge` (300 s) after it ends
-        and a long scenario under load outlives that for its first jobs (seen on the 24.11 lane in CI)."""
+        then the jobcomp log (its last record), since squeue drops a job `MinJobAge` (300 s) after it ends,
+        and a long scenario under load may outlive that for its first jobs (one suspect for a 24.11 CI failure)."""
         states: dict[str, str] = {}
         log = self.cluster.layout.log_dir / "jobcomp.log"
         if log.exists():
