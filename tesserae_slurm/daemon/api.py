@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # SQLAlchemy loads only where a database is read (the CLI's A
 # parallelism and the accounting internals (run_start, run_counted, last_seen).
 PUBLIC_JOB_FIELDS = (
     "job_id", "name", "user", "state", "slurm_state", "reason", "num_gpus", "nodes", "gpus", "packed_with",
-    "strategy", "model", "batch_size", "executed_time", "attained_service", "preemptions", "migrations",
+    "strategy", "model", "batch_size", "executed_time", "attained_service", "work_done", "preemptions", "migrations",
     "restarts", "submit_time", "first_start", "finished_at", "assign_round", "exit_code",
 )
 MAX_JOBS = 5000  # one answer's job list; more sets "truncated" (filter with states, user or jobs)

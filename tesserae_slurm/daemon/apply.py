@@ -194,14 +194,13 @@ class Applier:
             facts = self.journal.facts([it.job_id])[it.job_id]
             if sj is not None and sj.state.is_finished:  # ended on its own: recorded as ended, never run again
                 state = _finished_state(sj)
-                executed, _, _ = account(facts, sj, now)
+                counted = account(facts, sj, now)._replace(run_start=None, run_counted=0.0)
                 why = f"ended ({state.lower()}) before the requeue-hold: not requeued"
                 result.ended[it.job_id] = state
                 self._signalled_at.pop(it.job_id, None)
-                self.journal.finish_action(aid, "done", now, why, job_id=it.job_id, job_update=JobUpdate(
+                self.journal.finish_action(aid, "done", now, why, job_id=it.job_id, job_update=counted.onto(JobUpdate(
                     state=state, slurm_state=sj.state.value, reason=why, exit_code=sj.exit_code,
-                    finished_at=float(sj.end_time or now), executed_time=executed, run_start=None,
-                    run_counted=0.0, attained_service=executed * facts.num_gpus).cleared())
+                    finished_at=float(sj.end_time or now)), facts.num_gpus).cleared())
                 continue
             if not _gone(sj):
                 why = "still running after requeue-hold: carried over to the next round (its GPUs stay booked)"
@@ -209,12 +208,10 @@ class Applier:
                 self.journal.finish_action(aid, "skipped", now, why)
                 continue
             self._signalled_at.pop(it.job_id, None)
-            executed, run_start, counted = close_run(facts, now)
-            update = JobUpdate(state=PENDING, executed_time=executed, run_start=run_start, run_counted=counted,
-                               attained_service=executed * facts.num_gpus,
-                               reason={"migrate": f"migrating (round {st.round_id})",
-                                       "preempt": f"preempted in round {st.round_id}"}.get(it.kind, "requeue-held")
-                               ).cleared()
+            update = close_run(facts, now).onto(JobUpdate(
+                state=PENDING, reason={"migrate": f"migrating (round {st.round_id})",
+                                       "preempt": f"preempted in round {st.round_id}"}.get(it.kind, "requeue-held")),
+                facts.num_gpus).cleared()
             if it.kind == "migrate":
                 update = replace(update, migrations_added=1)
             elif it.kind == "preempt":
@@ -258,7 +255,7 @@ class Applier:
                            "assignment": assignments[a.job_id]},
                           JobUpdate(state=STARTING, assignment=assignments[a.job_id], assign_round=round_id,
                                     gpus=format_gpus(t.gpus), nodes=",".join(t.nodes), packed_with=t.partner,
-                                    strategy=t.strategy, placed_at=now, reason=""))
+                                    strategy=t.strategy, speed=t.speed, placed_at=now, reason=""))
                    for a, t in ready]
         action_ids = dict(zip((a.job_id for a, _ in ready), self.journal.record_intents(round_id, intents, now),
                               strict=True))

@@ -150,10 +150,8 @@ class Daemon:
                 up = replace(up, reason=t.reason)
             if mj is not None:
                 sj = mj.slurm
-                executed, run_start, counted = account(f, sj, snap.time)
-                up = replace(up, slurm_state=sj.state.value, restarts=sj.restart_count, executed_time=executed,
-                             run_start=run_start, run_counted=counted, attained_service=executed * f.num_gpus,
-                             name=sj.name)
+                up = replace(account(f, sj, snap.time).onto(up, f.num_gpus), slurm_state=sj.state.value,
+                             restarts=sj.restart_count, name=sj.name)
                 ran = sj.state.is_active or (sj.end_time is not None and sj.start_time is not None
                                              and sj.end_time > sj.start_time)
                 if sj.start_time is not None and ran:
@@ -289,7 +287,7 @@ class Daemon:
             jobs[r.job_id] = job
             prio = site_priority(self.slurm_priority, r.job_id, mj.slurm)
             views.append(JobView(job, r.submit_time, r.attained_service, r.executed_time, r.rounds_run,
-                                 running=placed, site_priority=prio, nice=mj.slurm.nice))
+                                 running=placed, site_priority=prio, nice=mj.slurm.nice, work_done=r.work_done))
         self.slurm_priority = {j: p for j, p in self.slurm_priority.items() if j in jobs}
         if self.dry_run:
             shadow = self.journal.load_shadow()
@@ -479,8 +477,8 @@ class Daemon:
         reasons = {j: JobUpdate(reason=why) for j, why in inp.excluded.items()}
         for p in decision.pending:
             reasons[p.job_id] = JobUpdate(reason=p.reason.value + (f": {p.detail}" if p.detail else ""))
-        for j in plan.kept:  # no Slurm call; only the record of who shares its GPUs changes
-            reasons[j] = JobUpdate(packed_with=plan.targets[j].partner, reason="")
+        for j in plan.kept:  # no Slurm call; only the record of who shares its GPUs (and its speed) changes
+            reasons[j] = JobUpdate(packed_with=plan.targets[j].partner, speed=plan.targets[j].speed, reason="")
         self.journal.update_jobs(reasons)
 
     def _record_outcome(self, plan: RoundPlan, result: ApplyResult) -> None:

@@ -146,7 +146,8 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
         "job": job, "name": row.name, "user": row.user, "state": row.state, "reason": reason(row),
         "gpus": row.num_gpus, "model": row.model, "batch_size": row.batch_size, "placement": row.gpus,
         "packed_with": row.packed_with, "strategy": row.strategy, "executed_s": row.executed_time,
-        "attained_gpu_s": row.attained_service, "preemptions": row.preemptions, "migrations": row.migrations,
+        "attained_gpu_s": row.attained_service, "work_s": row.work_done, "preemptions": row.preemptions,
+        "migrations": row.migrations,
         "submitted": iso(row.submit_time),
     }
     if newest:

@@ -10,12 +10,12 @@ without guessing. Every rule is a row of the table in docs/daemon.md ("Reconcili
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, NamedTuple
 
 from ..slurm import SlurmJob, SlurmJobState
 from .observe import ManagedJob
-from .store import LOST, PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, TERMINAL_STATES
+from .store import LOST, PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, TERMINAL_STATES, JobUpdate
 
 NEW = "NEW"  # not in the database yet
 Followup = Literal["", "requeue", "hold", "evict"]
@@ -34,6 +34,8 @@ class JobFacts:
     executed_time: float = 0.0
     run_start: float | None = None
     run_counted: float = 0.0
+    speed: float = 1.0  # normalized speed of its current placement (the round's decision)
+    work_done: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -116,25 +118,45 @@ def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: 
                       clear_placement=True)
 
 
-def account(f: JobFacts, sj: SlurmJob | None, now: float) -> tuple[float, float | None, float]:
-    """(executed_time, run_start, run_counted) after counting the wall time Slurm ran the job.
+class Counted(NamedTuple):
+    """A job's run-time counters after counting what Slurm ran (the row's columns of the same names)."""
+
+    executed_time: float  # wall seconds
+    run_start: float | None  # Slurm's start time of the run counted (None: no run open)
+    run_counted: float  # seconds of that run already counted
+    work_done: float  # seconds of work at the best speed alone: each counted second x the placement's speed
+
+    def onto(self, update: JobUpdate, num_gpus: int) -> JobUpdate:
+        """``update`` with these counters and the GPU-seconds they make."""
+        return replace(update, executed_time=self.executed_time, run_start=self.run_start,
+                       run_counted=self.run_counted, work_done=self.work_done,
+                       attained_service=self.executed_time * num_gpus)
+
+
+def _count(f: JobFacts, seconds: float, run_start: float | None, run_counted: float) -> Counted:
+    """``seconds`` more of run time, at the speed the job was placed to run at since the last look."""
+    return Counted(f.executed_time + seconds, run_start, run_counted, f.work_done + seconds * f.speed)
+
+
+def account(f: JobFacts, sj: SlurmJob | None, now: float) -> Counted:
+    """The counters after counting the wall time Slurm ran the job.
 
     Counting is incremental and keyed by Slurm's start time of the run, so a restart of the daemon
     neither loses nor double-counts a run; the tail of a run that ended while nobody looked is
     taken from Slurm's end time when the job finished, and from the requeue itself otherwise
-    (the preemption path calls ``close_run``)."""
+    (the preemption path calls ``close_run``). The work done is counted at the speed the row holds,
+    which is last round's: the speed the job ran at since the last look."""
     if sj is None or sj.start_time is None:
-        return f.executed_time, f.run_start, f.run_counted
+        return Counted(f.executed_time, f.run_start, f.run_counted, f.work_done)
     start = float(sj.start_time)
     end = float(sj.end_time) if sj.end_time is not None else now
     counted = f.run_counted if f.run_start == start else 0.0
     elapsed = max(0.0, end - start)
-    return f.executed_time + max(0.0, elapsed - counted), start, max(counted, elapsed)
+    return _count(f, max(0.0, elapsed - counted), start, max(counted, elapsed))
 
 
-def close_run(f: JobFacts, now: float) -> tuple[float, float | None, float]:
+def close_run(f: JobFacts, now: float) -> Counted:
     """Count the rest of the current run up to ``now`` (the job was just requeued) and close it."""
     if f.run_start is None:
-        return f.executed_time, None, 0.0
-    elapsed = max(0.0, now - f.run_start)
-    return f.executed_time + max(0.0, elapsed - f.run_counted), None, 0.0
+        return Counted(f.executed_time, None, 0.0, f.work_done)
+    return _count(f, max(0.0, max(0.0, now - f.run_start) - f.run_counted), None, 0.0)

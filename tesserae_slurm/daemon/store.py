@@ -72,6 +72,10 @@ class JobRow(Base):
     executed_time: Mapped[float] = mapped_column(Float, default=0.0)  # wall seconds run (Slurm times)
     run_start: Mapped[float | None] = mapped_column(Float, nullable=True)  # Slurm start of the run counted
     run_counted: Mapped[float] = mapped_column(Float, default=0.0)  # seconds of that run already counted
+    # normalized speed of the current placement (the round's decision: 1 alone on its best GPU type, the
+    # pair's speed when packed); each counted second adds that many seconds of work to work_done
+    speed: Mapped[float] = mapped_column(Float, default=1.0)
+    work_done: Mapped[float] = mapped_column(Float, default=0.0)  # seconds of work at the best speed alone
     rounds_run: Mapped[int] = mapped_column(Integer, default=0)
     nodes: Mapped[str] = mapped_column(String, default="")  # comma-joined physical nodes
     gpus: Mapped[str] = mapped_column(String, default="")  # "node1:0-1;node2:0-3"
@@ -117,6 +121,8 @@ class JobUpdate:
     executed_time: float = UNSET
     run_start: float | None = UNSET
     run_counted: float = UNSET
+    speed: float = UNSET
+    work_done: float = UNSET
     restarts: int = UNSET
     first_start: float = UNSET
     exit_code: int | None = UNSET

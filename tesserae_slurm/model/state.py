@@ -29,6 +29,10 @@ class JobView(NamedTuple):
     # priority column in the simulator; higher first, then lower nice, then arrival
     site_priority: float = 0.0
     nice: int = 0
+    # seconds of work done at the job's best speed alone (wall seconds run x the normalized speed of
+    # each placement), when the shell counts it: the daemon does, from each round's speeds; the
+    # simulator gives total_work and remaining_work instead
+    work_done: float | None = None
 
     @property
     def id(self) -> str:

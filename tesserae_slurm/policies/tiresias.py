@@ -49,13 +49,16 @@ _ATTAINED, _EXECUTED = attrgetter("attained_service"), attrgetter("executed_time
 
 def progress_service(views: Sequence[JobView], attained: np.ndarray) -> np.ndarray:
     """Service charged by progress: the work a job has done (seconds of work at its best speed alone
-    on the reference GPU, ``total_work - remaining_work``) x its GPUs, i.e. GPU time held x the
-    normalized speed it ran at. A job slowed to 0.3 by its packing partner is charged 0.3 of the
-    GPU time it held. Jobs whose work the shell does not know are charged ``attained`` (GPU time)."""
-    total = np.fromiter((np.nan if v.total_work is None else v.total_work for v in views), float, len(views))
-    left = np.fromiter((np.nan if v.remaining_work is None else v.remaining_work for v in views), float, len(views))
-    gpus = np.fromiter((v.num_gpus for v in views), float, len(views))
-    done = (total - left) * gpus
+    on the reference GPU) x its GPUs, i.e. GPU time held x the normalized speed it ran at. A job
+    slowed to 0.3 by its packing partner is charged 0.3 of the GPU time it held. The work done is the
+    view's ``work_done`` (the daemon counts it), else ``total_work - remaining_work`` (the simulator);
+    jobs whose work the shell does not know are charged ``attained`` (GPU time)."""
+    n = len(views)
+    total = np.fromiter((np.nan if v.total_work is None else v.total_work for v in views), float, n)
+    left = np.fromiter((np.nan if v.remaining_work is None else v.remaining_work for v in views), float, n)
+    counted = np.fromiter((np.nan if v.work_done is None else v.work_done for v in views), float, n)
+    gpus = np.fromiter((v.num_gpus for v in views), float, n)
+    done = np.where(np.isnan(counted), total - left, counted) * gpus
     return np.where(np.isnan(done), attained, done)
 
 

@@ -97,7 +97,7 @@ def view_of(s: LiveJob, running: bool) -> JobView:
     (the trace's priority is both Gavel's weight and the site's order); a test compares the two."""
     t = s.trace
     return _new(JobView, (s.job, t.submit_time, s.attained, s.executed, s.rounds_run, running, t.duration,
-                          s.remaining, t.priority, t.priority, 0))
+                          s.remaining, t.priority, t.priority, 0, None))
 
 
 def running_views(cols: JobColumns, ids: Sequence[str], idx: np.ndarray) -> Iterator[tuple[str, JobView]]:
@@ -105,7 +105,8 @@ def running_views(cols: JobColumns, ids: Sequence[str], idx: np.ndarray) -> Iter
     return zip(ids, map(tuple.__new__, repeat(JobView), zip(
         cols.job[idx].tolist(), cols.submit_time[idx].tolist(), cols.attained[idx].tolist(),
         cols.executed[idx].tolist(), cols.rounds_run[idx].tolist(), repeat(True), cols.duration[idx].tolist(),
-        cols.remaining[idx].tolist(), cols.priority[idx].tolist(), cols.priority[idx].tolist(), repeat(0))))
+        cols.remaining[idx].tolist(), cols.priority[idx].tolist(), cols.priority[idx].tolist(), repeat(0),
+        repeat(None))))
 
 
 class RoundResult(NamedTuple):

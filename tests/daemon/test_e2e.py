@@ -141,6 +141,26 @@ def test_at_least_twelve_jobs_of_mixed_gpu_counts_all_completed(scenario: Scenar
             rows[j].executed_time * rows[j].num_gpus)
 
 
+def test_work_done_is_the_time_run_at_the_speeds_the_rounds_placed_each_job_at(scenario: Scenario) -> None:
+    """The daemon's progress count (Tiresias ``service: progress``): each second a job ran adds the speed
+    of its placement, so a job packed with a partner that slows it is charged less than its time."""
+    env, store = scenario.env, scenario.env.store()
+    rows = {r.job_id: r for r in store.jobs()}
+    rounds = [r for r, _, _ in store.round_spans(1, ("applied", "failed"))]
+    speeds: dict[str, list[float]] = {}
+    for p in store.placements_of(rounds, list(scenario.jobs.values())):
+        speeds.setdefault(p.job_id, []).append(p.speed)
+    charged_less = 0
+    for job in scenario.jobs.values():
+        r, seen = rows[job], speeds[job]
+        assert min(seen) * r.executed_time - 1e-6 <= r.work_done <= max(seen) * r.executed_time + 1e-6, \
+            (job, r.work_done, r.executed_time, seen)
+        if len(set(seen)) == 1:  # one speed all along: exactly that share of its time
+            assert r.work_done == pytest.approx(seen[0] * r.executed_time), (job, seen)
+        charged_less += r.work_done < 0.95 * r.executed_time
+    assert charged_less >= 2  # the packed pairs of phase 1 ran below full speed
+
+
 def test_every_run_used_the_node_and_gpus_the_decision_chose(scenario: Scenario) -> None:
     env = scenario.env
     checked = 0

@@ -6,6 +6,7 @@ import pytest
 
 from tesserae_slurm.daemon.observe import managed_job
 from tesserae_slurm.daemon.reconcile import NEW, JobFacts, account, close_run, transition
+from tesserae_slurm.daemon.store import JobUpdate
 from tesserae_slurm.harness.assignment import Assignment
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S
 from tesserae_slurm.model.meta import JobMeta
@@ -91,20 +92,36 @@ def test_a_released_job_slurm_does_not_start_is_held_back_after_the_timeout():
 def test_account_counts_each_run_once_keyed_by_slurm_start_time():
     f = JobFacts("7", "RUNNING", num_gpus=2)
     # first look at a run that started at 100: 50 s so far
-    e, start, counted = account(f, sj(S.RUNNING, start=100), 150.0)
-    assert (e, start, counted) == (50.0, 100.0, 50.0)
-    f = JobFacts("7", "RUNNING", executed_time=e, run_start=start, run_counted=counted)
+    e, start, counted, work = account(f, sj(S.RUNNING, start=100), 150.0)
+    assert (e, start, counted, work) == (50.0, 100.0, 50.0, 50.0)  # alone at full speed: work = time
+    f = JobFacts("7", "RUNNING", executed_time=e, run_start=start, run_counted=counted, work_done=work)
     # a later look (or a restarted daemon) adds only the new part
-    assert account(f, sj(S.RUNNING, start=100), 170.0) == (70.0, 100.0, 70.0)
+    assert account(f, sj(S.RUNNING, start=100), 170.0) == (70.0, 100.0, 70.0, 70.0)
     # the run ended at 180 (Slurm's end time), seen at 500: counted up to the end, not to now
-    assert account(f, sj(S.COMPLETED, start=100, end=180), 500.0) == (80.0, 100.0, 80.0)
+    assert account(f, sj(S.COMPLETED, start=100, end=180), 500.0) == (80.0, 100.0, 80.0, 80.0)
     # a new run (requeued, restarted at 300) starts its own count
-    assert account(f, sj(S.RUNNING, start=300), 310.0) == (60.0, 300.0, 10.0)
+    assert account(f, sj(S.RUNNING, start=300), 310.0) == (60.0, 300.0, 10.0, 60.0)
     # a pending job adds nothing
-    assert account(f, sj(S.PENDING), 999.0) == (50.0, 100.0, 50.0)
+    assert account(f, sj(S.PENDING), 999.0) == (50.0, 100.0, 50.0, 50.0)
+
+
+def test_work_done_grows_at_the_speed_of_the_placement_it_ran_in():
+    # 40 s counted at full speed, then packed at 0.3 (the row's speed, written by last round): the 60 s
+    # since the last look are 18 s of work; GPU-seconds still count every second held
+    f = JobFacts("7", "RUNNING", num_gpus=2, executed_time=40.0, run_start=100.0, run_counted=40.0, speed=0.3,
+                 work_done=40.0)
+    c = account(f, sj(S.RUNNING, start=100), 200.0)
+    assert c.executed_time == 100.0 and c.work_done == pytest.approx(58.0)
+    up = c.onto(JobUpdate(state="RUNNING"), f.num_gpus)
+    assert (up.state, up.executed_time, up.run_start, up.run_counted, up.attained_service) == \
+        ("RUNNING", 100.0, 100.0, 100.0, 200.0) and up.work_done == pytest.approx(58.0)
+    # a requeue closes the run at the same speed
+    f = JobFacts("7", "PREEMPTING", executed_time=100.0, run_start=100.0, run_counted=100.0, speed=0.5,
+                 work_done=58.0)
+    assert close_run(f, 220.0).work_done == pytest.approx(68.0)  # 20 s since the last look, at 0.5
 
 
 def test_close_run_counts_up_to_the_requeue():
-    f = JobFacts("7", "PREEMPTING", executed_time=50.0, run_start=100.0, run_counted=50.0)
-    assert close_run(f, 170.0) == (70.0, None, 0.0)  # 50 counted + the 20 s since the last look
-    assert close_run(JobFacts("7"), 170.0) == (0.0, None, 0.0)
+    f = JobFacts("7", "PREEMPTING", executed_time=50.0, run_start=100.0, run_counted=50.0, work_done=50.0)
+    assert close_run(f, 170.0) == (70.0, None, 0.0, 70.0)  # 50 counted + the 20 s since the last look
+    assert close_run(JobFacts("7"), 170.0) == (0.0, None, 0.0, 0.0)

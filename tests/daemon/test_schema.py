@@ -95,3 +95,17 @@ def test_unknown_pre_migration_schema_is_refused(tmp_path):
         c.execute("insert into kv values ('schema_version', x'31')")  # b"1": older than any migration knows
     with pytest.raises(InputError, match="cannot upgrade; move it aside"):
         Store.open(db)
+
+
+def test_jobs_that_ran_before_0005_count_their_time_as_work_at_full_speed(tmp_path):
+    db = tmp_path / "state.db"
+    _at(db, "0004")
+    with sqlite3.connect(db) as c:
+        c.execute("insert into jobs (job_id, name, user, num_gpus, model, batch_size, parallelism, no_pack, meta, "
+                  "submit_time, state, slurm_state, reason, attained_service, executed_time, run_counted, "
+                  "rounds_run, nodes, gpus, assignment, packed_with, strategy, restarts, preemptions, migrations, "
+                  "last_seen) values ('7', '', 'u', 2, 'resnet50', '64', '[]', 0, '', 1.0, 'RUNNING', 'RUNNING', "
+                  "'', 1200.0, 600.0, 600.0, 2, 'node1', 'node1:0-1', '', '', '', 0, 0, 0, 1.0)")
+    Store.open(db).close()
+    with sqlite3.connect(db) as c:
+        assert c.execute("select speed, work_done from jobs where job_id='7'").fetchone() == (1.0, 600.0)

@@ -22,6 +22,16 @@ def test_progress_service_is_work_done_times_gpus():
     assert progress_service(views, attained).tolist() == [1800.0, 400.0]
 
 
+def test_progress_service_prefers_the_work_the_daemon_counted():
+    # the daemon knows no total or remaining work; it counts work_done from each round's speed. C: 1 GPU
+    # held 3600 s, 1000 s of them alone and 2600 s at 0.5 -> 2300 s of work. D: both known, the
+    # counted figure wins (it is what the shell measured)
+    views = [view("C", 1, served=3600)._replace(work_done=2300.0),
+             view("D", 2, served=100, total=5000, remaining=4950)._replace(work_done=80.0)]
+    attained = np.array([v.attained_service for v in views])
+    assert progress_service(views, attained).tolist() == [2300.0, 160.0]
+
+
 def test_a_slowed_job_stays_in_q0_under_progress_and_is_demoted_under_gpu_time():
     """Hand-worked: 1 GPU held 3600 s packed at speed 0.5 did 1800 s of work. GPU time 3600 >= 3250
     demotes it to Q1 behind the newcomer; progress 1800 < 3250 keeps it ahead in Q0."""

@@ -37,7 +37,8 @@ def _text(e: dict[str, Any]) -> str:
              + (f", packed with {e['packed_with']}" if e["packed_with"] else "")
              + (f", strategy {e['strategy']}" if e["strategy"] else ""),
              f"  {e['gpus']} GPU(s), model {e['model'] or '-'} batch {e['batch_size'] or '-'}; submitted "
-             f"{_local(e['submitted'])}; ran {duration(e['executed_s'])} ({e['attained_gpu_s'] / 3600:.3f} GPU-h); "
+             f"{_local(e['submitted'])}; ran {duration(e['executed_s'])} ({e['attained_gpu_s'] / 3600:.3f} GPU-h, "
+             f"{duration(e['work_s'])} of work at its speed alone); "
              f"{e['preemptions']} preemption(s), {e['migrations']} migration(s)"]
     if e["reason"]:
         lines.append(f"  reason: {e['reason']}")
