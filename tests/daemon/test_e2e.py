@@ -42,6 +42,7 @@ class Scenario:
     steps: dict[str, int]  # job id -> total steps
     migration_round: int
     preemption_round: int
+    policy_work: dict[str, tuple[float | None, float]]  # mid-run: job -> (work_done the policy saw, the row's)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,8 @@ def _run(env: Env) -> Scenario:
     mig = d.run_round()
     assert mig.plan is not None and [a.kind for a in mig.plan.actions] == ["migrate"], mig.plan
     moved = mig.plan.actions[0].job_id
+    rows = {r.job_id: r.work_done for r in env.store().jobs()}
+    policy_work = {v.id: (v.work_done, rows[v.id]) for v in d.inputs(d.observe()).views}
     wait_for(lambda: len([e for e in env.events(moved) if e["event"] == "start"]) == 2 and progressed(env, moved, 40),
              120, "the migrated job to resume", tick=round_, every=2)
 
@@ -110,7 +113,7 @@ def _run(env: Env) -> Scenario:
     wait_for(lambda: completed(env, *jobs.values()), 120, "Slurm to list every job as completed", tick=round_,
              every=2, explain=lambda: f"not completed: {not_completed(env, *jobs.values())}")
     round_()
-    return Scenario(env, jobs, steps, mig.round_id, pre.round_id)
+    return Scenario(env, jobs, steps, mig.round_id, pre.round_id, policy_work)
 
 
 # ---- helpers over the records ----------------------------------------------------------------------
@@ -144,7 +147,7 @@ def test_at_least_twelve_jobs_of_mixed_gpu_counts_all_completed(scenario: Scenar
 def test_work_done_is_the_time_run_at_the_speeds_the_rounds_placed_each_job_at(scenario: Scenario) -> None:
     """The daemon's progress count (Tiresias ``service: progress``): each second a job ran adds the speed
     of its placement, so a job packed with a partner that slows it is charged less than its time."""
-    env, store = scenario.env, scenario.env.store()
+    store = scenario.env.store()
     rows = {r.job_id: r for r in store.jobs()}
     rounds = [r for r, _, _ in store.round_spans(1, ("applied", "failed"))]
     speeds: dict[str, list[float]] = {}
@@ -159,6 +162,9 @@ def test_work_done_is_the_time_run_at_the_speeds_the_rounds_placed_each_job_at(s
             assert r.work_done == pytest.approx(seen[0] * r.executed_time), (job, seen)
         charged_less += r.work_done < 0.95 * r.executed_time
     assert charged_less >= 2  # the packed pairs of phase 1 ran below full speed
+    # and the policy is given that count (Tiresias' service: progress), for the jobs running mid-scenario
+    assert {scenario.jobs[k] for k in "YZW"} <= scenario.policy_work.keys()
+    assert all(seen == row and row > 0 for seen, row in scenario.policy_work.values()), scenario.policy_work
 
 
 def test_every_run_used_the_node_and_gpus_the_decision_chose(scenario: Scenario) -> None:
