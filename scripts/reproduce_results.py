@@ -680,8 +680,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--llm-shares", default=",".join(f"{x:g}" for x in profiling.LLM_SHARES),
                     help="parallelism study: shares of the 2- and 4-GPU jobs that are LLMs (0.2,0.4,0.6,0.8)")
     ap.add_argument("--repeats", type=int, default=5, help="seeds per point of the estimators and parallelism studies")
-    ap.add_argument("--trace-seeds", type=int, default=3,
-                    help="fairness study: trace seeds 0..N-1 of the generated traces (3)")
+    ap.add_argument("--trace-seeds", type=int, default=5,
+                    help="fairness study: trace seeds 0..N-1 of the generated traces (5)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--fresh", action="store_true", help="ignore cached results")
     ap.add_argument("--render-only", action="store_true", help="simulate nothing; write the document from the cache")

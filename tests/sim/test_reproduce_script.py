@@ -118,7 +118,8 @@ def test_smoke_run_of_the_fairness_study(tmp_path):
     assert "| `tesserae-t-fair` = (b) + (e) + (f), cap 2 h | Tesserae-style trace, A100 | 1 |" in text
     assert "vs Tiresias(Single), avg JCT" in text and "Worst jobs (seed 0)" in text
     runs = sorted(p.name for p in cache.glob("*.json"))
-    assert len(runs) == 2 * (11 + 10)  # two generated setups: 11 variants at seed 0, 10 at seed 1 (no Gavel)
+    assert len(runs) == 2 * (13 + 12)  # two generated setups: 13 variants at seed 0, 12 at seed 1 (no Gavel)
+    assert "* **The promotion knob** of `tesserae-t-fair` at 7.5x instead of 8x: meets all four targets in" in text
     assert (tmp_path / "img" / "fairness-a100.png").exists() and "](img/fairness-a100.png)" in text
     # the variants of one configuration are cached apart (policy options and min_speed are in the key)
     assert len({r.rsplit("-", 1)[-1] for r in runs}) == len(runs)
