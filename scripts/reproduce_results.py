@@ -654,7 +654,7 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             "paper's own V100 measurements.",
             ""]
     out += ["## Reproduce", "", "About 5 minutes from scratch (`--fresh`) with 2 worker processes on the 2-core "
-            "development machine, plus about 6 for section 9 (one worker).", "",
+            "development machine, plus about 4 for section 9.", "",
             "```sh", ".venv/bin/python scripts/reproduce_results.py   # writes docs/results.md",
             ".venv/bin/python scripts/reproduce_results.py --only estimators,parallelism   # sections 6 and 7 only",
             f".venv/bin/python scripts/reproduce_results.py --only {','.join(SLURM_STUDIES)} --splice   # section 8 "
