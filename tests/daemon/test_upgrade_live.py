@@ -4,12 +4,12 @@ it, and a database newer than this tesserae is refused in one line (exit 2)."""
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 import subprocess
 import sys
 import tarfile
-import io
 from pathlib import Path
 
 import pytest
@@ -66,6 +66,7 @@ def test_a_pre_migration_database_upgrades_and_keeps_its_history(env: Env, tmp_p
     actions = _rows(db, "select * from actions order by id")
     placements = _rows(db, "select * from placements order by id")
     jobs_before = _rows(db, "select * from jobs order by job_id")
+    job_columns = [c for _, c, *_ in _rows(db, "pragma table_info(jobs)")]
     kv = dict(_rows(db, "select key, value from kv"))
     assert kv["schema_version"] == b"2" and len(rounds) == 2 and len(actions) >= 3
     (pkey,) = [k for k in kv if k.startswith("policy_state:")]
@@ -86,7 +87,9 @@ def test_a_pre_migration_database_upgrades_and_keeps_its_history(env: Env, tmp_p
     assert _rows(db, "select * from rounds order by round_id") == rounds
     assert _rows(db, "select * from actions order by id") == actions
     assert _rows(db, "select * from placements order by id") == placements
-    assert _rows(db, "select * from jobs order by job_id") == jobs_before
+    assert _rows(db, f"select {', '.join(job_columns)} from jobs order by job_id") == jobs_before
+    # columns added since (0005): the time the jobs ran counts as work at full speed
+    assert _rows(db, "select speed, work_done = executed_time from jobs") == [(1.0, 1)] * len(jobs_before)
     after = dict(_rows(db, "select key, value from kv"))
     assert after["online_feedback"] == kv["online_feedback"]
     assert after[pkey] == expected_state and state_codec.decode(after[pkey]) is not None
