@@ -347,7 +347,7 @@ def _sticky_fit(study: Any, sts: Sequence[Setup]) -> str:
 
 
 def _best(study: Any, sts: Sequence[Setup], key: str = NEW) -> str:
-    """Where variant ``key`` (the best trade-off) misses, and its avg JCT and migrations against Tesserae-T's."""
+    """Where variant ``key`` misses, and its avg JCT and migrations against Tesserae-T's."""
     runs = _runs(study, sts, key)
     if not runs:
         return "not run here."

@@ -159,4 +159,4 @@ def close_run(f: JobFacts, now: float) -> Counted:
     """Count the rest of the current run up to ``now`` (the job was just requeued) and close it."""
     if f.run_start is None:
         return Counted(f.executed_time, None, 0.0, f.work_done)
-    return _count(f, max(0.0, max(0.0, now - f.run_start) - f.run_counted), None, 0.0)
+    return _count(f, max(0.0, now - f.run_start - f.run_counted), None, 0.0)  # run_counted >= 0
