@@ -141,29 +141,39 @@ class DevCluster:
         log.info("dev cluster up: %d nodes, SLURM_CONF=%s", len(spec.node_names), self.slurm_conf)
 
     def down(self) -> None:
-        """Cancel this cluster's jobs, stop its daemons and any leftover job processes. Idempotent."""
+        """Cancel this cluster's jobs, stop its daemons and any leftover job processes, and return only once
+        every one of them is gone (DevClusterError naming any that would not go). Idempotent."""
         state = self._load_state()
         conf = str(self.slurm_conf)
         if state is not None and self._verified_pid(state, CTLD) is not None:
             self._cancel_all_jobs()
+        # the slurmds first (together), then slurmctld, then munged, which the others need to the end
+        stages: list[list[int]] = []
         if state is not None:
-            slurmds = [pid for key in state.pids
-                       if key.startswith("slurmd:") if (pid := self._verified_pid(state, key))]
-            procs.terminate(slurmds)
-            for key in (CTLD, MUNGED):
-                pid = self._verified_pid(state, key)
-                if pid is not None:
-                    procs.terminate([pid])
-        self._sweep_job_processes(conf)
+            for keys in ([k for k in state.pids if k.startswith("slurmd:")], [CTLD], [MUNGED]):
+                stages.append([pid for key in keys if (pid := self._verified_pid(state, key)) is not None])
+        daemons = [pid for stage in stages for pid in stage]
+        # their children (slurmctld's slurmscriptd, scripts they run) are reparented once they die: note them now
+        spawned = procs.descendants(daemons)
+        for stage in stages:
+            procs.terminate(stage)
+        swept = self._sweep_job_processes(conf)
         for proc in self._procs.values():
             try:
                 proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass
         self._procs.clear()
+        left = procs.wait_gone([*daemons, *spawned, *swept], 5.0)
+        if left:
+            procs.signal_pids(left, signal.SIGKILL)
+            left = procs.wait_gone(left, 5.0)
         if state is not None:
             state.pids = {}
             state.save(self.layout.state_file)
+        if left:
+            raise DevClusterError(f"processes of the dev cluster at {self.root} would not stop: "
+                                  + ", ".join(procs.describe(p) for p in left))
 
     def status(self) -> DevClusterStatus:
         state = self._load_state()
@@ -381,8 +391,11 @@ class DevCluster:
         except SlurmError as exc:
             log.warning("could not cancel dev cluster jobs cleanly: %s", exc)
 
-    def _sweep_job_processes(self, conf: str) -> None:
-        """Kill slurmstepd trees and orphaned job processes that carry this cluster's SLURM_CONF."""
+    def _sweep_job_processes(self, conf: str) -> list[int]:
+        """Kill slurmstepd trees and orphaned job processes of this cluster; return the PIDs signalled.
+
+        A job process carries SLURM_JOB_ID and this cluster's SLURM_CONF. Its slurmstepd carries SLURM_CONF
+        on 22.05 but an empty environment on 24.11 and later: there it is known as the job process's parent."""
         protected = procs.protected_pids()
         stepds: list[int] = []
         orphans: list[int] = []
@@ -393,11 +406,15 @@ class DevCluster:
                 stepds.append(pid)
             elif "SLURM_JOB_ID" in procs.proc_environ(pid):
                 orphans.append(pid)
+                parent = procs.proc_parent(pid)
+                if parent is not None and procs.proc_comm(parent) == "slurmstepd" and procs.same_root(parent):
+                    stepds.append(parent)
         victims = [p for p in dict.fromkeys([*stepds, *procs.descendants(stepds), *orphans]) if p not in protected]
         if victims:
             log.info("killing %d leftover job processes of %s", len(victims), self.root)
             procs.signal_pids(victims, signal.SIGKILL)
             procs.wait_gone(victims, 3.0)
+        return victims
 
     def _verified_pid(self, state: DevClusterState, key: str) -> int | None:
         """The recorded PID of `key` if it is alive and still one of ours (guards PID reuse)."""

@@ -1,7 +1,10 @@
 """Process and port helpers for the dev cluster: free ports, /proc lookups, signalling by PID.
 
 Processes are identified by PID *and* by carrying this cluster's SLURM_CONF in their
-environment, never by name alone, so a reused PID or another cluster's daemons are left alone.
+environment *and* by sharing this process's filesystem root, never by name alone, so a reused PID
+or another cluster's daemons are left alone. The root matters because chroots share the PID
+namespace: two Slurm lanes side by side (scripts/slurm-lane.sh) run clusters under the same
+SLURM_CONF path in different Debian roots (docs/testing.md, "Live-test failures seen").
 """
 
 from __future__ import annotations
@@ -108,9 +111,27 @@ def all_pids() -> Iterator[int]:
             yield int(entry)
 
 
+def same_root(pid: int) -> bool:
+    """Does process `pid` see the same filesystem root as this one (not another chroot)?"""
+    try:
+        mine, theirs = os.stat("/proc/self/root"), os.stat(f"/proc/{pid}/root")
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+
 def belongs_to(pid: int, slurm_conf: str) -> bool:
-    """Does process `pid` carry this cluster's SLURM_CONF in its environment?"""
-    return proc_environ(pid).get("SLURM_CONF") == slurm_conf
+    """Does process `pid` carry this cluster's SLURM_CONF in its environment, under this process's root?"""
+    return proc_environ(pid).get("SLURM_CONF") == slurm_conf and same_root(pid)
+
+
+def describe(pid: int) -> str:
+    """`PID (comm, state S)` for error messages: what a process that would not go was doing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} ({proc_comm(pid)}, state {stat.rsplit(')', 1)[-1].split()[0]})"
 
 
 def descendants(roots: Iterable[int]) -> list[int]:

@@ -7,10 +7,10 @@ own jobs. Waiting uses generous deadlines only to bound a hang, never to assert 
 from __future__ import annotations
 
 import contextlib
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from tesserae_slurm.slurm import (
     SlurmCliBackend,
@@ -33,17 +33,6 @@ printf 'arg1=%s\\n' "$1"
 # payload in the background + wait, so the trap runs as soon as a signal arrives
 while :; do sleep 300 & wait $!; done
 """
-
-
-def wait_for(predicate, what: str, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what} (last: {last!r})")
 
 
 @pytest.fixture
@@ -118,15 +107,15 @@ def test_place_and_release_runs_on_chosen_node_with_gpu_indices(backend, submit,
     backend.place(a, ["node4"], {"Comment": "tesserae:placed"})
     backend.place(b, ["node4"])
     backend.release([a, b])
-    ja = wait_for(lambda: running(backend, a), f"job {a} RUNNING")
-    jb = wait_for(lambda: running(backend, b), f"job {b} RUNNING")
+    ja = wait_for(lambda: running(backend, a), 30, f"job {a} RUNNING", every=0.1)
+    jb = wait_for(lambda: running(backend, b), 30, f"job {b} RUNNING", every=0.1)
     assert ja.nodes == ("node4",) and jb.nodes == ("node4",)
     assert ja.comment == "tesserae:placed"
     ia, ib = ja.gpu_indices("node4"), jb.gpu_indices("node4")
     assert len(ia) == 2 and len(ib) == 2 and sorted(ia + ib) == [0, 1, 2, 3]
     # the job itself sees the indices squeue reports
     for j, idx in ((a, ia), (b, ib)):
-        text = wait_for(lambda j=j: output(workdir, j), f"output of job {j}")
+        text = wait_for(lambda j=j: output(workdir, j), 30, f"output of job {j}", every=0.1)
         assert f"node=node4 cvd={','.join(map(str, idx))} " in text
 
 
@@ -134,29 +123,29 @@ def test_signal_requeue_hold_replace_and_cancel(backend, submit, workdir):
     jid = submit("preempt-me", gpus=1)
     backend.place(jid, ["node2"])
     backend.release([jid])
-    wait_for(lambda: "restart=0" in output(workdir, jid), "job start")
+    wait_for(lambda: "restart=0" in output(workdir, jid), 30, "job start", every=0.1)
 
     backend.signal(jid, "USR1", batch_only=True)
     marker = workdir / f"usr1.{jid}"
-    wait_for(lambda: marker.exists() and marker.read_text(), "USR1 trap marker")
+    wait_for(lambda: marker.exists() and marker.read_text(), 30, "USR1 trap marker", every=0.1)
     assert marker.read_text().strip() == "USR1 restart=0"
 
     backend.requeue_hold(jid)
     held = wait_for(
-        lambda: (j := job(backend, jid)).state is SlurmJobState.PENDING and j.requeued_held and j,
-        "requeue-held state",
+        lambda: (j := job(backend, jid)).state is SlurmJobState.PENDING and j.requeued_held and j, 30,
+        "requeue-held state", every=0.1,
     )
     assert held.reason == "job requeued in held state" and held.restart_count == 1 and held.held
 
     backend.place(jid, ["node1"])  # StartTime=now overrides the ~120 s requeue delay
     backend.release([jid])
-    again = wait_for(lambda: running(backend, jid), "restart RUNNING")
+    again = wait_for(lambda: running(backend, jid), 30, "restart RUNNING", every=0.1)
     assert again.nodes == ("node1",) and again.restart_count == 1
-    wait_for(lambda: "restart=1" in output(workdir, jid), "second start in appended output")
+    wait_for(lambda: "restart=1" in output(workdir, jid), 30, "second start in appended output", every=0.1)
     assert "restart=0" in output(workdir, jid)  # --open-mode=append kept the first run
 
     backend.cancel(jid)
-    done = wait_for(lambda: (j := job(backend, jid)).state.is_finished and j, "CANCELLED")
+    done = wait_for(lambda: (j := job(backend, jid)).state.is_finished and j, 30, "CANCELLED", every=0.1)
     assert done.state is SlurmJobState.CANCELLED
 
 
@@ -178,7 +167,7 @@ def test_shell_metacharacters_arrive_verbatim_and_run_nothing(backend, submit, w
     assert (j.name, j.comment, j.admin_comment) == (nasty, nasty, nasty)
     backend.place(jid, ["node3"], {"Comment": nasty})
     backend.release([jid])
-    text = wait_for(lambda: "arg1=" in output(workdir, jid) and output(workdir, jid), "job output")
+    text = wait_for(lambda: "arg1=" in output(workdir, jid) and output(workdir, jid), 30, "job output", every=0.1)
     assert f"arg1={nasty}\n" in text
     assert not (workdir / "pwned1").exists() and not (workdir / "pwned2").exists()
 
@@ -194,8 +183,8 @@ def test_submit_script_text_on_stdin_with_env(backend, workdir):
         assert job(backend, jid).name == "stdin-script"
         backend.place(jid, ["node1"])
         backend.release([jid])
-        assert wait_for(lambda: output(workdir, jid), "stdin job output") == "x=42\n"
-        done = wait_for(lambda: (j := job(backend, jid)).state.is_finished and j, "stdin job done")
+        assert wait_for(lambda: output(workdir, jid), 30, "stdin job output", every=0.1) == "x=42\n"
+        done = wait_for(lambda: (j := job(backend, jid)).state.is_finished and j, 30, "stdin job done", every=0.1)
         assert done.state is SlurmJobState.COMPLETED and done.exit_code == 0
     finally:
         backend.cancel(jid)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import socket
 import stat
-import time
 
 import pytest
+from waiting import wait_for
 
 from tesserae_slurm.devcluster import DevCluster, DevClusterError, procs
 from tesserae_slurm.slurm import (
@@ -17,24 +17,17 @@ from tesserae_slurm.slurm import (
     SlurmUnavailable,
 )
 
-pytestmark = [pytest.mark.slurm_live, pytest.mark.every_release]  # two tests start their own clusters without the fixture
+# two tests start their own clusters without the fixture
+pytestmark = [pytest.mark.slurm_live, pytest.mark.every_release]
 
 
-def wait_for(predicate, what: str, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def test_status_reports_every_daemon_alive(devcluster):
     status = devcluster.status()
     assert status.up
     names = [name for name, _, _ in status.daemons]
-    assert sorted(names) == sorted(["munged", "slurmctld", "slurmd:node1", "slurmd:node2", "slurmd:node3", "slurmd:node4"])
+    assert sorted(names) == sorted(["munged", "slurmctld", *(f"slurmd:node{i}" for i in range(1, 5))])
     assert all(alive for _, _, alive in status.daemons)
     assert "node4 tesserae* idle" in status.sinfo or "node4 tesserae* mix" in status.sinfo
 
@@ -84,20 +77,32 @@ def test_controller_outage_ping_fails_then_recovers(devcluster):
 def test_second_cluster_up_is_idempotent_and_down_leaves_nothing(devcluster, tmp_path):
     other = DevCluster(tmp_path / "dc", nodes=1, gpus_per_node=1, shards_per_gpu=0, job_submit=False)
     other.up()
+    conf = str(other.slurm_conf)
+
+    def ours() -> set[int]:
+        """The cluster's processes, and each job process's slurmstepd (an empty environment on 24.11+)."""
+        found = {p for p in procs.all_pids() if procs.belongs_to(p, conf) and p not in procs.protected_pids()}
+        return found | {q for p in found if "SLURM_JOB_ID" in procs.proc_environ(p)
+                        if (q := procs.proc_parent(p)) is not None and procs.proc_comm(q) == "slurmstepd"}
+
     try:
         pids = {k: p for k, p, _ in other.status().daemons}
         other.up()  # already up: no restart
         assert {k: p for k, p, _ in other.status().daemons} == pids
 
         backend = SlurmCliBackend(other.env())
-        jid = backend.submit([], ["--output=/dev/null", "--gres=gpu:1", "--wrap", "sleep 300"])
-        wait_for(lambda: any(j.job_id == jid and j.state is SlurmJobState.RUNNING for j in backend.list_jobs()), "job RUNNING")
-        conf = str(other.slurm_conf)
-        ours = [p for p in procs.all_pids() if procs.belongs_to(p, conf) and p not in procs.protected_pids()]
-        assert len(ours) >= 4  # munged, slurmctld, slurmd, slurmstepd (+ the job)
+        backend.submit([], ["--output=/dev/null", "--gres=gpu:1", "--wrap", "sleep 300"])
+        # munged, slurmctld (+ slurmscriptd), slurmd, slurmstepd, the job's shell and its sleep
+        def with_job() -> set[int]:
+            now = ours()
+            return now if any(procs.proc_comm(p) == "sleep" for p in now) else set()
+
+        seen = wait_for(with_job, 30, "the job's sleep to run")
+        assert {"munged", "slurmctld", "slurmd", "slurmstepd"} <= {procs.proc_comm(p) for p in seen}, \
+            [procs.describe(p) for p in seen]
     finally:
-        other.down()
-    assert not [p for p in ours if procs.pid_alive(p)]
+        other.down()  # returns once every process of the cluster is gone, or raises naming the survivors
+    assert not [procs.describe(p) for p in seen if procs.pid_alive(p)]
     assert not other.status().up
     other.down()  # idempotent
     # the session cluster was not touched
