@@ -323,7 +323,8 @@ class _DaemonProcess:
                 self.proc.wait(timeout=10)
 
 
-def _wait_first_round(db: Path, daemon: _DaemonProcess, timeout_s: float = 120.0) -> None:
+def _wait_round(db: Path, daemon: _DaemonProcess, *, after: float = 0.0, timeout_s: float = 120.0) -> None:
+    """Wait until the daemon has finished a round that began at or after ``after`` (its first, by default)."""
     from ..daemon.store import Store
 
     deadline = time.time() + timeout_s
@@ -338,7 +339,7 @@ def _wait_first_round(db: Path, daemon: _DaemonProcess, timeout_s: float = 120.0
                 store = None
             if store is not None:
                 try:
-                    if any(r.finished_at is not None for r in store.rounds(limit=1)):
+                    if any(r.finished_at is not None and r.started_at >= after for r in store.rounds(limit=2)):
                         return
                 finally:
                     store.close()
@@ -369,14 +370,15 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
             config = workdir / "tesserae.yaml"
             config.write_text(json.dumps(daemon_config(settings, workdir), indent=1) + "\n")  # JSON is YAML
             daemon = _DaemonProcess(config, workdir / "daemon.log", cluster_env)
-            _wait_first_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
+            _wait_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
             submit = _submit_tsbatch(backend, config, script, out)
         submit_all(jobs, submit, into=submitted)
         ids = {jid for jid, _ in submitted.values()}
         alive = daemon.problem if daemon is not None else (lambda: "")
         ended = _wait_all_ended(backend, partition, ids, time.time() + settings.timeout_s, alive)
         if daemon is not None:
-            time.sleep(settings.round_seconds + 1)  # one more round records the last ends
+            # one more whole round records the last ends (a round under load can outlast round_seconds)
+            _wait_round(workdir / "state.db", daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
             counts = _daemon_counts(workdir / "state.db", ids)
         finished = True
     finally:

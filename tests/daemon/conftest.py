@@ -11,7 +11,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from tesserae_slurm.devcluster import DevCluster
 from tesserae_slurm.devcluster.errors import DevClusterError
 from tesserae_slurm.devcluster.install import ensure_slurm_installed
 
-from .helpers import ROOT, Env
+from .helpers import ROOT, Env, wait_for
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -81,9 +80,9 @@ def env(daemon_cluster: DevCluster, tmp_path) -> Iterator[Env]:  # type: ignore[
             daemon_cluster.start_controller()
         subprocess.run(["scancel", "--partition", "tesserae"], env=e.os_env(), capture_output=True, timeout=30,
                        check=False)
-        deadline = time.time() + 30
-        while time.time() < deadline and e.squeue_ids(active=True):
-            time.sleep(0.3)
+        # the next test starts on an empty cluster, or this one fails saying what is left
+        wait_for(lambda: not e.squeue_ids(active=True), 60, "the test's jobs to end after scancel",
+                 explain=lambda: f"still active: {e.squeue_ids(active=True)}")
 
 
 def _ctld_up(e: Env) -> bool:

@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
+from waiting import holds_for, wait_for  # noqa: F401 - the live daemon tests import them from here
 
 from tesserae_slurm.daemon.config import load_config
 from tesserae_slurm.daemon.connect import backend_from_config
@@ -187,20 +187,6 @@ def _state_string(raw: str | list[str]) -> str:
     if isinstance(raw, str):
         return raw
     return next((f for f in _FLAG_STATES if f in raw), raw[0] if raw else "")
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, tick: Callable[[], None] | None = None,
-             every: float = 0.5, explain: Callable[[], str] | None = None) -> None:
-    """Poll ``cond``; call ``tick`` between polls (e.g. a daemon round); fail with ``what`` on timeout, and
-    with what ``explain`` says about the state then (a CI log is all there is to read)."""
-    deadline = time.time() + timeout
-    while not cond():
-        if time.time() > deadline:
-            detail = f": {explain()}" if explain is not None else ""
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{detail}")
-        if tick is not None:
-            tick()
-        time.sleep(every)
 
 
 def progressed(env: Env, job: str, step: int = 1) -> bool:

@@ -22,7 +22,7 @@ from tesserae_slurm.daemon.config import load_config
 from tesserae_slurm.daemon.connect import backend_from_config
 from tesserae_slurm.tsbatch.submit import prepare
 
-from .helpers import BIN, Env, _state_string, submit_tick, wait_for
+from .helpers import BIN, Env, _state_string, holds_for, submit_tick, wait_for
 
 pytestmark = [pytest.mark.slurm_live, pytest.mark.every_release]
 
@@ -77,9 +77,8 @@ def user(env: Env) -> Iterator[User]:
         yield u
     finally:
         subprocess.run(["scancel", "-u", name], env=env.os_env(), capture_output=True, timeout=30, check=False)
-        deadline = time.time() + 30
-        while time.time() < deadline and _user_jobs(env, name, active=True):
-            time.sleep(0.3)
+        wait_for(lambda: not _user_jobs(env, name, active=True), 60, f"the jobs of {name} to end",
+                 explain=lambda: f"still active: {_user_jobs(env, name, active=True)}")
         subprocess.run(["userdel", "-r", name], capture_output=True, check=False)
 
 
@@ -162,9 +161,8 @@ def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: Us
         # first; Slurm itself would answer "Access/permission denied")
         again = user.run("scontrol", "release", job)
         assert again.returncode != 0, again
-        time.sleep(3)
-        j = _job(env, job)
-        assert j["job_state"] == "PENDING" and j["state_reason"] == "JobHeldAdmin"
+        holds_for(lambda: (j := _job(env, job))["job_state"] == "PENDING" and j["state_reason"] == "JobHeldAdmin",
+                  3, "the admin hold after the owner's refused release", explain=lambda: str(_job(env, job)))
         runs_before = len(user.starts(job))
 
         # what the daemon's stop phase leaves (requeue-hold: a user hold) is made an admin hold too
@@ -177,8 +175,8 @@ def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: Us
                        check=False)
         wait_for(lambda: _job(env, job)["state_reason"] == "JobHeldAdmin", 15, "the requeue-held job to be secured")
         assert user.run("scontrol", "release", job).returncode != 0
-        time.sleep(2)
-        assert _job(env, job)["job_state"] == "PENDING"
+        holds_for(lambda: _job(env, job)["job_state"] == "PENDING", 2, "the secured job pending",
+                  explain=lambda: str(_job(env, job)))
         assert len(user.starts(job)) <= runs_before + 1  # only the operator's start ran
         store = env.store()
         assert job in json.loads(store.get_kv("daemon_admin_holds") or b"[]")
@@ -191,11 +189,10 @@ def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: Us
             wait_for(lambda: _job(env, other)["state_reason"] == "JobHeldAdmin", 15, "the daemon to hold it",
                      every=0.1)
             held_at = time.time()
-            time.sleep(1)  # the job's output, if it ran
-            runs = user.starts(other)
-            ran = f"ran {held_at - runs[0]:.2f} s" if runs else "never ran"
-            print(f"submit+release: release {'accepted' if released else 'refused'}, {ran}")
-            assert not released and not runs, ran  # refused by job_submit.lua, so never started
+            assert not released, "the owner's release was accepted"  # refused by job_submit.lua
+            # so never started: no output for a second (a start would write its line within it)
+            holds_for(lambda: not user.starts(other), 1, f"job {other} never running",
+                      explain=lambda: f"ran {held_at - user.starts(other)[0]:.2f} s after the hold")
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
@@ -254,9 +251,8 @@ def test_a_foreign_job_blocks_only_its_own_gpus_and_is_named(env: Env, user: Use
         assert f"job {cpu_only.stdout.strip()}" not in show.stdout  # holds no GPU: blocks nothing
     finally:
         subprocess.run(["scancel", "-p", "other"], env=env.os_env(), capture_output=True, check=False)
-        deadline = time.time() + 30
-        while time.time() < deadline and _user_jobs(env, user.name, active=True):
-            time.sleep(0.3)
+        wait_for(lambda: not _user_jobs(env, user.name, active=True), 60, f"the jobs of {user.name} to end",
+                 explain=lambda: f"still active: {_user_jobs(env, user.name, active=True)}")
         subprocess.run(["scontrol", "delete", "PartitionName=other"], env=env.os_env(), capture_output=True,
                        check=False)
 
@@ -358,9 +354,8 @@ def test_its_owner_cannot_release_reprioritize_or_move_a_managed_job(env: Env, u
                        check=False)
         subprocess.run(["scontrol", "update", "NodeName=node2", "AvailableFeatures=", "ActiveFeatures="],
                        env=env.os_env(), capture_output=True, check=False)
-        deadline = time.time() + 30
-        while time.time() < deadline and _user_jobs(env, user.name, active=True):
-            time.sleep(0.3)
+        wait_for(lambda: not _user_jobs(env, user.name, active=True), 60, f"the jobs of {user.name} to end",
+                 explain=lambda: f"still active: {_user_jobs(env, user.name, active=True)}")
         subprocess.run(["scontrol", "delete", "PartitionName=other"], env=env.os_env(), capture_output=True,
                        check=False)
 
