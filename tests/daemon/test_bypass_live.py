@@ -148,12 +148,13 @@ def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: Us
         resumed = time.time()
         # stopped at once (requeue-held: no longer RUNNING); admin-held once Slurm has ended its processes
         # and requeued it (KillWait and the requeue take a few seconds more, and vary by release)
-        wait_for(lambda: _job(env, job)["job_state"] != "RUNNING", 15, "the daemon to stop it",
+        wait_for(lambda: _job(env, job)["job_state"] != "RUNNING", 30, "the daemon to stop it",
                  every=0.1)
         stopped_s = time.time() - resumed
         wait_for(lambda: _job(env, job)["state_reason"] == "JobHeldAdmin", 30, "the daemon to hold it", every=0.1)
         held_s = time.time() - resumed
-        assert stopped_s < 5, f"a hand-started job was stopped only {stopped_s:.1f} s after the daemon looked again"
+        # by the guard check (every second), not by the next round (600 s); the margin is for a loaded machine
+        assert stopped_s < 20, f"a hand-started job was stopped only {stopped_s:.1f} s after the daemon looked again"
         events = " ".join(e.message for e in env.store().events(limit=100))
         assert "running without the daemon's current assignment" in events
         print(f"hand-started job stopped {stopped_s:.2f} s and admin-held {held_s:.2f} s after the daemon resumed")

@@ -172,7 +172,8 @@ def test_sigterm_in_the_grace_period_stops_within_seconds(env: Env) -> None:
     finally:
         daemon.stop()
     print(f"SIGTERM mid-grace: exited {code} after {took:.2f} s")
-    assert code == 0 and took < 5, (code, took, daemon.text()[-2000:])
+    # within seconds, not after the 120 s grace (a quarter of it leaves room for a loaded machine)
+    assert code == 0 and took < 30, (code, took, daemon.text()[-2000:])
     victim = next(j for j in jobs if _state_in_db(env, j) == "PREEMPTING")
     d = env.daemon()  # the next start finishes the preemption (signal again, grace, requeue-hold)
     env.write_config(preemption={"grace_seconds": 3})
@@ -200,8 +201,13 @@ def test_a_stuck_stop_does_not_delay_unrelated_starts(env: Env) -> None:
     first = {j: min(e["time"] for e in env.events(j) if e["event"] == "start") - t0 for j in news}
     print(f"stuck stop: round {took:.1f} s (grace {grace} s); newcomers ran after "
           + ", ".join(f"{v:.1f} s" for v in sorted(first.values())))
-    assert min(first.values()) < 6, first  # the unrelated start did not wait for the grace period
-    assert max(first.values()) >= grace - 1, first  # the other one needed the stuck job's GPUs
+    # judged by the order of the daemon's own actions, which load cannot change: the unrelated start was
+    # sent before the stuck job's requeue-hold ended its grace, the other one only after it
+    actions = {(a.job_id, a.kind): a for a in env.store().actions(round_id=result.round_id) if a.status == "done"}
+    stopped_at = actions[(stuck, "preempt")].finished_at
+    starts = sorted((actions[(j, "start")].finished_at, j) for j in news)
+    assert starts[0][0] < stopped_at < starts[1][0], (starts, stopped_at)
+    assert stopped_at - t0 >= grace - 1, stopped_at - t0  # the grace was waited out: the job ignored the signal
     assert took < grace + 20, took
 
 

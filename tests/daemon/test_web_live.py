@@ -89,7 +89,6 @@ def api(url: str, path: str) -> dict:
 
 def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
     chromium()
-    t0 = time.time()
     # Tiresias' own queue limits (not the tests' 1 GPU-second): arrival order, no churn while we look
     env.write_config(http={"listen": "127.0.0.1:0"}, scheduler={"round_seconds": 1, "policy_options": {}})
     small = [submit_tick(env, 1, 600, SECRET, name=f"dcgan{i}", model="DCGAN", batch="32") for i in range(9)]
@@ -145,4 +144,3 @@ def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(shots / "web.png", Path(keep) / "web.png")
-    assert time.time() - t0 < 60
