@@ -115,29 +115,7 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
                 top += cost[u, cols[u]]
             pair_perm[i] = cols
         savings[i] = sa + sb - top
-    # components of the sharing graph: per edge, the smallest old node of its component
-    label_a = np.arange(nx)
-    label_b = np.empty(ny, np.int64)
-    while True:
-        label_b[:] = nx
-        for i in range(p):
-            if label_a[po[i]] < label_b[pn[i]]:
-                label_b[pn[i]] = label_a[po[i]]
-        nxt = label_a.copy()
-        for i in range(p):
-            if label_b[pn[i]] < nxt[po[i]]:
-                nxt[po[i]] = label_b[pn[i]]
-        changed = False
-        for x in range(nx):
-            nxt[x] = nxt[nxt[x]]
-            if nxt[x] != label_a[x]:
-                changed = True
-        label_a = nxt
-        if not changed:
-            break
-    comp = np.empty(p, np.int64)
-    for i in range(p):
-        comp[i] = label_a[po[i]]
+    comp = edge_components(po, pn, nx, ny)
     order = np.argsort(comp, kind="mergesort")
     e_a = po[order]
     e_b = pn[order]
@@ -162,6 +140,37 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
         if e - s > 1:
             _dense_component(e_a, e_b, e_s, s, e, pair_a_l, pair_b_l)
     return po, pn, pair_perm, _ints(pair_a_l), _ints(pair_b_l)
+
+
+@_jit
+def edge_components(ea, eb, na, nb):  # pragma: no cover - compiled
+    """Per edge of a bipartite graph (a-item ``ea[i]`` to b-item ``eb[i]``), the smallest a-item of
+    its connected component: min-label sweeps with pointer jumping. Multi-node jobs chain nodes into
+    paths, and jumping to a label's own label shortens a path's propagation to a few sweeps."""
+    p = ea.shape[0]
+    label_a = np.arange(na)
+    label_b = np.empty(nb, np.int64)
+    while True:
+        label_b[:] = na
+        for i in range(p):
+            if label_a[ea[i]] < label_b[eb[i]]:
+                label_b[eb[i]] = label_a[ea[i]]
+        nxt = label_a.copy()
+        for i in range(p):
+            if label_b[eb[i]] < nxt[ea[i]]:
+                nxt[ea[i]] = label_b[eb[i]]
+        changed = False
+        for x in range(na):
+            nxt[x] = nxt[nxt[x]]  # a label's label is in the same component and no larger
+            if nxt[x] != label_a[x]:
+                changed = True
+        label_a = nxt
+        if not changed:
+            break
+    comp = np.empty(p, np.int64)
+    for i in range(p):
+        comp[i] = label_a[ea[i]]
+    return comp
 
 
 @_jit
