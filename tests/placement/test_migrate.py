@@ -221,7 +221,7 @@ def test_edge_components_match_scipy_connected_components(na, nb, data):
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from tesserae_slurm.placement.migrate_jit import edge_components
+    from tesserae_slurm.placement.migrate_groups import edge_components
 
     edges = sorted(data.draw(st.sets(st.tuples(st.integers(0, na - 1), st.integers(0, nb - 1)), min_size=1)))
     ea = np.array([a for a, _ in edges])
@@ -240,7 +240,7 @@ def test_edge_components_on_long_paths(n):
     the middle of another; every edge must get it (what the pointer jumping shortens)."""
     import numpy as np
 
-    from tesserae_slurm.placement.migrate_jit import edge_components
+    from tesserae_slurm.placement.migrate_groups import edge_components
 
     # path 1 on a-items n-1 .. 0 walked backwards through b-items; path 2 on a-items n .. 2n-1 with its
     # smallest item joined in the middle
