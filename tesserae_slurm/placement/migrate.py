@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from ..model import InputError, Placement, PlanRows
-from . import migrate_groups
+from . import migrate_groups, migrate_tables
 from .arrays import GpuLayout
 
 MigrationAlgorithm = Literal["tesserae", "flat", "gavel"]
@@ -98,14 +98,14 @@ def migrate(old: Placement, new: Placement, algorithm: MigrationAlgorithm = "tes
         src = _flat(o, n, w_old, w_new, old_key, new_key)
     # src[r]: the new plan's GPU row that lands on physical GPU row r
     final = _by_first_gpu(PlanRows(ro.names, ro.sizes, rn.ids, rn.table[src]))
-    cost, moved = migrate_groups.final_stats(o.jobs, n.jobs[src], w_old, w_new)
+    cost, moved = migrate_tables.final_stats(o.jobs, n.jobs[src], w_old, w_new)
     return MigrationResult(final, tuple(compress(common, moved.tolist())), cost, node_map)
 
 
 def _by_first_gpu(rows: PlanRows) -> Placement:
     """The plan of the table with its jobs renumbered by first GPU row (then by number: a packed
     pair's placed job before its partner): ``job_gpus()`` in physical order."""
-    table, old_of, found = migrate_groups.renumber_by_first(rows.table, len(rows.ids))
+    table, old_of, found = migrate_tables.renumber_by_first(rows.table, len(rows.ids))
     if found != len(rows.ids):  # a listed job without a GPU: not a plan the engine builds
         raise ValueError(f"table lists {len(rows.ids)} jobs but {found} hold a GPU")
     return Placement.from_rows(rows._replace(ids=tuple(map(rows.ids.__getitem__, old_of.tolist())), table=table))
@@ -115,7 +115,7 @@ def _common_table(rows: PlanRows, number: Mapping[str, int]) -> tuple[np.ndarray
     """A table's (GPUs, 2) common-job numbers (``number``; -1: none or not common), a GPU's lower
     number in column 0, and each common job's GPU count."""
     common_of = np.fromiter(map(number.get, rows.ids, repeat(-1)), np.int64, len(rows.ids))
-    table, counts = migrate_groups.common_table(rows.table, common_of, len(number))
+    table, counts = migrate_tables.common_table(rows.table, common_of, len(number))
     return table, counts
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tesserae_slurm.model import Placement
 from tesserae_slurm.placement import migrate_groups
+from tesserae_slurm.placement.lsap import lsap_max
 from tesserae_slurm.placement.migrate import mapping_cost, migrate
 
 
@@ -101,7 +102,7 @@ def test_the_compiled_assignment_is_optimal_on_ties(rows, cols, data):
     cells = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0])
     value = np.array(data.draw(st.lists(cells, min_size=rows * cols, max_size=rows * cols))).reshape(rows, cols)
     want_r, want_c = linear_sum_assignment(value, maximize=True)
-    got_r, got_c = migrate_groups.lsap_max(value)
+    got_r, got_c = lsap_max(value)
     _optimal(value, got_r, got_c, value[want_r, want_c].sum())
 
 
@@ -138,7 +139,7 @@ def test_the_compiled_assignment_is_optimal_on_any_floats(rows, cols, seed):
     rng = np.random.default_rng(seed)
     value = rng.choice(rng.random(4) * 2.0, size=(rows, cols)) * (rng.random((rows, cols)) < 0.7)
     want_r, want_c = linear_sum_assignment(value, maximize=True)
-    got_r, got_c = migrate_groups.lsap_max(value)
+    got_r, got_c = lsap_max(value)
     _optimal(value, got_r, got_c, value[want_r, want_c].sum())
 
 
