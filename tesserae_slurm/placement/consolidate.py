@@ -34,6 +34,7 @@ import numpy as np
 from ..model import Cluster, Job, PendingJob, PendingReason, Placement, PlanRows
 from . import consolidate_walk
 from .arrays import gpu_layout, runs
+from .node_rules import NodeRules
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,6 @@ class Unit(NamedTuple):
     @property
     def num_gpus(self) -> int:
         return self.jobs[0].num_gpus
-
-
-class NodeRules(NamedTuple):
-    """Operators' node rules of one round, per unit: ``rule[k]`` is a row of ``allowed`` (-1: none), a
-    (rules x cluster nodes) mask of the nodes the unit may use; ``text[r]`` says rule ``r`` in words."""
-
-    rule: np.ndarray
-    allowed: np.ndarray
-    text: tuple[str, ...]
 
 
 _NO_RULES = NodeRules(np.zeros(0, dtype=np.int64), np.zeros((1, 1), dtype=np.bool_), ())
