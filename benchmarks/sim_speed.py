@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tesserae_slurm import rank_decide
 from tesserae_slurm.cli.gc_tuning import long_run_gc
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.profiles import profile_from_spec
 from tesserae_slurm.sim.runner import simulate

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from tesserae_slurm.policies.registry import POLICIES  # noqa: E402
 from tesserae_slurm.sim.compare import RunSpec, run_many  # noqa: E402
-from tesserae_slurm.configs import get_config  # noqa: E402
+from tesserae_slurm.presets import get_config  # noqa: E402
 from tesserae_slurm.sim.fingerprint import code_fingerprint  # noqa: E402
 from tesserae_slurm.sim.restart import RestartCost  # noqa: E402
 from tesserae_slurm.sim.trace_source import resolve_trace  # noqa: E402

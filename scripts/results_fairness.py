@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.sim.compare import RunSpec
 from tesserae_slurm.sim.trace_source import resolve_trace
 from tesserae_slurm.sim.traces.record import TraceJob

@@ -3,7 +3,7 @@
 Flow (paper Listing 1): consolidated placement in policy order -> packing of pending jobs onto
 placed ones -> migration minimization against the current physical placement. Operators' node rules
 (`tesserae pin|keep-off`) hold in all three (placement/node_rules.py). Per-user and per-account GPU limits,
-when given, act inside the first two steps (placement/limits.py). No I/O, no Slurm;
+when given, act inside the first two steps (placement/limit_gate.py). No I/O, no Slurm;
 the only clock is the one the shell passes in, used for stage timings alone.
 """
 
@@ -28,13 +28,13 @@ from .model import (
     RoundDecision,
     StageTimings,
 )
-from .model.limits import GpuLimits
-from .placement.beside import place_beside
+from .model.gpu_limits import GpuLimits
 from .placement.consolidate import ConsolidationResult, Unit, place_consolidated, place_units
-from .placement.limits import gate as limit_gate
+from .placement.limit_gate import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.node_rules import NodeRule, pack_by_rule, rule_masks, rule_types, rules_of, unit_rules
 from .placement.pack import PackingMode, check_min_speed, pack
+from .placement.pinned import place_beside
 from .profiles import ThroughputProfile
 
 Clock = Callable[[], float]
@@ -56,7 +56,7 @@ class EngineConfig:
     objective: Literal["throughput", "paper-sum"] = "throughput"
     # sticky: a job returns to its node when it fits (fewer moves); sticky-fit: sticky, unless that leaves a
     # job waiting that best fit would place (then best fit, for that round; _unless_stranding); pinned: running
-    # jobs keep their GPUs and new ones are placed on what is free, never relabeled (plain Slurm; placement/beside.py)
+    # jobs keep their GPUs and new ones are placed on what is free, never relabeled (plain Slurm; placement/pinned.py)
     placement: PlacementMode = "best-fit"
     # packing without victims: a pair only if each member keeps this normalized speed (0 = off; pack.py)
     min_speed: float = 0.0

@@ -14,7 +14,7 @@ from typing import Any
 
 from .engine import Clock, EngineConfig, NodeRule, RoundRequest, decide
 from .model import InputError, Job, JobView, RoundDecision
-from .model.limits import GpuLimits
+from .model.gpu_limits import GpuLimits
 from .policies.base import Policy, Ranking, SchedulingInput
 from .profiles import ThroughputProfile
 

@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..configs import get_config
 from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
 from ..model.meta import JobMeta
 from ..partition import scheduling_profile
 from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
+from ..presets import get_config
 from ..profiles.speeds import SpeedModel
 from ..rank_decide import rank_and_decide
 from ..slurm import SlurmBackend, SlurmError

@@ -9,7 +9,7 @@ What a site without tesserae gets from ``PriorityType=priority/multifactor`` +
   Slurm sizes jobs by nodes or CPUs, here by GPUs. Slurm's defaults are weights 0 and 7 days, so by
   default every job has priority 0 and the queue is in submit order (ties: submit time, then arrival,
   as Slurm's submit time, then job id).
-* **Nothing running moves**: the engine's pinned placement (``placement/beside.py``) keeps every
+* **Nothing running moves**: the engine's pinned placement (``placement/pinned.py``) keeps every
   running job on its GPUs and walks each new job onto the free GPUs, as ``select/cons_tres`` fills a
   cluster; no packing, no preemption. The simulator checks it every round under ``--check``.
 * **EASY backfill**: the highest-priority job that cannot start now gets a reservation at the
@@ -19,7 +19,7 @@ What a site without tesserae gets from ``PriorityType=priority/multifactor`` +
   reserves for every job it tests (``bf_max_job_test``, default 500, tested here too); EASY's one
   reservation is the classic form and the one this baseline uses.
 
-Where a job would land is asked of ``placement.beside.walk_one``, the function the engine places with,
+Where a job would land is asked of ``placement.pinned.walk_one``, the function the engine places with,
 on the same free GPUs in the same order, so the plan is the engine's, on any mix of GPU types.
 
 **Time limits** (``limit``): ``"trace"`` (default) uses the trace's ``time_limit`` column and the model
@@ -47,7 +47,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ..model import Cluster, InputError, Job, JobView, Placement
-from ..placement.beside import walk_one
+from ..placement.pinned import walk_one
 from .base import Ranking, SchedulingInput
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
@@ -176,7 +176,7 @@ class SlurmBackfillPolicy:
 
 class _Plan:
     """The running jobs (and those started this round) as GPUs per node, with their ends; every "where
-    would it go" is ``placement.beside.walk_one``, the engine's own pinned placement."""
+    would it go" is ``placement.pinned.walk_one``, the engine's own pinned placement."""
 
     def __init__(self, cluster: Cluster, placement: Placement | None) -> None:
         self.cluster = cluster

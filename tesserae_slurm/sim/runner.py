@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ..configs import SchedulerConfig
 from ..engine import decide
 from ..model import Cluster, InputError, JobView, Placement, RoundDecision
-from ..model.limits import GpuLimits
+from ..model.gpu_limits import GpuLimits
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
+from ..presets import SchedulerConfig
 from ..profiles import ThroughputProfile
 from ..profiles.speeds import SpeedModel
 from ..rank_decide import RankedRound, rank_and_decide

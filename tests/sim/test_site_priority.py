@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.model import Cluster
-from tesserae_slurm.model.limits import GpuLimits
+from tesserae_slurm.model.gpu_limits import GpuLimits
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm import rank_decide
 from tesserae_slurm.sim import runner

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..model import Job, PackedPair, PendingJob, PendingReason
-from ..model.limits import GpuLimits
+from ..model.gpu_limits import GpuLimits
 from .consolidate import ConsolidationResult
 
 __all__ = ["LimitGate", "gate"]
