@@ -1,5 +1,5 @@
 """`tesserae bench scale`: one round's decision time by stage, swept over cluster and queue sizes,
-with Gavel's packed LP and POP timed on the very same states (issue 6).
+with Gavel's packed LP and POP timed on the very same states (docs/performance.md).
 
 A state is seeded and reproducible: jobs from the Tesserae trace mix (``synthetic.py``), attained
 service drawn so Tiresias has several queues to sort, and a current placement that is the engine's
