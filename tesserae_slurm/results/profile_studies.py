@@ -142,7 +142,8 @@ def render_estimators(study: Any, number: str) -> list[str]:
         measured = f"{statistics.fmean(x['measured_fraction'] for x in sc):.0%}" if sc else ""
         mae = (f"{statistics.fmean(x['reports']['linear+bo']['mae'] for x in sc):.3f} / "
                f"{statistics.fmean(x['reports']['mc']['mae'] for x in sc):.3f}") if sc else ""
-        oom = [f"{statistics.fmean(r.get('infeasible_pair_rounds', 0) for k, r in study.results.items() if k[:2] == (e, b)):.0f}"
+        oom = [format(statistics.fmean(r.get('infeasible_pair_rounds', 0) for k, r in study.results.items()
+                                       if k[:2] == (e, b)), ".0f")
                for e in ("linear+bo", "mc")]
         out.append(f"| {b} | {measured} | {mae} | {' / '.join(oom)} | {hours(base)} | " + " | ".join(cells) + " |")
     out += ["", "'x' = avg JCT / the oracle's (1.00x: as good as profiling everything). Out-of-memory pair-rounds: "
@@ -151,7 +152,7 @@ def render_estimators(study: Any, number: str) -> list[str]:
     paper, mc, meas = gaps["linear+bo"], gaps["mc"], gaps["measured"]
     if paper and mc:
         beats = sum(paper[b] < mc[b] for b in paper if b in mc)
-        lo, hi = min(paper, key=paper.get), max(paper, key=paper.get)
+        lo, hi = min(paper, key=lambda b: paper[b]), max(paper, key=lambda b: paper[b])
         out += ["| comparison | paper | ours | agreement |", "|---|---|---|---|",
                 f"| linear + BO vs the oracle, avg JCT | 'only a minor reduction' (no number) | "
                 f"{paper[lo] - 1:+.0%} (budget {lo}) to {paper[hi] - 1:+.0%} (budget {hi}) | "
