@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sim.trace_source import resolve_trace
-from . import fairness
+from . import fairness, prose
 from . import profile_studies as profiling
 from .studies import SLURM_STUDIES, Study
 
@@ -143,29 +143,6 @@ def worst_jobs(summary: dict[str, Any]) -> str:
                      for j in jobs)
 
 
-WHY_GAVEL = ("Gavel's rounds preempt jobs far more often than Tesserae-T (see the table) and each restart "
-             "costs our estimated 30-90 s; with the larger overheads the paper measured (its Figure 3) the gap "
-             "widens (section 1b). Our Gavel re-solves its LP every 1920 s and on changes, as Gavel does "
-             "(policies.md §7); the paper does not say how often its port re-solved.")
-WHY_SINGLE = ("60 % of the jobs use 1 GPU, which Tiresias(Single) packs as well, so the gap comes from 2- and 4-GPU "
-              "pairs. The paper's Tiresias thresholds and promotion knob are unpublished (we use Tiresias' code "
-              "defaults: 3250/7200 GPU-s, no promotion), and a packed job is charged full GPU-time service, so slow "
-              "partners sink to lower queues (the worst FTF cases below); restart overheads are our estimates.")
-WHY_MIG = ("Both count a job as migrated whenever its GPUs change. What relabeling can undo depends on how much the "
-           "consolidated layout churns from round to round (placement tie-breaks, changing packing partners), "
-           "which the paper does not specify.")
-WHY_JCT_MIG = ("Each avoided migration saves one restart overhead, and ours are estimates (30 s; LLMs 90 s). With "
-               "every overhead tripled the ratio grows well past the paper's (section 1b), so the paper's 1.22x is "
-               "consistent with overheads between one and three times ours.")
-WHY_GAVEL_TRACE = ("The paper does not give this trace's arrival rate; we offer the cluster the same GPU-hours per "
-                   "hour as the Tesserae trace at 80 jobs/hour ({rate} jobs/hour). Makespan is set by a few "
-                   "multi-day jobs (see the bounds above) and all configurations end within a few % of each other; "
-                   "'up to' in the paper is the gain over its weakest baseline, and its baseline set is not listed.")
-WHY_V100 = ("Gavel's V100 table has packed pairs only for 1-GPU jobs, so on V100 Tesserae-T can pack nothing that "
-            "Tiresias(Single) cannot; the paper measured its own V100 pairs. We map the A100 models onto Gavel "
-            "job types (docs/traces.md).")
-
-
 def limit_accuracy(study: Study) -> float:
     """Mean duration / time limit of the trace's jobs under slurm-backfill's defaults (the limit model
     where the trace has no ``time_limit``)."""
@@ -184,14 +161,7 @@ def render_slurm(by: dict[str, Study]) -> list[str]:
     done = [by[k] for k in SLURM_STUDIES if k in by and _get(by[k], "slurm-backfill") is not None]
     if not done:
         return []
-    out = [SLURM_TITLE, "",
-           "What a site runs today: `slurm-backfill` is Slurm's multifactor priority (Slurm's default weights: "
-           "queue order by submit time), whole GPUs per job placed as `select/cons_tres` would, nothing preempted, "
-           "packed or moved, and EASY backfill on each job's time limit (docs/simulator.md, *Plain Slurm*). The "
-           "traces carry no time limits, so each is drawn from the job's duration with the overestimation users "
-           "show (the model and its sources are in docs/simulator.md); the mean accuracy (duration / limit) is "
-           "given per trace. Ratios are slurm-backfill / configuration (> 1: better than plain Slurm; GPU "
-           "utilization: configuration / slurm-backfill). FTF rho as in section 2.", ""]
+    out = [SLURM_TITLE, "", prose.text("slurm-intro"), ""]
     heads = []
     for study in done:
         base, t = _get(study, "slurm-backfill"), _get(study, "tesserae-t")
@@ -220,28 +190,7 @@ def render_slurm(by: dict[str, Study]) -> list[str]:
                        f"{ratio(bf['worst'], f['worst'])} | {ratio(bf['p99'], f['p99'])} | "
                        f"{ratio(r['gpu_utilization'], base['gpu_utilization'])} |")
         out.append("")
-    out += ["How to read it:", "",
-            "* **Average JCT** gains come from packing (more work per GPU-hour) and from Tiresias' order, which "
-            "lets short jobs pass long ones; plain Slurm's queue is first come, first served apart from backfill.",
-            "* **Makespan** is bounded by the last arrivals (the bounds above): where the latest submit + duration "
-            "sets it (the Philly VC), every configuration ends at the same time.",
-            "* **Worst and p99 FTF.** Plain Slurm bounds a job's wait by the work queued ahead of it; Tiresias "
-            "demotes long-running jobs, and a demoted job can wait behind every newer one, so Tesserae-T's tail "
-            "can be worse than Slurm's (its worst case on the A100 traces). Tesserae-FTF orders by finish-time "
-            "fairness and has the smallest tail, at the price of many more preemptions.",
-            "* **GPU utilization** counts a GPU as busy while it holds a job. Packing does the same work in fewer "
-            "GPU-hours, so where the makespan is pinned (the Philly VC) utilization can go down while JCT improves.",
-            "* **Preemptions and migrations** cost each restart 30 s (LLMs 90 s) in these runs; plain Slurm has none.",
-            "* **On a real Slurm.** `tesserae devcluster compare` runs plain Slurm and the daemon on the dev cluster "
-            "with toy jobs on fake GPUs. It shows ordering and placement, not packing, and there plain Slurm is "
-            "faster: the daemon's rounds, preemptions and migrations cost seconds against jobs of tens of seconds "
-            "(docs/devcluster.md, *Plain Slurm against the daemon, in miniature*).",
-            "* **Time limits.** Backfill depends on them; the modelled ones overestimate 2-3x on average. With "
-            "perfect limits (`--policy-opt limit='\"exact\"'`) plain Slurm does not do better here "
-            "(docs/simulator.md).",
-            "",
-            "Regenerate this section alone (the rest of the document is kept as it is):", "", "```sh",
-            f".venv/bin/python scripts/reproduce_results.py --only {','.join(SLURM_STUDIES)} --splice", "```", ""]
+    out += [*prose.lines("slurm-reading", studies=",".join(SLURM_STUDIES)), ""]
     return out
 
 
@@ -271,15 +220,10 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
     by = {s.key: s for s in all_studies}
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, check=False).stdout.strip() or "unknown"
+    how = prose.text("header-rendered") if args.render_only else \
+        prose.text("header-simulated", minutes=f"{elapsed / 60:.0f}", workers=args.workers)
     out = ["# Results: the paper's simulation comparisons, re-run", "",
-           f"Generated by `scripts/reproduce_results.py` at commit {commit} ("
-           + ("rendered from cached runs, `--render-only`" if args.render_only else
-              f"{elapsed / 60:.0f} min with {args.workers} worker processes; runs cached from earlier invocations are "
-              "reused")
-           + "); do not edit by hand. Every number below comes from "
-           "`tesserae_slurm.sim` with the defaults of docs/simulator.md: 360 s rounds, restart overhead 30 s "
-           "(LLMs 90 s), no policy tuned to a trace. 'x' ratios are baseline / Tesserae (> 1: Tesserae better).",
-           ""]
+           prose.text("header", commit=commit, how=how), ""]
     a100 = by.get("a100")
     if a100 is not None and a100.results:
         s = a100.setup
@@ -287,21 +231,23 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
                 f"{bounds(a100)}", ""]
         out += main_table(a100) + [""]
         out += claims_table(a100, [
-            Claim("Tesserae-T vs Gavel, avg JCT", 1.41, _ratio_of("tesserae-t", "gavel", "avg_jct_s"), WHY_GAVEL),
-            Claim("Tesserae-T migrations vs Gavel's migration rule", -0.36, _migration_cut, WHY_MIG, "change"),
+            Claim("Tesserae-T vs Gavel, avg JCT", 1.41, _ratio_of("tesserae-t", "gavel", "avg_jct_s"),
+                  prose.text("why-gavel")),
+            Claim("Tesserae-T migrations vs Gavel's migration rule", -0.36, _migration_cut, prose.text("why-mig"),
+                  "change"),
             Claim("Tesserae-T vs Gavel's migration rule, avg JCT", 1.22,
-                  _ratio_of("tesserae-t", "tesserae-t-nomig", "avg_jct_s"), WHY_JCT_MIG),
+                  _ratio_of("tesserae-t", "tesserae-t-nomig", "avg_jct_s"), prose.text("why-jct-mig")),
             Claim("Tesserae-T vs Tiresias(Single), avg JCT", 1.54,
-                  _ratio_of("tesserae-t", "tiresias-single", "avg_jct_s"), WHY_SINGLE),
+                  _ratio_of("tesserae-t", "tiresias-single", "avg_jct_s"), prose.text("why-single")),
             Claim("Tesserae-T vs Tiresias(Single), makespan", 1.20,
-                  _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), WHY_SINGLE),
+                  _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), prose.text("why-single")),
         ]) + [""]
         t = _get(a100, "tesserae-t")
         if t and t.get("worst_ftf_jobs"):
             out += [f"Tesserae-T's worst FTF cases: {worst_jobs(t)}.", ""]
     rs = by.get("restart")
     if rs is not None and rs.results and a100 is not None:
-        out += [f"### 1b. {rs.title}", "", "The same runs with every restart overhead tripled (90 s, LLMs 270 s):", "",
+        out += [f"### 1b. {rs.title}", "", prose.text("restart-intro"), "",
                 "| restart overhead | Tesserae-T avg JCT (h) | Gavel's rule avg JCT (h) | JCT ratio | migrations |",
                 "|---|---|---|---|---|"]
         for label, st in (("default (30 / 90 s)", a100), ("x3 (90 / 270 s)", rs)):
@@ -309,13 +255,10 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
             if t and n:
                 out.append(f"| {label} | {hours(t['avg_jct_s'])} | {hours(n['avg_jct_s'])} | "
                            f"{ratio(n['avg_jct_s'], t['avg_jct_s'])} | {t['migrations']} vs {n['migrations']} |")
-        out += ["", "The JCT gain of fewer migrations grows with what a migration costs; the paper's 1.22x lies "
-                "between "
-                "the two rows.", ""]
+        out += ["", prose.text("restart-closing"), ""]
     ftf = by.get("ftf")
     if ftf is not None and ftf.results:
-        out += [f"## 2. {ftf.title}", "", f"Trace `{ftf.setup.trace}`, cluster `{ftf.setup.cluster}`. FTF rho = JCT / "
-                "(isolated duration x max(1, mean active jobs per GPU over the job's life)); docs/simulator.md.", "",
+        out += [f"## 2. {ftf.title}", "", prose.text("ftf-intro", trace=ftf.setup.trace, cluster=ftf.setup.cluster), "",
                 "| configuration | FTF worst | FTF p90 | FTF median | share of jobs with rho > 1 | avg JCT (h) |",
                 "|---|---|---|---|---|---|"]
         for config in ftf.configs:
@@ -329,32 +272,24 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
         g, t = _get(ftf, "gavel-ftf"), _get(ftf, "tesserae-ftf")
         if g and t:
             lower = t["ftf"]["worst"] < g["ftf"]["worst"]
-            out += ["", "Paper: Tesserae-FTF has the lowest worst-case FTF ratio, below Gavel-FTF. Ours: "
-                    "Tesserae-FTF's "
-                    f"worst rho is {'lower, as in the paper' if lower else 'higher, unlike the paper'} "
-                    f"({t['ftf']['worst']:.2f} vs {g['ftf']['worst']:.2f}); its median and p90 are "
-                    f"{'lower' if t['ftf']['median'] < g['ftf']['median'] else 'higher'} "
-                    f"({t['ftf']['median']:.2f} vs {g['ftf']['median']:.2f}, {t['ftf']['p90']:.2f} vs "
-                    f"{g['ftf']['p90']:.2f}).", "",
-                    f"Worst cases, Tesserae-FTF: {worst_jobs(t)}. Gavel-FTF: {worst_jobs(g)}.", "",
-                    "Why we may differ: the worst ratio is one job. Ours are multi-GPU jobs that need whole idle nodes "
-                    "and lose them whenever the FTF order changes (each preemption costs a restart), or 4-GPU LLMs "
-                    "slowed as packing partners; Gavel's lease extension keeps a running job on its GPUs. The paper "
-                    "defines rho only as T_shared / T_fair, without saying how T_fair is computed or which FTF "
-                    "variant Tesserae-FTF orders by (policies.md §9-10; ours: Gavel's non-packed FTF LP). Themis "
-                    "(our heuristic FTF order, no packing) is shown for reference.", ""]
+            tf, gf = t["ftf"], g["ftf"]
+            out += ["", *prose.lines(
+                "ftf-ours", worst_how="lower, as in the paper" if lower else "higher, unlike the paper",
+                t_worst=tf["worst"], g_worst=gf["worst"],
+                median_how="lower" if tf["median"] < gf["median"] else "higher", t_median=tf["median"],
+                g_median=gf["median"], t_p90=tf["p90"], g_p90=gf["p90"], t_jobs=worst_jobs(t),
+                g_jobs=worst_jobs(g)), ""]
     gt = by.get("gavel-trace")
     if gt is not None and gt.results:
         rate = gt.setup.trace.split(":")[3]
-        out += [f"## 3. {gt.title}", "", f"Trace `{gt.setup.trace}` (Gavel's generator: 70/10/15/5 % of 1/2/4/8-GPU "
-                f"jobs, durations 10^U(1.5,3) min w.p. 0.8 else 10^U(3,4) min; {rate} jobs/hour, see below), "
-                f"cluster `{gt.setup.cluster}`. {bounds(gt)}", ""]
+        out += [f"## 3. {gt.title}", "", prose.text("gavel-trace-intro", trace=gt.setup.trace, rate=rate,
+                                                     cluster=gt.setup.cluster, bounds=bounds(gt)), ""]
         out += main_table(gt) + [""]
         out += claims_table(gt, [
             Claim("Tesserae-T vs the worst baseline, avg JCT", 1.87, _best_over_baselines("avg_jct_s"),
-                  WHY_GAVEL_TRACE.format(rate=rate)),
+                  prose.text("why-gavel-trace", rate=rate)),
             Claim("Tesserae-T vs the worst baseline, makespan", 1.32, _best_over_baselines("makespan_s"),
-                  WHY_GAVEL_TRACE.format(rate=rate)),
+                  prose.text("why-gavel-trace", rate=rate)),
         ]) + [""]
         t, ts = _get(gt, "tesserae-t"), _get(gt, "tiresias-single")
         if t and ts:
@@ -364,9 +299,8 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
     nz = by.get("noise")
     if nz is not None and nz.results:
         base = nz.results.get(("tesserae-t", 0.0, 0))
-        out += [f"## 4. {nz.title}", "", f"Tesserae-T on `{nz.setup.trace}`, `{nz.setup.cluster}`: decisions see "
-                "every profiled speed x U[1-n, 1+n]; true speeds drive progress. Noisy levels: mean (min-max) over "
-                f"seeds {', '.join(map(str, nz.seeds))}.", "",
+        out += [f"## 4. {nz.title}", "", prose.text("noise-intro", trace=nz.setup.trace, cluster=nz.setup.cluster,
+                                                     seeds=", ".join(map(str, nz.seeds))), "",
                 "| noise n | avg JCT (h) | vs n = 0 | makespan (h) | vs n = 0 |", "|---|---|---|---|---|"]
         worst = 1.0
         for level in nz.noise:
@@ -382,11 +316,8 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
         top = [v for (c, nn, _), v in nz.results.items() if nn == max(nz.noise)]
         mean_j = statistics.fmean(r["avg_jct_s"] for r in top) / base["avg_jct_s"] if top and base else 1.0
         mean_m = statistics.fmean(r["makespan_s"] for r in top) / base["makespan_s"] if top and base else 1.0
-        out += ["", f"Paper: avg JCT grows by at most 1.12x at n = 1.0, and makespan is robust. Ours at n = "
-                f"{max(nz.noise):g}: avg JCT {mean_j:.2f}x on average ({verdict(mean_j, 1.12, 'ratio')[:-1].lower()}; "
-                f"at most {worst:.2f}x in one run), makespan {mean_m:.2f}x. Noise only changes which pairs and LLM "
-                "strategies the engine picks (the Tiresias order does not use speeds), so its JCT cost is bounded "
-                "by the packing gain itself.", ""]
+        out += ["", prose.text("noise-ours", level=max(nz.noise), mean_j=mean_j, worst=worst, mean_m=mean_m,
+                               agreement=verdict(mean_j, 1.12, "ratio")[:-1].lower()), ""]
         lasts = [(n, r["last_jobs"][0]) for n in (0.0, max(nz.noise)) for (c, nn, sd), r in nz.results.items()
                  if nn == n and sd == nz.seeds[0] and r.get("last_jobs")]
         if mean_m > 1.05 and len(lasts) == 2:
@@ -394,23 +325,17 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
                              f"{j['duration'] / 3600:.1f} h "
                              f"alone, submitted at {j['submit'] / 3600:.1f} h) finished at {j['finish'] / 3600:.1f} h"
                              for n, j in lasts)
-            out += ["Unlike the paper, our makespan is not robust to noise. It is set by the last few long, "
-                    f"low-priority jobs (seed {nz.seeds[0]}, {desc}): Tiresias demotes them, so they finish only "
-                    "after the higher queues drain, and every hour the busy phase loses to badly chosen pairs delays "
-                    "them by about as much. Which jobs end a trace is a property of its realization; the paper's "
-                    "trace is not published.", ""]
+            out += [prose.text("noise-makespan", seed=nz.seeds[0], desc=desc), ""]
     v = by.get("v100")
     if v is not None and v.results and a100 is not None:
-        out += [f"## 5. {v.title}", "", f"The same trace mapped onto Gavel job types (docs/traces.md), cluster "
-                f"`{v.setup.cluster}`, profile `gavel`; durations are taken as V100 times.", ""]
+        out += [f"## 5. {v.title}", "", prose.text("v100-intro", cluster=v.setup.cluster), ""]
         out += main_table(v) + [""]
         out += claims_table(v, [
             Claim("V100: Tesserae-T vs Tiresias(Single), avg JCT", 1.08,
-                  _ratio_of("tesserae-t", "tiresias-single", "avg_jct_s"), WHY_V100),
+                  _ratio_of("tesserae-t", "tiresias-single", "avg_jct_s"), prose.text("why-v100")),
             Claim("V100: Tesserae-T vs Tiresias(Single), makespan", 1.03,
-                  _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), WHY_V100),
-        ]) + ["", "As in the paper, the gain on V100 is much smaller than on A100 (section 1): fewer pairs fit and "
-              "pay off on the smaller, slower GPU.", ""]
+                  _ratio_of("tesserae-t", "tiresias-single", "makespan_s"), prose.text("why-v100")),
+        ]) + ["", prose.text("v100-closing"), ""]
     est = by.get("estimators")
     if est is not None and est.results:
         out += profiling.render_estimators(est, "6")
@@ -427,31 +352,7 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
     if missing:
         out += ["## Not run", "", f"Configurations whose policy module is not available in this checkout: "
                 f"{', '.join(missing)}. Re-run the script once they exist.", ""]
-    out += ["## What differs from the paper's setup everywhere", "",
-            "* **Traces.** The paper's traces are not published; ours come from the same generators with seed 0 "
-            "(docs/traces.md), so every number is one realization, and worst cases and makespans hinge on a few jobs.",
-            "* **Restart overhead.** The paper measures warm-up and checkpoint time (its Figure 3) but does not print "
-            "the values; we charge 30 s (LLMs 90 s) per resume or migration (docs/simulator.md). Section 1b shows "
-            "how the migration results scale with it.",
-            "* **Tiresias parameters.** The paper's queue thresholds and promotion knob are unpublished; we use "
-            "Tiresias' code defaults (3250 / 7200 GPU-seconds, no promotion) for every trace. A packed job is "
-            "charged full GPU-time service, as Tiresias counts service, although it runs slower (section 9 tries "
-            "charging progress, and Tiresias' promotion).",
-            "* **Placement.** Listing 1 recomputes the consolidated placement every round; migrations counted here "
-            "are real moves of a job's GPUs after Tesserae's (or Gavel's) relabeling.",
-            "* **FTF.** rho = JCT / (isolated duration x max(1, mean active jobs per GPU over the job's life)); the "
-            "paper gives only T_shared / T_fair.",
-            "* **V100.** Gavel's published V100 table (packing measured for 1-GPU jobs only) stands in for the "
-            "paper's own V100 measurements.",
-            ""]
-    out += ["## Reproduce", "", "About 5 minutes from scratch (`--fresh`) with 2 worker processes on the 2-core "
-            "development machine, plus about 4 for section 9.", "",
-            "```sh", ".venv/bin/python scripts/reproduce_results.py   # writes docs/results.md",
-            ".venv/bin/python scripts/reproduce_results.py --only estimators,parallelism   # sections 6 and 7 only",
-            f".venv/bin/python scripts/reproduce_results.py --only {','.join(SLURM_STUDIES)} --splice   # section 8 "
-            "only, into the document as it is",
-            ".venv/bin/python scripts/reproduce_results.py --only fairness --splice   # section 9 only (and its "
-            "figures)",
-            "```", "", f"Cached run summaries: `{_shown(Path(args.cache))}/` (delete it, or pass `--fresh`, to "
-            "re-simulate; runs made by other code are simulated again).", ""]
+    out += ["## What differs from the paper's setup everywhere", "", *prose.lines("what-differs"), ""]
+    out += ["## Reproduce", "", *prose.lines("reproduce", studies=",".join(SLURM_STUDIES),
+                                             cache=_shown(Path(args.cache))), ""]
     return "\n".join(out)
