@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from .engine import Clock, EngineConfig, NodeRule, RoundRequest, decide
@@ -21,6 +22,8 @@ from .profiles import ThroughputProfile
 __all__ = ["RankedRound", "rank_and_decide", "ranked_jobs"]
 
 _SHOWN = 5  # job ids named in an error before "..."
+_JOB = itemgetter(0)  # of a JobView
+_ID = attrgetter("id")  # of a Job
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ def rank_and_decide(policy: Policy, inp: SchedulingInput, state: Any, profile: T
 def ranked_jobs(ranking: Ranking, views: Sequence[JobView], policy: str = "the policy") -> tuple[Job, ...]:
     """The active jobs in ``ranking.order``; InputError unless the order names every job of
     ``views`` exactly once."""
-    by_id = {v.id: v.job for v in views}
+    active = list(map(_JOB, views))
+    by_id = dict(zip(map(_ID, active), active))  # C-level passes: the simulator asks every round
     try:
         jobs = tuple(map(by_id.__getitem__, ranking.order))
     except KeyError as e:
