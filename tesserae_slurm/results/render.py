@@ -195,7 +195,7 @@ def render_slurm(by: dict[str, Study]) -> list[str]:
 
 
 def render_fairness(by: dict[str, Study], out_path: Path) -> list[str]:
-    """Section 9: packing without victims (results_fairness.py), figures next to the document."""
+    """Section 9: packing without victims (fairness.py), figures next to the document."""
     study = by.get("fairness")
     if study is None or not study.results:
         return []

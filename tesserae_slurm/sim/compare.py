@@ -39,7 +39,7 @@ class RunSpec:
     trace: tuple[TraceJob, ...]
     trace_name: str
     cluster_spec: str
-    policy: str  # configuration name (configs.py)
+    policy: str  # configuration name (presets.py)
     profile: str = "a100"
     round_s: float = 360.0
     seed: int = 0
