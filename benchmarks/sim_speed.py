@@ -32,11 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from tesserae_slurm import rank_decide
+from tesserae_slurm.cli.gc_tuning import long_run_gc
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.profiles import profile_from_spec
-from tesserae_slurm.cli.gc_tuning import long_run_gc
-from tesserae_slurm.configs import get_config
-from tesserae_slurm.sim import runner
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.trace_source import resolve_trace
 
@@ -145,10 +145,11 @@ def _against(args: argparse.Namespace) -> None:
 
 
 def _time_engine_calls() -> list[float]:
-    """Total seconds inside ``engine.decide`` as the simulator calls it (the stage clocks leave out
-    the decision's assembly), so the run splits into engine, policy and the rest of the shell."""
+    """Total seconds inside ``engine.decide`` as the simulator calls it (through ``rank_and_decide``;
+    the stage clocks leave out the decision's assembly), so the run splits into engine, policy and the
+    rest of the shell."""
     total = [0.0]
-    decide = runner.decide
+    decide = rank_decide.decide
 
     def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
@@ -157,7 +158,7 @@ def _time_engine_calls() -> list[float]:
         finally:
             total[0] += time.perf_counter() - t0
 
-    runner.decide = timed  # type: ignore[assignment]
+    rank_decide.decide = timed  # type: ignore[assignment]
     return total
 
 

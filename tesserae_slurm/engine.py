@@ -2,8 +2,8 @@
 
 Flow (paper Listing 1): consolidated placement in policy order -> packing of pending jobs onto
 placed ones -> migration minimization against the current physical placement. Operators' node rules
-(`tesserae pin|keep-off`) hold in all three: see ``NodeRule``. Per-user and per-account GPU limits,
-when given, act inside the first two steps (placement/limits.py). No I/O, no Slurm;
+(`tesserae pin|keep-off`) hold in all three (placement/node_rules.py). Per-user and per-account GPU limits,
+when given, act inside the first two steps (placement/limit_gate.py). No I/O, no Slurm;
 the only clock is the one the shell passes in, used for stage timings alone.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Literal
 
 import numpy as np
@@ -28,19 +28,19 @@ from .model import (
     RoundDecision,
     StageTimings,
 )
-from .model.limits import GpuLimits
-from .placement.beside import place_beside
-from .placement.consolidate import ConsolidationResult, NodeRules, Unit, place_consolidated, place_units
-from .placement.limits import gate as limit_gate
+from .model.gpu_limits import GpuLimits
+from .placement.consolidate import ConsolidationResult, Unit, place_consolidated, place_units
+from .placement.limit_gate import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
+from .placement.node_rules import NodeRule, pack_by_rule, rule_masks, rule_types, rules_of, unit_rules
 from .placement.pack import PackingMode, check_min_speed, pack
+from .placement.pinned import place_beside
 from .profiles import ThroughputProfile
 
 Clock = Callable[[], float]
 _SPEED = itemgetter(0)
 _STRATEGY = itemgetter(1)  # of best_isolated's (speed, strategy)
 _JOB_ID = itemgetter(0)  # of a PendingJob
-_ID_OF = attrgetter("id")  # of a Job
 
 
 HELD_DETAIL = "held by the policy this round (a backfill reservation or a job its rules keep waiting)"
@@ -56,7 +56,7 @@ class EngineConfig:
     objective: Literal["throughput", "paper-sum"] = "throughput"
     # sticky: a job returns to its node when it fits (fewer moves); sticky-fit: sticky, unless that leaves a
     # job waiting that best fit would place (then best fit, for that round; _unless_stranding); pinned: running
-    # jobs keep their GPUs and new ones are placed on what is free, never relabeled (plain Slurm; placement/beside.py)
+    # jobs keep their GPUs and new ones are placed on what is free, never relabeled (plain Slurm; placement/pinned.py)
     placement: PlacementMode = "best-fit"
     # packing without victims: a pair only if each member keeps this normalized speed (0 = off; pack.py)
     min_speed: float = 0.0
@@ -65,20 +65,6 @@ class EngineConfig:
         check_min_speed(self.min_speed)
         if self.placement not in PLACEMENTS:
             raise InputError(f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
-
-
-@dataclass(frozen=True)
-class NodeRule:
-    """An operator's rule for one job: placed only on ``nodes`` (pin), or never on them (``keep_off``).
-
-    Placement walks the job over its allowed nodes only, packing puts it only on a job whose nodes
-    are all allowed, and migration relabels a node only onto one that every rule treats alike, so
-    the rule holds after relabeling too (a running job that breaks it is moved).
-    """
-
-    nodes: frozenset[str]
-    keep_off: bool = False
-    text: str = ""  # the rule in words, for the pending reason ("pinned to node[1-2] by alice")
 
 
 @dataclass(frozen=True)
@@ -163,7 +149,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     t0 = now()
     homes = _homes(req, cluster) if cfg.placement in ("sticky", "sticky-fit") else None
     types = _type_preference(profile, cluster)
-    rules = _node_rules(req, cluster) if req.rules else None  # (rules x nodes) masks, once a round
+    rules = rule_masks(req.jobs, req.rules, cluster) if req.rules else None  # once a round
     if rules is not None and cfg.placement == "pinned":
         raise InputError("operators' node rules (pin, keep-off) need a placement that may move jobs, "
                          "not 'pinned' (slurm-backfill)")
@@ -171,11 +157,11 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     def place(js: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
         if cfg.placement == "pinned":
             return place_beside(cluster, req.current, js)
-        sub = rules if rules is None or len(js) == len(ids) else _rules_of(rules, js, ids)
+        sub = rules if rules is None or len(js) == len(ids) else rules_of(rules, js, ids)
         if pairs or homes is not None or types is not None:
             def walk(with_homes: dict[str, int] | None) -> ConsolidationResult:
                 units = _units(js, pairs, with_homes, types)
-                return place_units(cluster, units, sub and _unit_rules(sub, units, [j.id for j in js]))
+                return place_units(cluster, units, sub and unit_rules(sub, [u.jobs for u in units], [j.id for j in js]))
             res = walk(homes)
             if cfg.placement == "sticky-fit" and homes:
                 res = _unless_stranding(res, js, lambda: walk(None))
@@ -211,8 +197,8 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             packed_now: Sequence[PackedPair] = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing,
                                                     objective=cfg.objective, min_speed=cfg.min_speed).pairs
         else:
-            packed_now = _pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, cfg, rules, ids,
-                                       placed.placement, cluster)
+            packed_now = pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, rules, ids, placed.placement,
+                                      cluster, mode=cfg.packing, objective=cfg.objective, min_speed=cfg.min_speed)
         if gate is not None:
             packed_now = gate.accept_pairs(packed_now, dict(zip(ids, range(len(ids)))), by_id)
         pairs.extend(packed_now)
@@ -231,7 +217,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     cost = 0.0
     final = logical
     if req.current is not None and cfg.placement != "pinned":  # pinned: the plan is physical already
-        types_now = node_type if rules is None else _rule_types(node_type, cluster.shape[0], rules, ids, logical)
+        types_now = node_type if rules is None else rule_types(node_type, cluster.shape[0], rules, ids, logical)
         res = migrate(req.current, logical, algorithm=cfg.migration, node_types=types_now)
         final, migrated, cost = res.placement, res.migrated, res.cost
     t3 = now()
@@ -280,116 +266,6 @@ def _unless_stranding(sticky: ConsolidationResult, order: Sequence[Job],
         if (j.id in a) != (j.id in b):
             return alt if j.id in b else sticky
     return sticky
-
-
-def _node_rules(req: RoundRequest, cluster: Cluster) -> NodeRules:
-    """The round's node rules as masks over the cluster's nodes, one row per distinct rule, and each
-    active job's row (-1: none), in the order of ``req.jobs``."""
-    names = np.array(cluster.shape[0], dtype=object)
-    rows: dict[bytes, int] = {}
-    masks: list[np.ndarray] = []
-    texts: list[str] = []
-    rule = np.full(len(req.jobs), -1, dtype=np.int64)
-    index = {name: i for i, name in enumerate(names.tolist())}
-    for k, j in enumerate(req.jobs):
-        r = req.rules.get(j.id)
-        if r is None:
-            continue
-        mask = np.full(len(names), r.keep_off)
-        mask[[index[n] for n in r.nodes if n in index]] = not r.keep_off
-        key = mask.tobytes() + r.text.encode()
-        if key not in rows:
-            rows[key] = len(masks)
-            masks.append(mask)
-            texts.append(r.text or ("kept off " if r.keep_off else "pinned to ") + ",".join(sorted(r.nodes)))
-        rule[k] = rows[key]
-    allowed = np.array(masks, dtype=np.bool_).reshape(len(masks), len(names))
-    return NodeRules(rule, allowed if len(masks) else np.zeros((1, len(names)), dtype=np.bool_), tuple(texts))
-
-
-def _rules_of(rules: NodeRules, jobs: Sequence[Job], ids: Sequence[str]) -> NodeRules:
-    """The rules of a subset of the round's jobs (the walk without the jobs over a GPU limit)."""
-    at = dict(zip(ids, range(len(ids))))
-    return rules._replace(rule=rules.rule[[at[j.id] for j in jobs]])
-
-
-def _unit_rules(rules: NodeRules, units: Sequence[Unit], ids: Sequence[str]) -> NodeRules:
-    """Per-unit rules: a policy pair may use only the nodes both its jobs may use."""
-    row = dict(zip(ids, rules.rule.tolist()))
-    allowed, texts = list(rules.allowed), list(rules.text)
-    out = np.full(len(units), -1, dtype=np.int64)
-    for k, u in enumerate(units):
-        rs = sorted({row[j.id] for j in u.jobs} - {-1})
-        if len(rs) == 1:
-            out[k] = rs[0]
-        elif rs:
-            out[k] = len(allowed)
-            allowed.append(np.logical_and.reduce([rules.allowed[r] for r in rs]))
-            texts.append("; ".join(rules.text[r] for r in rs))
-    return NodeRules(out, np.array(allowed, dtype=np.bool_), tuple(texts))
-
-
-def _pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: ThroughputProfile,
-                  gpu_type_of: Mapping[str, str], cfg: EngineConfig, rules: NodeRules, ids: Sequence[str],
-                  plan: Placement, cluster: Cluster) -> tuple[PackedPair, ...]:
-    """Packing when some pending jobs have node rules. Rules that allow the same placed jobs (all of
-    whose nodes they allow) are one matching problem, the most restrictive first; the jobs without a
-    rule, and those whose rule allows every placed job, go last onto the placed jobs still alone."""
-    def run(hosts: Sequence[Job], guests: Sequence[Job], taken: set[str]) -> tuple[PackedPair, ...]:
-        return pack(hosts, guests, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
-                    exclude=taken, min_speed=cfg.min_speed).pairs
-
-    row = dict(zip(ids, rules.rule.tolist()))
-    guest_rule = np.fromiter(map(row.__getitem__, map(_ID_OF, waiting)), np.int64, len(waiting))
-    used = sorted(set(guest_rule.tolist()) - {-1})
-    if not used or not placed:
-        return run(placed, waiting, set())
-    index = {name: i for i, name in enumerate(cluster.shape[0])}
-    refs = plan.job_gpus()
-    member = np.zeros((len(placed), len(index)), dtype=np.int64)  # placed job x node it uses
-    for k, h in enumerate(placed):
-        member[k, [index[node] for node, _ in refs[h.id]]] = 1
-    ok = (member @ (~rules.allowed[used]).T.astype(np.int64)) == 0  # placed job x rule: all its nodes allowed
-    problems: dict[bytes, list[int]] = {}
-    last = guest_rule < 0
-    for col, r in enumerate(used):
-        if ok[:, col].all():
-            last |= guest_rule == r
-        else:
-            problems.setdefault(ok[:, col].tobytes(), []).append(col)
-    host_n = np.fromiter([h.num_gpus for h in placed], np.int64, len(placed))
-    guest_n = np.fromiter([g.num_gpus for g in waiting], np.int64, len(waiting))
-    col_of = np.full(max(used) + 2, -1, dtype=np.int64)  # rule -> column of ok (-1 at rule -1: none)
-    col_of[used] = np.arange(len(used))
-    guest_col = col_of[guest_rule]
-    free = np.ones(len(placed), dtype=np.bool_)  # placed jobs without a partner yet
-    pairs: list[PackedPair] = []
-    taken: set[str] = set()
-    for cols in sorted(problems.values(), key=lambda cs: int(ok[:, cs[0]].sum())):
-        gs = np.flatnonzero(np.isin(guest_col, cols)).tolist()
-        hs = np.flatnonzero(ok[:, cols[0]] & free & np.isin(host_n, guest_n[gs])).tolist()
-        if not hs:  # most rules of a busy round: no partner of the right size left where they may go
-            continue
-        found = run([placed[k] for k in hs], [waiting[k] for k in gs], set())
-        pairs.extend(found)
-        taken.update(p.placed for p in found)
-        free[[k for k in hs if placed[k].id in taken]] = False
-    pairs.extend(run(placed, list(compress(waiting, last.tolist())), taken))
-    order = {j.id: k for k, j in enumerate(placed)}
-    return tuple(sorted(pairs, key=lambda p: order[p.placed]))
-
-
-def _rule_types(node_type: Mapping[str, str], names: Sequence[str], rules: NodeRules, ids: Sequence[str],
-                plan: Placement) -> dict[str, str]:
-    """Node types for migration, each with the node's membership in every rule a placed job carries:
-    migration relabels a node only onto a node of the same type, so a rule that held in the logical
-    plan holds in the physical one."""
-    present = plan.jobs()
-    used = sorted({r for j, r in zip(ids, rules.rule.tolist()) if r >= 0 and j in present})
-    if not used:
-        return dict(node_type)
-    bits = rules.allowed[used].T.astype(np.uint8)  # node (cluster order) x used rule
-    return {name: f"{node_type[name]}|{bits[i].tobytes().hex()}" for i, name in enumerate(names)}
 
 
 def _homes(req: RoundRequest, cluster: Cluster) -> dict[str, int]:

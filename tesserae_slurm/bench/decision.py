@@ -10,7 +10,7 @@ import numpy as np
 
 from ..engine import EngineConfig, RoundRequest, decide
 from ..model import Cluster
-from ..model.limits import GpuLimits
+from ..model.gpu_limits import GpuLimits
 from ..profiles import profile_from_spec
 from .synthetic import perturb_order, synthetic_jobs
 

@@ -14,7 +14,7 @@ from .scale import STAGES, BaselineTime, ScalePoint, machine
 
 log = logging.getLogger(__name__)
 
-TARGETS = (  # (gpus, jobs, limit ms, text): issue 6's targets for this 2-core machine
+TARGETS = (  # (gpus, jobs, limit ms, text): the targets docs/performance.md reports against
     (256, 2048, 30.0, "whole decision <= 30 ms median at 256 GPUs / 2048 jobs"),
     (10_000, 50_000, 2000.0, "whole decision <= 2 s median at 10,000 GPUs / 50,000 jobs"),
 )
@@ -83,7 +83,7 @@ def markdown(points: Sequence[ScalePoint], cap_s: float, command: str, plot_name
            "and migration against a current placement that is the engine's own decision for last round's "
            "order. Times are medians of the repeats in ms; *peak* is the decision's peak traced memory. "
            f"Baselines are the whole Gavel / POP (k=4) policy decision, LP build and solve included, on the same "
-           f"state, capped at {cap_s:g} s.", "", "## Targets (issue 6)", ""]
+           f"state, capped at {cap_s:g} s.", "", "## Targets", ""]
     out += target_lines(points)
     out += ["", "About the Gavel ratios: *Gavel LP (HiGHS)* is our model of Gavel's `max_min_fairness_packed` "
             "(a variable per job and per same-size job pair and GPU type) as sparse matrices, solved with HiGHS' "

@@ -99,7 +99,7 @@ def run_decision(args: argparse.Namespace) -> int:
 
     if args.repeats < 1 or args.warmup < 0:
         raise InputError("--repeats must be >= 1 and --warmup >= 0")
-    from ..model.limits import GpuLimits
+    from ..model.gpu_limits import GpuLimits
     limits = GpuLimits(default_user=args.user_limit) if args.user_limit is not None else None
     b = bench_decision(args.gpus, args.jobs, repeats=args.repeats, seed=args.seed,
                        config=EngineConfig(packing=args.packing, migration=args.migration), warmup=args.warmup,

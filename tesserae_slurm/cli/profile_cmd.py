@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from ..model import InputError
+from ..profiler.measure import Protocol
+from ..profiler.runner import ProfilerConfig, default_gpu_label, jobs_from_args, run_profile
+from ..profiler.zoo import SIZES, ZOO
 from ..profiles import write_profile_csv
-from ..profiling.measure import Protocol
-from ..profiling.runner import ProfilerConfig, default_gpu_label, jobs_from_args, run_profile
-from ..profiling.zoo import SIZES, ZOO
 from .progress import Bar
 from .render import table
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..configs import CONFIGS, get_config
 from ..model import Cluster, InputError
-from ..model.limits import GpuLimits, limits_from
+from ..model.gpu_limits import GpuLimits, limits_from
+from ..presets import CONFIGS, get_config
 from ..profiles import profile_from_spec
 from ..sim.compare import RunSpec, run_many, write_report
 from ..sim.restart import RestartCost

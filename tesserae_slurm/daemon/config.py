@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..model import InputError
-from ..model.limits import GpuLimits, limits_from
+from ..model.gpu_limits import GpuLimits, limits_from
 
 if TYPE_CHECKING:
     from ..engine import EngineConfig
@@ -173,7 +173,7 @@ def engine_config(cfg: DaemonConfig) -> EngineConfig:
     """The named configuration's engine settings with the site's ``packing`` section over them."""
     import dataclasses
 
-    from ..configs import get_config  # the engine only where it is needed (tsbatch loads this module too)
+    from ..presets import get_config  # the engine only where it is needed (tsbatch loads this module too)
     engine = get_config(cfg.scheduler.policy).engine
     if cfg.packing.min_speed:
         engine = dataclasses.replace(engine, min_speed=cfg.packing.min_speed)
@@ -220,7 +220,7 @@ def _validate(cfg: DaemonConfig, where: str, check_policy: bool = True) -> None:
 
 
 def _validate_policy(cfg: DaemonConfig, where: str) -> None:
-    from ..configs import CONFIGS  # a name must exist before the daemon starts
+    from ..presets import CONFIGS  # a name must exist before the daemon starts
     if cfg.scheduler.policy not in CONFIGS:
         raise InputError(f"{where}: scheduler.policy {cfg.scheduler.policy!r} unknown; known: {', '.join(CONFIGS)}")
     if cfg.scheduler.policy_options:

@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..configs import get_config
-from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
 from ..model.meta import JobMeta
 from ..partition import scheduling_profile
 from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
+from ..presets import get_config
 from ..profiles.speeds import SpeedModel
+from ..rank_decide import rank_and_decide
 from ..slurm import SlurmBackend, SlurmError
 from ..slurm.types import SlurmJob
 from ..tsbatch.options import check_meta
@@ -349,17 +349,14 @@ class Daemon:
 
         inp = self.inputs(snap)
         profile, _ = self.feedback.decision_profile()  # the table, with online measurements laid over it
+        rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}  # `tesserae pin|keep-off`
         t0 = time.perf_counter()
         throughput = SpeedModel(profile, inp.cluster).lookup()
-        ranking, pstate = self.policy.rank(
-            SchedulingInput(snap.time, self.cfg.scheduler.round_seconds, inp.views, inp.cluster, throughput,
-                            self.cfg.scheduler.seed, inp.current),
-            self.pstate)
-        t1 = time.perf_counter()
-        ordered = tuple(inp.jobs[j] for j in ranking.order)
-        rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}  # `tesserae pin|keep-off`
-        decision = decide(RoundRequest(inp.cluster, ordered, inp.current, ranking.pairs, self.engine_config, rules,
-                                       limits=self.cfg.limits, held=ranking.held), profile, clock=time.perf_counter)
+        ranked = rank_and_decide(
+            self.policy, SchedulingInput(snap.time, self.cfg.scheduler.round_seconds, inp.views, inp.cluster,
+                                         throughput, self.cfg.scheduler.seed, inp.current),
+            self.pstate, profile, self.engine_config, rules=rules, limits=self.cfg.limits, clock=time.perf_counter)
+        ranking, pstate, decision = ranked.ranking, ranked.policy_state, ranked.decision
         decision_s = time.perf_counter() - t0
         plan = plan_round(decision, inp.actual, ranking.order, inp.gpu_index)
         if inp.held_by_others:  # say which foreign jobs take GPUs, where a job waits (explain, round show)
@@ -368,7 +365,7 @@ class Daemon:
                 p._replace(detail=f"{p.detail}; {note}" if p.detail else note) for p in decision.pending))
         self.pstate = pstate
         self.journal.save_policy_state(self.policy_key, pstate)
-        self._record_decision(rid, inp, decision, plan, (t1 - t0) * 1e3, ranking.order)
+        self._record_decision(rid, inp, decision, plan, ranked.rank_s * 1e3, ranking.order)
 
         if self.dry_run:
             self.journal.record_intents(rid, [Intent(a.kind, a.job_id, {

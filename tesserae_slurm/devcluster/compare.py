@@ -460,6 +460,6 @@ def report_json(jobs: Sequence[DemoJob], results: Mapping[str, Sequence[JobResul
 def policy_options(policy: str) -> dict[str, Any]:
     """The daemon's policy options for the demo: Tiresias' queue thresholds scaled to jobs of tens of
     seconds (demote after 30 GPU-seconds, as etc/tesserae-devcluster.yaml); other policies as named."""
-    from ..configs import get_config
+    from ..presets import get_config
 
     return {"queue_limits": [30, 600]} if get_config(policy).policy == "tiresias" else {}

@@ -1,7 +1,7 @@
 """Typed, immutable data shared by the engine, the simulator and the daemon.
 
 Names load on first use (PEP 562): the command line imports ``InputError`` from here on every run,
-and the plan module pulls in numpy, which `tesserae --help` and the admin commands must not pay for.
+and the placement module pulls in numpy, which `tesserae --help` and the admin commands must not pay for.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ if TYPE_CHECKING:
     from .decision import PackedPair, PendingJob, PendingReason, RoundDecision, StageTimings
     from .errors import InputError
     from .job import Job
-    from .plan import MAX_JOBS_PER_GPU, GpuRef, GpuSlot, Placement, PlanRows
+    from .placement import MAX_JOBS_PER_GPU, GpuRef, GpuSlot, Placement, PlanRows
     from .state import JobView
 
 _WHERE = {
     "Cluster": "cluster", "Node": "cluster", "PackedPair": "decision", "PendingJob": "decision",
     "PendingReason": "decision", "RoundDecision": "decision", "StageTimings": "decision", "InputError": "errors",
-    "Job": "job", "MAX_JOBS_PER_GPU": "plan", "GpuRef": "plan", "GpuSlot": "plan", "Placement": "plan",
-    "PlanRows": "plan", "JobView": "state",
+    "Job": "job", "MAX_JOBS_PER_GPU": "placement", "GpuRef": "placement", "GpuSlot": "placement",
+    "Placement": "placement", "PlanRows": "placement", "JobView": "state",
 }
 
 __all__ = [

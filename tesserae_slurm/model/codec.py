@@ -9,7 +9,7 @@ from .cluster import Cluster, Node
 from .decision import PackedPair, RoundDecision
 from .errors import InputError
 from .job import Job
-from .plan import Placement
+from .placement import Placement
 
 
 def placement_from_json(raw: Any, what: str = "plan") -> Placement:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from .plan import GpuRef, Placement
+from .placement import GpuRef, Placement
 
 
 class PendingReason(str, Enum):
@@ -18,7 +18,7 @@ class PendingReason(str, Enum):
     CONSOLIDATION = "Consolidation"  # enough GPUs free, but not on few enough nodes of one type
     UNSATISFIABLE = "Unsatisfiable"  # the cluster can never hold the job (too many GPUs, unknown type)
     NODES = "Nodes"  # an operator pinned it to nodes (or kept it off nodes) that cannot hold it now
-    LIMIT = "Limit"  # its user or account would go over a configured GPU limit (placement/limits.py)
+    LIMIT = "Limit"  # its user or account would go over a configured GPU limit (placement/limit_gate.py)
 
 
 class PendingJob(NamedTuple):

@@ -16,7 +16,7 @@ class Job:
     strategy the profile knows for this model and GPU count. ``group``: jobs of different non-empty
     groups are never packed together (the daemon sets it to the user when MPS must not time-slice
     between users' servers, ``mps.cross_user: never``); "" packs with anyone. ``user`` and
-    ``account`` are what per-user and per-account GPU limits count against (placement/limits.py).
+    ``account`` are what per-user and per-account GPU limits count against (placement/limit_gate.py).
     """
 
     id: str

@@ -32,8 +32,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..model import Cluster, Job, PendingJob, PendingReason, Placement, PlanRows
-from . import consolidate_jit
+from . import consolidate_walk
 from .arrays import gpu_layout, runs
+from .node_rules import NodeRules
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,6 @@ class Unit(NamedTuple):
     @property
     def num_gpus(self) -> int:
         return self.jobs[0].num_gpus
-
-
-class NodeRules(NamedTuple):
-    """Operators' node rules of one round, per unit: ``rule[k]`` is a row of ``allowed`` (-1: none), a
-    (rules x cluster nodes) mask of the nodes the unit may use; ``text[r]`` says rule ``r`` in words."""
-
-    rule: np.ndarray
-    allowed: np.ndarray
-    text: tuple[str, ...]
 
 
 _NO_RULES = NodeRules(np.zeros(0, dtype=np.int64), np.zeros((1, 1), dtype=np.bool_), ())
@@ -96,7 +88,7 @@ _HINTS = itemgetter(1, 2)  # a Unit's (home, types)
 
 
 def place_units(cluster: Cluster, units: Sequence[Unit], rules: NodeRules | None = None) -> ConsolidationResult:
-    """Walk ``units`` in order (``consolidate_jit.walk``) and build the plan as a table."""
+    """Walk ``units`` in order (``consolidate_walk.walk``) and build the plan as a table."""
     count = len(units)
     need = np.fromiter([u.jobs[0].num_gpus for u in units], np.int64, count)
     width = np.fromiter([len(u.jobs) for u in units], np.int64, count)
@@ -129,12 +121,12 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray 
         type_start = np.zeros(count + 1, dtype=np.int64)
         np.cumsum([len(o) for o in orders], out=type_start[1:])
         type_list = np.fromiter(chain.from_iterable(orders), np.int64, int(type_start[-1]))
-    status, free_at, first, p_node, p_start, p_count = consolidate_jit.walk(
+    status, free_at, first, p_node, p_start, p_count = consolidate_walk.walk(
         layout.sizes, node_type, need, home, type_start, type_list, rules.rule, rules.allowed)
 
     # jobs numbered in unit order; a unit's jobs share its GPUs (its second job in column 1)
-    placed_k = np.flatnonzero(status == consolidate_jit.PLACED)
-    wait_k = np.flatnonzero(status == consolidate_jit.WAITS)
+    placed_k = np.flatnonzero(status == consolidate_walk.PLACED)
+    wait_k = np.flatnonzero(status == consolidate_walk.WAITS)
     number = np.full(count, -1, dtype=np.int64)  # unit -> number of its first job among the placed
     if width is None:
         start = np.arange(count + 1, dtype=np.int64)
@@ -166,7 +158,7 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray 
             pending = [p if (r := int(rules.rule[u])) < 0 else
                        p._replace(reason=PendingReason.NODES, detail=f"{rules.text[r]}; {p.detail} in the cluster")
                        for p, u in zip(pending, job_unit.tolist())]
-    stop = np.flatnonzero(status == consolidate_jit.NOT_REACHED)
+    stop = np.flatnonzero(status == consolidate_walk.NOT_REACHED)
     if len(stop):
         pending += map(_NEW_PENDING, zip(ids[int(start[stop[0]]):], repeat(PendingReason.PRIORITY),
                                          repeat(_NO_GPU_LEFT)))

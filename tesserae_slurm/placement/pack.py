@@ -18,7 +18,7 @@ of every class pair, and the mask is one numpy ``where`` over the class matrix.
 Jobs fall into a few profile classes, and jobs of one class are interchangeable, so the job-level
 matrix only repeats a small (class, GPU type) x class matrix from the profile's class table
 (``ClassTable``, built with the profile): medium problems go to one assignment on the job-level
-matrix (capped to the jobs that can matter; compiled in ``pack_jit``), large ones to the
+matrix (capped to the jobs that can matter; compiled in ``pack_match``), large ones to the
 equivalent transportation LP between groups (HiGHS; integral at its vertices), which keeps memory
 linear in jobs.
 
@@ -53,7 +53,7 @@ from scipy.sparse import coo_matrix
 from ..model import InputError, Job, PackedPair
 from ..profiles import ThroughputProfile
 from ..profiles.classes import ClassTable
-from . import pack_jit
+from . import pack_match
 
 PackingMode = Literal["off", "on", "single"]
 Objective = Literal["throughput", "paper-sum"]
@@ -185,11 +185,11 @@ def _match(host_cls: np.ndarray, host_type: np.ndarray, guest_cls: np.ndarray, v
     """One matching problem: placed jobs (rows) x pending jobs (columns) of one GPU count;
     ``values[t]``: the objective's edge values (``ClassTable.gain`` or ``weight``) on GPU type t.
     Returns (row, column) positions of the pairs:
-    by one job-level assignment in ``pack_jit.match``, or, for problems over ``assignment_limit``,
+    by one job-level assignment in ``pack_match.match``, or, for problems over ``assignment_limit``,
     the transportation LP between groups."""
-    status, rows, cols, group_value, group_of_row, class_of_col = pack_jit.match(
+    status, rows, cols, group_value, group_of_row, class_of_col = pack_match.match(
         host_cls, host_type, guest_cls, values, -1 if assignment_limit is None else assignment_limit)
-    if status == pack_jit.TRANSPORT:
+    if status == pack_match.TRANSPORT:
         return _transport(group_value, group_of_row, class_of_col)
     return list(zip(rows.tolist(), cols.tolist()))
 

@@ -4,8 +4,9 @@ An independent re-implementation (not a copy) of ``MaxMinFairnessPolicyWithPacki
 in stanford-futuredata/gavel, ``scheduler/policies/max_min_fairness.py`` (with ``PolicyWithPacking``
 in ``scheduler/policies/policy.py`` and ``ProportionalPolicy`` in ``scheduler/policies/proportional.py``).
 It exists for two reasons: it is a second, independently written model of the LP that
-``gavel_lp.solve_las`` hands to HiGHS (the tests compare the optima), and it is the baseline issue 6
-means by "the Gavel LP with packing" (``tesserae bench scale --baselines gavel-cvxpy``).
+``gavel_lp.solve_las`` hands to HiGHS (the tests compare the optima), and it is "the Gavel LP with
+packing" that docs/performance.md times the engine against (``tesserae bench scale --baselines
+gavel-cvxpy``).
 
 Gavel's formulation, mirrored here:
 

@@ -1,40 +1,12 @@
-"""Plain Slurm as sites run it: multifactor priority, whole GPUs, backfill on requested time limits.
+"""Plain Slurm as sites run it: multifactor priority, whole GPUs, EASY backfill on requested time limits.
 
-What a site without tesserae gets from ``PriorityType=priority/multifactor`` +
-``SchedulerType=sched/backfill`` + ``SelectType=select/cons_tres``, as a baseline for the simulator:
-
-* **Priority** (slurm.conf(5), priority_multifactor.html): ``int(PriorityWeightAge * age +
-  PriorityWeightJobSize * size)`` with ``age = min(wait, PriorityMaxAge) / PriorityMaxAge`` and
-  ``size = GPUs / cluster GPUs`` (``1 - (GPUs - 1) / (cluster GPUs - 1)`` with PriorityFavorSmall);
-  Slurm sizes jobs by nodes or CPUs, here by GPUs. Slurm's defaults are weights 0 and 7 days, so by
-  default every job has priority 0 and the queue is in submit order (ties: submit time, then arrival,
-  as Slurm's submit time, then job id).
-* **Nothing running moves**: the engine's pinned placement (``placement/beside.py``) keeps every
-  running job on its GPUs and walks each new job onto the free GPUs, as ``select/cons_tres`` fills a
-  cluster; no packing, no preemption. The simulator checks it every round under ``--check``.
-* **EASY backfill**: the highest-priority job that cannot start now gets a reservation at the
-  earliest time its GPUs are free given every running job's end *by its time limit*
-  (``now + limit - run so far``). A lower job starts now only if it fits now and either ends (by
-  its limit) by the reservation or leaves the reserved job still fitting then. Slurm's backfill
-  reserves for every job it tests (``bf_max_job_test``, default 500, tested here too); EASY's one
-  reservation is the classic form and the one this baseline uses.
-
-Where a job would land is asked of ``placement.beside.walk_one``, the function the engine places with,
-on the same free GPUs in the same order, so the plan is the engine's, on any mix of GPU types.
-
-**Time limits** (``limit``): ``"trace"`` (default) uses the trace's ``time_limit`` column and the model
-below where it is missing; ``"model"`` always the model; ``"exact"`` the duration (perfect estimates);
-a job with neither a limit nor a duration gets ``limit_max_s`` (Slurm: no ``--time``, the MaxTime).
-The model follows the published measurements of requested vs. used walltime: Mu'alem & Feitelson
-(IEEE TPDS 12(6), 2001) model the request as the runtime times a factor uniform in ``[1, 1 + f]``
-(their "badness factor" f); Tsafrir, Etsion & Feitelson ("Modeling user runtime estimates", JSSPP
-2005) show real requests are modal, a few round values, bounded by the partition's maximum. So:
-``limit = the first of LIMIT_STEPS >= duration * (1 + f * u)`` (whole days beyond), ``u`` uniform from a
-hash of (seed, job id), at most ``limit_max_s`` (never below the duration: a job killed at its limit
-would not finish, and traces record finished jobs). ``limit_f = 3`` gives a mean accuracy
-(duration / limit) of ln(4)/3 = 0.46 before rounding and below that after: requests several times the
-runtime, as both studies report; it is a modelling choice, not a fit, and ``--policy-opt limit_f=...``
-changes it.
+The simulator's baseline, what ``priority/multifactor`` + ``sched/backfill`` + ``select/cons_tres``
+give a site without tesserae: Slurm's priority (its default weights keep the queue in submit order),
+nothing running moved, packed or preempted (the engine's pinned placement; ``placement.pinned.walk_one``
+tells the policy where a job would land, so its plan is the engine's), and one EASY reservation for
+the highest-priority job that cannot start, on every running job's end by its time limit. Limits come
+from the trace or from a model of users' requests. The rules, the limit model and its sources:
+docs/simulator.md, "Plain Slurm".
 """
 
 from __future__ import annotations
@@ -47,7 +19,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ..model import Cluster, InputError, Job, JobView, Placement
-from ..placement.beside import walk_one
+from ..placement.pinned import walk_one
 from .base import Ranking, SchedulingInput
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
@@ -176,7 +148,7 @@ class SlurmBackfillPolicy:
 
 class _Plan:
     """The running jobs (and those started this round) as GPUs per node, with their ends; every "where
-    would it go" is ``placement.beside.walk_one``, the engine's own pinned placement."""
+    would it go" is ``placement.pinned.walk_one``, the engine's own pinned placement."""
 
     def __init__(self, cluster: Cluster, placement: Placement | None) -> None:
         self.cluster = cluster

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..configs import get_config
 from ..model import Cluster, InputError
-from ..model.limits import GpuLimits
+from ..model.gpu_limits import GpuLimits
+from ..presets import get_config
 from ..profiles import profile_from_spec
 from .metrics import STAGES, SimResult, cdf
 from .restart import RestartCost
@@ -39,7 +39,7 @@ class RunSpec:
     trace: tuple[TraceJob, ...]
     trace_name: str
     cluster_spec: str
-    policy: str  # configuration name (configs.py)
+    policy: str  # configuration name (presets.py)
     profile: str = "a100"
     round_s: float = 360.0
     seed: int = 0
@@ -49,7 +49,7 @@ class RunSpec:
     policy_options: tuple[tuple[str, Any], ...] = ()  # override the configuration's options
     decision_profile: str = ""  # what the scheduler decides with ("" = ``profile``); progress uses ``profile``
     llm_strategy: str = "best"  # best | dp | default-pp | default-pp-always (sim/strategies.py)
-    limits: GpuLimits | None = None  # per-user/account GPU limits (--limits; model/limits.py)
+    limits: GpuLimits | None = None  # per-user/account GPU limits (--limits; model/gpu_limits.py)
     min_speed: float = 0.0  # over the configuration's packing floor when > 0 (EngineConfig.min_speed)
 
 

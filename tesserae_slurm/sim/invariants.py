@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..model import MAX_JOBS_PER_GPU, Job, PendingReason, Placement, RoundDecision
-from ..model.limits import GpuLimits
+from ..model.gpu_limits import GpuLimits
 from .traces.record import TraceJob
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
-"""Round-based simulator: the same engine calls the daemon makes, on a virtual clock.
+"""Round-based simulator: the same round call the daemon makes, on a virtual clock.
 
-Every round (default 360 s) the jobs that have arrived are ranked by the policy, the engine decides
-(``engine.decide``, exactly as the daemon calls it), and each placed job advances by its true speed
+Every round (default 360 s) the jobs that have arrived are ranked by the policy and the engine decides
+(``rank_and_decide``, the call the daemon makes), and each placed job advances by its true speed
 on its GPUs (alone or packed, chosen strategy, GPU type; ``speeds.py``) after any restart overhead
 (``restart.py``), with completion inside the round computed exactly (``progress.py``). With profile
 noise n, decisions see a profile whose measured values are multiplied by U[1-n, 1+n], while the true
@@ -20,14 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from ..configs import SchedulerConfig
-from ..engine import RoundRequest, decide
+from ..engine import decide
 from ..model import Cluster, InputError, JobView, Placement, RoundDecision
-from ..model.limits import GpuLimits
+from ..model.gpu_limits import GpuLimits
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
+from ..presets import SchedulerConfig
 from ..profiles import ThroughputProfile
 from ..profiles.speeds import SpeedModel
+from ..rank_decide import RankedRound, rank_and_decide
 from .invariants import InvariantError, check_kept, check_limits, check_progress, check_result, check_round
 from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord, RoundRecord, SimResult
@@ -117,11 +118,10 @@ def simulate(
         arrived = run.admit_arrivals()  # 1. arrivals join (or jump to the next one on an idle cluster)
         if not run.live:
             continue
-        inp, ranking, sched_s = run.rank()  # 2. the policy ranks every active job
-        decision, reused = run.decide(ranking)  # 3. the engine decides (or last round's plan is kept)
-        step = run.act(decision)  # 4. every placed job advances by its true speed
-        run.account(decision, step, sched_s, reused, arrived)  # 5. records; finished jobs leave
-        run.fast_forward(inp, ranking, decision, step)  # 6. certainly quiet rounds applied at once
+        inp, ranked = run.rank_and_decide()  # 2. the policy ranks, the engine decides (or last round's is kept)
+        step = run.act(ranked.decision)  # 3. every placed job advances by its true speed
+        run.account(ranked.decision, step, ranked.rank_s, ranked.reused, arrived)  # 4. records; finished jobs leave
+        run.fast_forward(inp, ranked.ranking, ranked.decision, step)  # 5. certainly quiet rounds applied at once
         if on_round is not None:
             on_round(run.now, len(run.done), len(run.arrivals))
 
@@ -193,49 +193,45 @@ class _Run:
             self.now = self.arrivals[self.nxt].submit_time
         return arrived
 
-    def rank(self) -> tuple[SchedulingInput, Ranking, float]:
-        """2. The policy's order over every active job (and its pairs, for policies that pack)."""
+    def rank_and_decide(self) -> tuple[SchedulingInput, RankedRound]:
+        """2. The policy's order over every active job (and its pairs, for policies that pack), and the
+        engine's decision, exactly as the daemon asks for it; last round's when nothing changed."""
         inp = SchedulingInput(self.now, self.round_s, tuple(self.views_of.values()), self.cluster, self.lookup,
                               self.seed, self.current)
-        t0 = time.perf_counter()
-        ranking, self.pstate = self.policy.rank(inp, self.pstate)
-        return inp, ranking, time.perf_counter() - t0
-
-    def decide(self, ranking: Ranking) -> tuple[RoundDecision, bool]:
-        """3. The engine's decision, exactly as the daemon asks for it; last round's when nothing changed."""
-        ordered = tuple(self.views_of[j].job for j in ranking.order)
-        if len(ordered) != len(self.live):
-            raise RuntimeError(f"policy {self.config.policy} ranked {len(ordered)} of {len(self.live)} active jobs")
-        request = RoundRequest(self.cluster, ordered, self.current, ranking.pairs, self.config.engine,
-                               limits=self.limits, held=ranking.held)
-        last = self.last
-        reused = (self.reuse and last is not None and last[0] == ranking and last[1].placement is self.current)
-        if reused and last is not None:
-            decision = unchanged(last[1], ranking.order)
-            if self.check:
-                full = decide(request, self.believed)
-                if full.placement != decision.placement or full.packed != decision.packed:
-                    raise InvariantError(f"t={self.now:g}: reusing last round's decision differs from the engine's")
-        else:
-            decision = decide(request, self.believed, clock=time.perf_counter)
+        ranked = rank_and_decide(self.policy, inp, self.pstate, self.believed, self.config.engine, limits=self.limits,
+                                 clock=time.perf_counter, keep=self._unchanged if self.reuse else None)
+        ranking, decision, request = ranked.ranking, ranked.decision, ranked.request
+        self.pstate = ranked.policy_state
+        if ranked.reused and self.check:
+            full = decide(request, self.believed)
+            if full.placement != decision.placement or full.packed != decision.packed:
+                raise InvariantError(f"t={self.now:g}: reusing last round's decision differs from the engine's")
         self.last = (ranking, decision)
         if self.check:
-            check_round(decision, {j.id: j for j in ordered}, self.current)
+            check_round(decision, {j.id: j for j in request.jobs}, self.current)
             if self.limits is not None:
-                check_limits(decision, ordered, self.limits)
+                check_limits(decision, request.jobs, self.limits)
             if self.config.keeps_running:
                 check_kept(decision, self.current, ranking.held)
-        return decision, reused
+        return inp, ranked
+
+    def _unchanged(self, ranking: Ranking) -> RoundDecision | None:
+        """Last round's decision when the ranking and the plan are last round's: no job arrived or
+        finished, so the engine would map the same logical plan onto it at cost 0."""
+        last = self.last
+        if last is None or last[0] != ranking or last[1].placement is not self.current:
+            return None
+        return unchanged(last[1], ranking.order)
 
     def act(self, decision: RoundDecision) -> RoundResult:
-        """4. Progress (restart overheads, packed speeds, finishes inside the round) and counters; also
+        """3. Progress (restart overheads, packed speeds, finishes inside the round) and counters; also
         refreshes the views of the jobs that ran on."""
         return run_round(decision, self.live, self.cols, self.true_speeds, self.restart, self.round_s, self.now,
                          self.views_of, self.steady)
 
     def account(self, decision: RoundDecision, step: RoundResult, sched_s: float, reused: bool,
                 arrived: bool) -> None:
-        """5. The round's record; finished jobs leave with theirs; the plan loses them; the clock moves."""
+        """4. The round's record; finished jobs leave with theirs; the plan loses them; the clock moves."""
         finished, outcomes = step.finished, step.outcomes
         node_of = decision.placement.job_nodes()
         busy_gpu_s = busy_gpu_seconds(decision, outcomes, self.round_s, finished)
@@ -274,7 +270,7 @@ class _Run:
 
     def fast_forward(self, inp: SchedulingInput, ranking: Ranking, decision: RoundDecision,
                      step: RoundResult) -> None:
-        """6. After a round that kept the running set: the rounds that are certainly quiet (no arrival,
+        """5. After a round that kept the running set: the rounds that are certainly quiet (no arrival,
         no finish, the same ranking) at once, without ranking them (under check: only promised)."""
         node_of = decision.placement.job_nodes()
         kept_running = not step.finished and node_of.keys() == self.running

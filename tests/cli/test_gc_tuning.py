@@ -9,7 +9,7 @@ import pytest
 
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.profiles import load_profile
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.cli.gc_tuning import YOUNG_THRESHOLD, long_run_gc
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.trace_source import resolve_trace

@@ -16,7 +16,7 @@ import pytest
 from tesserae_slurm.daemon import admin
 from tesserae_slurm.daemon.config import load_config
 from tesserae_slurm.daemon.store import JobRow, Store
-from tesserae_slurm.engine import NodeRule
+from tesserae_slurm.placement.node_rules import NodeRule
 from tesserae_slurm.model import InputError
 
 AS_USER = """

@@ -1,4 +1,4 @@
-"""Reference for the GPU-limit walk (placement/limits.py): exact and slow.
+"""Reference for the GPU-limit walk (placement/limit_gate.py): exact and slow.
 
 A job is limited when, at its place in the walk (policy order, a policy pair at its first member's
 place), the jobs placed before it fill its user or account. Walk, find the first job over a limit at
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from tesserae_slurm.model import Job
-from tesserae_slurm.model.limits import GpuLimits
+from tesserae_slurm.model.gpu_limits import GpuLimits
 
 
 def exact_walk(limits: GpuLimits, jobs: Sequence[Job], pairs: Sequence[tuple[str, str]],

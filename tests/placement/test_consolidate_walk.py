@@ -1,4 +1,4 @@
-"""The compiled consolidation walk (``placement/consolidate_jit.py``) against the straightforward
+"""The compiled consolidation walk (``placement/consolidate_walk.py``) against the straightforward
 reference (tests/oracles/): the same plan, placed order and pending reasons, on one-type clusters
 of mixed node sizes with jobs larger than a node, pairs, and full clusters (the rest waits for
 ``Priority``); test_against_oracles.py adds homes and GPU types."""

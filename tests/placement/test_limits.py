@@ -13,10 +13,10 @@ from oracles.limits import exact_walk
 from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
 from tesserae_slurm.engine import EngineConfig, RoundRequest, _units, decide
 from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placement
-from tesserae_slurm.model.limits import GpuLimits, limits_from
+from tesserae_slurm.model.gpu_limits import GpuLimits, limits_from
 from tesserae_slurm.placement.consolidate import place_consolidated, place_units
-from tesserae_slurm.placement import limits as limits_module
-from tesserae_slurm.placement.limits import gate
+from tesserae_slurm.placement import limit_gate as limits_module
+from tesserae_slurm.placement.limit_gate import gate
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim import invariants
 from tesserae_slurm.sim.invariants import check_round
@@ -173,7 +173,7 @@ def _place(cluster):
 @settings(max_examples=150, deadline=None)
 @given(limit_cases(), st.data())
 def test_property_guess_and_check_equals_the_certain_walk(case, data):
-    """placement/limits.py's guess-and-check gives exactly the reference's walk with skips
+    """placement/limit_gate.py's guess-and-check gives exactly the reference's walk with skips
     (tests/oracles/limits.py), policy pairs included."""
     cluster, jobs, limits, _, rng = case
     cluster = Cluster.from_spec("4x4:a100")  # one GPU type: the engine's call has no type hints

@@ -215,18 +215,18 @@ def test_large_nodes_use_the_solver_path():
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 12), st.integers(1, 12), st.data())
 def test_edge_components_match_scipy_connected_components(na, nb, data):
-    """The min-label sweep numbers components as scipy's connected_components does (by smallest
-    vertex, a-items first), so the components are solved in the same order as before."""
+    """The compiled min-label sweep finds scipy's connected components, each labelled by its smallest
+    a-item."""
     import numpy as np
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from tesserae_slurm.placement.migrate import _component_of_edges
+    from tesserae_slurm.placement.migrate_groups import edge_components
 
     edges = sorted(data.draw(st.sets(st.tuples(st.integers(0, na - 1), st.integers(0, nb - 1)), min_size=1)))
     ea = np.array([a for a, _ in edges])
     eb = np.array([b for _, b in edges])
-    got = _component_of_edges(ea, eb, na, nb)
+    got = edge_components(ea, eb, na, nb)
     graph = coo_matrix((np.ones(len(ea)), (ea, na + eb)), shape=(na + nb, na + nb))
     label = connected_components(graph, directed=False)[1][ea]
     assert len(set(zip(got.tolist(), label.tolist()))) == len(set(got.tolist())) == len(set(label.tolist()))
@@ -240,7 +240,7 @@ def test_edge_components_on_long_paths(n):
     the middle of another; every edge must get it (what the pointer jumping shortens)."""
     import numpy as np
 
-    from tesserae_slurm.placement.migrate import _component_of_edges
+    from tesserae_slurm.placement.migrate_groups import edge_components
 
     # path 1 on a-items n-1 .. 0 walked backwards through b-items; path 2 on a-items n .. 2n-1 with its
     # smallest item joined in the middle
@@ -248,17 +248,5 @@ def test_edge_components_on_long_paths(n):
     mid = n + n // 2
     edges |= {(n + i, n + i) for i in range(n)} | {(n + i + 1, n + i) for i in range(n - 1)} | {(n, mid)}
     ea, eb = (np.array(c) for c in zip(*sorted(edges)))
-    got = _component_of_edges(ea, eb, 2 * n, 2 * n)
+    got = edge_components(ea, eb, 2 * n, 2 * n)
     assert got.tolist() == [0 if a < n else n for a in ea.tolist()]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(-5, 10**9), max_size=60))
-def test_unique_ints_equals_numpy_unique(values):
-    import numpy as np
-
-    from tesserae_slurm.placement.arrays import unique_ints
-
-    x = np.array(values, dtype=np.int64)
-    got, want = unique_ints(x), np.unique(x)
-    assert got.dtype == want.dtype and got.tolist() == want.tolist()

@@ -1,4 +1,4 @@
-"""The compiled migration core (``placement/migrate_jit.py``) on random cluster-like plans where most
+"""The compiled migration core (``placement/migrate_groups.py``) on random cluster-like plans where most
 jobs stay, some swap nodes, some come and go: results that are valid node relabelings, costed as the
 paper costs them, the same by cost whether the plans come as tables or as sets; its assignment
 solver against scipy's by value (test_migrate.py holds small plans to brute-force minima)."""
@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.model import Placement
-from tesserae_slurm.placement import migrate_jit
+from tesserae_slurm.placement import migrate_groups
+from tesserae_slurm.placement.lsap import lsap_max
 from tesserae_slurm.placement.migrate import mapping_cost, migrate
 
 
@@ -101,7 +102,7 @@ def test_the_compiled_assignment_is_optimal_on_ties(rows, cols, data):
     cells = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0])
     value = np.array(data.draw(st.lists(cells, min_size=rows * cols, max_size=rows * cols))).reshape(rows, cols)
     want_r, want_c = linear_sum_assignment(value, maximize=True)
-    got_r, got_c = migrate_jit.lsap_max(value)
+    got_r, got_c = lsap_max(value)
     _optimal(value, got_r, got_c, value[want_r, want_c].sum())
 
 
@@ -112,21 +113,21 @@ def test_the_cores_load_where_numba_cannot_write_a_cache(monkeypatch):
 
     from numba.core import caching
 
-    from tesserae_slurm.placement import consolidate_jit
+    from tesserae_slurm.placement import consolidate_walk
 
     monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])  # no location is usable
     try:
-        importlib.reload(migrate_jit)
-        importlib.reload(consolidate_jit)
-        assert consolidate_jit.walk._cache.__class__.__name__ == "NullCache"  # really uncached
-        status, _, _, p_node, p_start, p_count = consolidate_jit.walk(
+        importlib.reload(migrate_groups)
+        importlib.reload(consolidate_walk)
+        assert consolidate_walk.walk._cache.__class__.__name__ == "NullCache"  # really uncached
+        status, _, _, p_node, p_start, p_count = consolidate_walk.walk(
             np.array([4, 4]), np.zeros(2, np.int64), np.array([2, 4, 1]), np.full(3, -1), np.arange(4), np.zeros(3, np.int64),
             np.full(3, -1), np.zeros((1, 2), np.bool_))  # no unit has a node rule
         assert status.tolist() == [0, 0, 0] and p_node.tolist() == [0, 1, 0] and p_count.tolist() == [2, 4, 1]
     finally:
         monkeypatch.undo()
-        importlib.reload(migrate_jit)
-        importlib.reload(consolidate_jit)
+        importlib.reload(migrate_groups)
+        importlib.reload(consolidate_walk)
 
 
 @settings(max_examples=300, deadline=None)
@@ -138,7 +139,7 @@ def test_the_compiled_assignment_is_optimal_on_any_floats(rows, cols, seed):
     rng = np.random.default_rng(seed)
     value = rng.choice(rng.random(4) * 2.0, size=(rows, cols)) * (rng.random((rows, cols)) < 0.7)
     want_r, want_c = linear_sum_assignment(value, maximize=True)
-    got_r, got_c = migrate_jit.lsap_max(value)
+    got_r, got_c = lsap_max(value)
     _optimal(value, got_r, got_c, value[want_r, want_c].sum())
 
 

@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oracles.reference import place_units_reference
-from tesserae_slurm.engine import EngineConfig, NodeRule, RoundRequest, decide
+from tesserae_slurm.engine import EngineConfig, RoundRequest, decide
+from tesserae_slurm.placement.node_rules import NodeRule, NodeRules
 from tesserae_slurm.model import Cluster, Job, Node, PendingReason, Placement
-from tesserae_slurm.placement.consolidate import NodeRules, Unit, place_units
+from tesserae_slurm.placement.consolidate import Unit, place_units
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim.invariants import check_round
 

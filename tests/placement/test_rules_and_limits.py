@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
-from tesserae_slurm.engine import EngineConfig, NodeRule, RoundRequest, decide
+from tesserae_slurm.engine import EngineConfig, RoundRequest, decide
+from tesserae_slurm.placement.node_rules import NodeRule
 from tesserae_slurm.model import Cluster, PendingReason, Placement
-from tesserae_slurm.model.limits import GpuLimits
+from tesserae_slurm.model.gpu_limits import GpuLimits
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim import invariants
 from tesserae_slurm.sim.invariants import check_round

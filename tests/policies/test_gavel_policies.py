@@ -13,7 +13,7 @@ from tesserae_slurm.policies.base import Policy, SchedulingInput
 from tesserae_slurm.policies.gavel import GavelFtfPriorityPolicy, GavelLasPolicy
 from tesserae_slurm.policies.registry import make_policy
 from tesserae_slurm.profiles import DEFAULT_PROFILE, load_profile
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 
 
 class ProfileSpeeds:

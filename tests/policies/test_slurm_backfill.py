@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from oracles.easy_backfill import easy_starts
 from policies.policy_helpers import ConstantSpeeds
 
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.engine import RoundRequest, decide
 from tesserae_slurm.model import Cluster, Job, JobView, Placement
 from tesserae_slurm.policies.base import SchedulingInput

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.policy_helpers import inp, view
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.policies.registry import make_policy
 from tesserae_slurm.policies.tiresias import TiresiasPolicy, progress_service
 

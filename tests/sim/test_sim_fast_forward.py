@@ -18,7 +18,7 @@ from tesserae_slurm.model import Cluster
 from tesserae_slurm.policies.fifo import FifoPolicy
 from tesserae_slurm.policies.las import LasPolicy
 from tesserae_slurm.profiles import load_profile
-from tesserae_slurm.configs import SchedulerConfig, get_config
+from tesserae_slurm.presets import SchedulerConfig, get_config
 from tesserae_slurm.sim.invariants import InvariantError
 from tesserae_slurm.sim.restart import RestartCost
 from tesserae_slurm.sim.runner import simulate

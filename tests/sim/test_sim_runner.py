@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tesserae_slurm.model import Cluster, InputError, JobView
 from tesserae_slurm.profiles import load_profile
-from tesserae_slurm.configs import CONFIGS, get_config
+from tesserae_slurm.presets import CONFIGS, get_config
 from tesserae_slurm.sim.invariants import InvariantError, check_progress, check_result
 from tesserae_slurm.sim.restart import RestartCost
 from tesserae_slurm.sim.runner import simulate

@@ -12,7 +12,7 @@ import pytest
 from tesserae_slurm.model import Cluster, InputError
 from tesserae_slurm.profiles import PairOption, load_profile
 from tesserae_slurm.profiles.table import ThroughputProfile
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.sim.restart import RestartCost
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.strategies import LLM_STRATEGIES, data_parallel, even_split, restrict_packed

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tesserae_slurm.configs import get_config
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.model import Cluster
-from tesserae_slurm.model.limits import GpuLimits
+from tesserae_slurm.model.gpu_limits import GpuLimits
 from tesserae_slurm.profiles import load_profile
+from tesserae_slurm import rank_decide
 from tesserae_slurm.sim import runner
 from tesserae_slurm.sim.invariants import InvariantError, check_limits
 from tesserae_slurm.sim.runner import simulate
@@ -31,17 +32,26 @@ top,0,4,600,resnet50,64,90,carol,bio
 """
 
 
+def engine_calls(monkeypatch, wrap):
+    """The engine as the simulator calls it (the round call, and the check of a kept decision),
+    replaced by ``wrap(real_decide)``."""
+    fake = wrap(rank_decide.decide)
+    for module in (rank_decide, runner):
+        monkeypatch.setattr(module, "decide", fake)
+
+
 def recording(monkeypatch):
-    """Every (request, decision) of a run: the simulator's own engine call, wrapped to look."""
+    """Every (request, decision) of a run: the simulator's own engine calls, wrapped to look."""
     seen = []
-    real = runner.decide
 
-    def spy(req, profile, clock=None):
-        d = real(req, profile, clock)
-        seen.append((req, d))
-        return d
+    def wrap(real):
+        def spy(req, profile, clock=None):
+            d = real(req, profile, clock)
+            seen.append((req, d))
+            return d
+        return spy
 
-    monkeypatch.setattr(runner, "decide", spy)
+    engine_calls(monkeypatch, wrap)
     return seen
 
 
@@ -82,8 +92,7 @@ def test_account_limit_is_replayed(monkeypatch):
 
 def test_check_catches_a_decision_over_a_limit(monkeypatch):
     """--check's limit invariant fails a run whose engine ignored the limits."""
-    real = runner.decide
-    monkeypatch.setattr(runner, "decide", lambda req, profile, clock=None: real(
+    engine_calls(monkeypatch, lambda real: lambda req, profile, clock=None: real(
         dataclasses.replace(req, limits=None), profile, clock))
     with pytest.raises(InvariantError, match="account ml holds 8 GPUs, over its limit of 4"):
         simulate(parse_csv(CSV, name="site"), Cluster.from_spec("3x4:a100"), get_config("slurm-priority"), A100,

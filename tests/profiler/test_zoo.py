@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from tesserae_slurm.model import InputError
-from tesserae_slurm.profiling.measure import Protocol, accounted_peak_bytes, measure_windows, median_rate
-from tesserae_slurm.profiling.runs import plan_runs
-from tesserae_slurm.profiling.runner import default_gpu_label, jobs_from_args
-from tesserae_slurm.profiling.zoo import JobSpec, build_step
+from tesserae_slurm.profiler.measure import Protocol, accounted_peak_bytes, measure_windows, median_rate
+from tesserae_slurm.profiler.runs import plan_runs
+from tesserae_slurm.profiler.runner import default_gpu_label, jobs_from_args
+from tesserae_slurm.profiler.zoo import JobSpec, build_step
 
 
 @pytest.mark.parametrize("spec, params", [

@@ -1,4 +1,4 @@
-"""Sections 6 and 7 of docs/results.md (imported by reproduce_results.py).
+"""Sections 6 and 7 of docs/results.md.
 
 6. Throughput estimators instead of the full table (paper Figure 16): a site profiles under a budget,
    fills the rest with the paper's estimator (linear model + Bayesian optimization), with matrix
@@ -22,14 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from tesserae_slurm.estimators.complete import provenance_rows
-from tesserae_slurm.estimators.entries import profile_from_table, table_from_profile
-from tesserae_slurm.estimators.evaluate import budget_scenario
-from tesserae_slurm.profiles import load_profile, write_profile_csv
-from tesserae_slurm.sim.compare import RunSpec
-from tesserae_slurm.sim.fingerprint import code_fingerprint
-from tesserae_slurm.sim.traces.models import A100_BATCHES, LLM_BATCH, LLM_MODELS, SMALL_MODELS
-from tesserae_slurm.sim.traces.record import TraceJob
+from ..estimators.complete import provenance_rows
+from ..estimators.entries import profile_from_table, table_from_profile
+from ..estimators.evaluate import budget_scenario
+from ..profiles import load_profile, write_profile_csv
+from ..sim.compare import RunSpec
+from ..sim.fingerprint import code_fingerprint
+from ..sim.traces.models import A100_BATCHES, LLM_BATCH, LLM_MODELS, SMALL_MODELS
+from ..sim.traces.record import TraceJob
+from . import prose
 
 log = logging.getLogger("reproduce")
 
@@ -116,14 +117,7 @@ def render_estimators(study: Any, number: str) -> list[str]:
     seeds = study.extra["seeds"]
     s = study.setup
     out = [f"## {number}. {study.title}", "",
-           f"Tesserae-T on `{s.trace}`, cluster `{s.cluster}`. A site profiles under a budget (docs/profiling.md): "
-           "every pair of 1-GPU jobs, and BUDGET parallelism strategies per LLM search problem, chosen by Bayesian "
-           "optimization. The rest of the A100 table is filled by the paper's estimator (linear model for "
-           "data-parallel jobs on 2 and 4 GPUs, then BO's surrogate for LLM strategies), by matrix completion "
-           "(Gavel, Quasar), or not at all (*measured only*: unmeasured pairs are never packed, unmeasured GPU counts "
-           "run alone). Tesserae-T decides with that table; the full table (the *oracle*) drives progress. Mean "
-           f"(min-max) over {len(seeds)} seeds (each: another BO search order, so another measured set). "
-           "The MAE is the held-out error of the filled speeds (`tesserae estimate eval`).", "",
+           prose.text("estimators-intro", trace=s.trace, cluster=s.cluster, seeds=len(seeds)), "",
            "| budget | table measured | held-out MAE: linear + BO / MC | out-of-memory pair-rounds: linear + BO / MC "
            "| oracle avg JCT (h) | linear + BO | matrix completion | measured only |",
            "|---|---|---|---|---|---|---|---|"]
@@ -142,16 +136,15 @@ def render_estimators(study: Any, number: str) -> list[str]:
         measured = f"{statistics.fmean(x['measured_fraction'] for x in sc):.0%}" if sc else ""
         mae = (f"{statistics.fmean(x['reports']['linear+bo']['mae'] for x in sc):.3f} / "
                f"{statistics.fmean(x['reports']['mc']['mae'] for x in sc):.3f}") if sc else ""
-        oom = [f"{statistics.fmean(r.get('infeasible_pair_rounds', 0) for k, r in study.results.items() if k[:2] == (e, b)):.0f}"
+        oom = [format(statistics.fmean(r.get('infeasible_pair_rounds', 0) for k, r in study.results.items()
+                                       if k[:2] == (e, b)), ".0f")
                for e in ("linear+bo", "mc")]
         out.append(f"| {b} | {measured} | {mae} | {' / '.join(oom)} | {hours(base)} | " + " | ".join(cells) + " |")
-    out += ["", "'x' = avg JCT / the oracle's (1.00x: as good as profiling everything). Out-of-memory pair-rounds: "
-            "rounds x pairs the completed table thought fit but the oracle marks out of memory (mean per run); such "
-            "a pair makes no progress that round (its jobs would crash and restart).", ""]
+    out += ["", prose.text("estimators-oom"), ""]
     paper, mc, meas = gaps["linear+bo"], gaps["mc"], gaps["measured"]
     if paper and mc:
         beats = sum(paper[b] < mc[b] for b in paper if b in mc)
-        lo, hi = min(paper, key=paper.get), max(paper, key=paper.get)
+        lo, hi = min(paper, key=lambda b: paper[b]), max(paper, key=lambda b: paper[b])
         out += ["| comparison | paper | ours | agreement |", "|---|---|---|---|",
                 f"| linear + BO vs the oracle, avg JCT | 'only a minor reduction' (no number) | "
                 f"{paper[lo] - 1:+.0%} (budget {lo}) to {paper[hi] - 1:+.0%} (budget {hi}) | "
@@ -162,19 +155,9 @@ def render_estimators(study: Any, number: str) -> list[str]:
                 f"budgets (MC: {min(mc.values()) - 1:+.0%} to {max(mc.values()) - 1:+.0%}) | "
                 f"{'Matches.' if beats == len(paper) else 'Mostly matches.'} |", ""]
         worse = [b for b in mc if b in meas and mc[b] >= meas[b]]
-        out += ["Why: both estimators start from the same measurements, and JCT follows the held-out error of the "
-                "pairs this trace packs, above all whether a pair fits in memory. Matrix completion has no memory "
-                "model and predicts every pair feasible; the paper's estimator learns feasibility from the OOMs it "
-                "measured (the BO classifier), which at small budgets are few, so it too packs pairs that do not fit. "
-                "Nothing here learns from such a crash (a crashed job reports no throughput, so online feedback "
-                "does not either), so a wrong 'fits' costs every round the pair is chosen again. Matrix "
-                "completion also misjudges which LLM strategy lets a partner in. "
-                + (f"At budget{'s' if len(worse) > 1 else ''} {', '.join(map(str, worse))} it is no better than "
-                   "*measured only*, which packs just the measured pairs. " if worse else "")
-                + "*Measured only* shows what estimation buys: without it, 2- and 4-GPU jobs of the data-parallel "
-                "models are never packed. One BO search order can cost a few % (the min-max ranges), so the means "
-                "matter more than single seeds. The paper gives no budget; ours counts strategies per LLM search "
-                "problem, as in docs/profiling.md.", ""]
+        why_worse = prose.text("estimators-why-worse", plural="s" if len(worse) > 1 else "",
+                               budgets=", ".join(map(str, worse))) + " " if worse else ""
+        out += [prose.text("estimators-why", worse=why_worse), ""]
     return out
 
 
@@ -230,14 +213,7 @@ def render_parallelism(study: Any, number: str) -> list[str]:
     seeds = study.extra["seeds"]
     s = study.setup
     out = [f"## {number}. {study.title}", "",
-           f"Tesserae-T on `{s.trace}` with a share of its 2- and 4-GPU jobs turned into LLMs (GPT2-Medium and "
-           "Bert-Large, 24 layers; arrivals, sizes and durations unchanged; "
-           f"{len(seeds)} seeds of which jobs change), cluster `{s.cluster}`. Packed LLM jobs may use every candidate "
-           "(*Tesserae-T*: the engine picks the best strategy per pair), data parallelism only (*DP*), or "
-           "Megatron-LM's default pipeline, the even split of the layers (*Default PP*: `12,12` on 2 GPUs, "
-           "`6,6,6,6` on 4); alone, all three run their best strategy (DP in the A100 table). *Default PP always* "
-           "runs the even split alone as well (a user who fixed the pipeline size; `Job.parallelism`). "
-           "`tesserae simulate --llm-strategy` runs each.", "",
+           prose.text("parallelism-intro", trace=s.trace, seeds=len(seeds), cluster=s.cluster), "",
            "| LLM share of 2-/4-GPU jobs | LLM jobs | LLM avg JCT (h): " + " | ".join(MODE_LABEL[m] for m in MODES)
            + " | all jobs avg JCT (h): " + " | ".join(MODE_LABEL[m] for m in MODES) + " |",
            "|---|---|" + "---|" * (2 * len(MODES))]
@@ -268,8 +244,7 @@ def render_parallelism(study: Any, number: str) -> list[str]:
     mean_all = {m: statistics.fmean(v) for m, v in overall.items() if v}
     packed = {m: statistics.fmean(llm_stats(r)[2] for k, r in study.results.items() if k[0] == m) for m in MODES
               if any(k[0] == m for k in study.results)}
-    out += ["", "LLM jobs: the 2- and 4-GPU ones (8-GPU LLMs have no measured strategies and always run alone). "
-            "'x' below: a variant's avg JCT / Tesserae-T's (> 1: choosing the best strategy helps).", "",
+    out += ["", prose.text("parallelism-llm-jobs"), "",
             "| comparison | paper | ours, LLM jobs: mean over shares | ours, LLM jobs: best share | "
             "ours, all jobs: mean |", "|---|---|---|---|---|"]
     for m in ("dp", "default-pp", "default-pp-always"):
@@ -292,16 +267,5 @@ def render_parallelism(study: Any, number: str) -> list[str]:
                    f"{min(min(ratios['dp'][i], ratios['default-pp'][i]) for i in high):.2f}x, while all jobs still "
                    "gain" if high else "")
                 + ".", ""]
-    out += [PARALLELISM_WHY, ""]
+    out += [prose.text("parallelism-why"), ""]
     return out
-
-
-PARALLELISM_WHY = (
-    "Why the LLMs' gain shrinks as their share grows: the engine packs by the pair's *summed* normalized "
-    "throughput (the paper's matching weight), and with every candidate it often picks the split that favours the "
-    "partner (GPT2-Medium on 2 GPUs with ResNet-50/32: `6,18` gives 0.47 + 0.79 = 1.26; DP gives 0.71 + 0.32 = "
-    "1.03), so a packed LLM can run slower than under DP while the pair, and the average job, gains. With few LLMs, "
-    "more candidates mainly make more pairs feasible (DP and TP run out of memory with most partners at batch 128) "
-    "and the LLMs gain; with many, they compete for the few non-LLM partners (the engine never packs two LLMs) and "
-    "give way to them. The paper's LLMs (GPT3-Medium, -XL, -3B), their candidate sets and speeds are not published; "
-    "the A100 table's two 24-layer models stand in.")

@@ -7,7 +7,7 @@ when the jobs placed *before it in policy order* already hold so many GPUs of it
 that its own would go over. A job is therefore never held back by jobs that did not get GPUs, and a
 job held back is over its limit in the final placement too (usage only grows along the walk).
 
-The walk itself is compiled (consolidate_jit.walk) and knows nothing of limits, so ``place_within``
+The walk itself is compiled (consolidate_walk.walk) and knows nothing of limits, so ``place_within``
 walks without the jobs it guesses limited and checks the guesses against that walk, until a walk
 confirms them (``tests/oracles/limits.py`` is the slow, certain reference). Packing partners are then
 added only while their user and account stay within their limits, in policy order.
@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..model import Job, PackedPair, PendingJob, PendingReason
-from ..model.limits import GpuLimits
+from ..model.gpu_limits import GpuLimits
 from .consolidate import ConsolidationResult
 
 __all__ = ["LimitGate", "gate"]

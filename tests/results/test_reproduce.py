@@ -1,38 +1,38 @@
-"""Smoke run of scripts/reproduce_results.py on a few jobs (the full run is slow work, not a test)."""
+"""Smoke runs of the reproduction (tesserae_slurm/results/, scripts/reproduce_results.py) on a few
+jobs (the full run is slow work, not a test)."""
 
 from __future__ import annotations
 
-import importlib.util
+import subprocess
 import sys
 from pathlib import Path
+
+from tesserae_slurm.results import cli, profile_studies, render, runner, studies
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "reproduce_results.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("reproduce_results", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def test_the_script_is_the_command():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--only", "nonsense"], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 2 and "unknown studies ['nonsense']" in proc.stderr
 
 
-def test_smoke_run_writes_the_document_and_reuses_its_cache(tmp_path):
-    script = load_script()
+def test_smoke_run_writes_the_document_and_reuses_its_cache(tmp_path, monkeypatch):
     out, cache = tmp_path / "results.md", tmp_path / "cache"
     argv = ["--jobs", "6", "--cluster", "1x4", "--out", str(out), "--cache", str(cache), "--only", "a100,noise",
             "--workers", "1"]
-    assert script.main(argv) == 0
+    assert cli.main(argv) == 0
     text = out.read_text()
     assert "## 1. Tesserae-style trace on A100" in text and "## 4. Profiling noise" in text
     assert "| tesserae-t |" in text and "| 1.54x |" in text  # ours beside the paper's ratio
     assert "Studies not run yet" in text and "gavel-trace" in text
     cached = sorted(p.name for p in cache.iterdir())
     assert len(cached) == 5 + 1 + 3 * 5  # 5 configurations; n = 0 once, three noisy levels x 5 seeds
-    script.main(argv)  # second run: everything from the cache
+    cli.main(argv)  # second run: everything from the cache
     assert sorted(p.name for p in cache.iterdir()) == cached and out.read_text().count("| tesserae-t |") == 1
-    script.code_fingerprint = lambda: "other-code"  # the code changed: nothing cached is reused
-    script.main(argv + ["--only", "a100"])
+    monkeypatch.setattr(runner, "code_fingerprint", lambda: "other-code")  # the code changed: nothing is reused
+    cli.main(argv + ["--only", "a100"])
     assert len(set(p.name for p in cache.iterdir()) - set(cached)) == 5
 
 
@@ -47,19 +47,25 @@ def test_code_fingerprint_follows_the_files(tmp_path):
     (tmp_path / "a.py").write_text("x = 2\n")
     assert code_fingerprint.__wrapped__(tmp_path) != before
     assert code_fingerprint() == code_fingerprint() and len(code_fingerprint()) == 12
+    now = code_fingerprint.__wrapped__(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "render.py").write_text("prose = 'reworded'\n")
+    assert code_fingerprint.__wrapped__(tmp_path) == now  # the reproduction's own package is left out
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "results.py").write_text("x = 3\n")
+    assert code_fingerprint.__wrapped__(tmp_path) != now  # only that folder, not every file of its name
 
 
 def test_gavel_rate_matches_the_tesserae_load():
-    rate = load_script().gavel_rate()
+    rate = studies.gavel_rate()
     assert 3.0 < rate < 7.0  # ~1.9 GPU-h per Tesserae job x 80/h over ~31 GPU-h per Gavel job
 
 
 def test_smoke_run_of_the_estimator_and_parallelism_studies(tmp_path):
-    script = load_script()
     out, cache = tmp_path / "results.md", tmp_path / "cache"
     argv = ["--jobs", "12", "--cluster", "1x4", "--out", str(out), "--cache", str(cache), "--only",
             "estimators,parallelism", "--budgets", "2", "--repeats", "1", "--llm-shares", "0.5", "--workers", "1"]
-    assert script.main(argv) == 0
+    assert cli.main(argv) == 0
     text = out.read_text()
     assert "## 6. Throughput estimators instead of the full table" in text and "## 7. LLM parallelism" in text
     assert "| 2 | 29% |" in text  # budget 2: the measured share of the A100 table
@@ -68,48 +74,44 @@ def test_smoke_run_of_the_estimator_and_parallelism_studies(tmp_path):
     assert len(runs) == (1 + 3) + 4  # oracle + three tables; four LLM strategy modes
     tables = sorted(p.name for p in (cache / "profiles").iterdir())
     assert "a100-b2-s0-linear+bo.csv" in tables and "a100-b2-s0-mc.csv.provenance.json" in tables
-    script.main(argv + ["--render-only"])  # from the cache alone: the same document
+    cli.main(argv + ["--render-only"])  # from the cache alone: the same document
     assert sorted(p.name for p in cache.glob("*.json")) == runs and out.read_text().count("| 50% |") == 1
 
 
 def test_llm_share_changes_only_models_of_multi_gpu_jobs():
-    script = load_script()
     from tesserae_slurm.sim.traces import load_shipped
 
     trace = list(load_shipped("tesserae-900"))
-    mixed = script.profiling.with_llm_share(trace, 0.5, 1)
+    mixed = profile_studies.with_llm_share(trace, 0.5, 1)
     assert [(j.job_id, j.submit_time, j.num_gpus, j.duration) for j in mixed] == \
         [(j.job_id, j.submit_time, j.num_gpus, j.duration) for j in trace]
     multi = [j for j in mixed if j.num_gpus in (2, 4)]
     share = sum(j.model in ("GPT2-Medium", "Bert-Large") for j in multi) / len(multi)
     assert 0.45 < share < 0.55
     assert all(j.model == t.model for j, t in zip(mixed, trace, strict=True) if j.num_gpus not in (2, 4))
-    assert script.profiling.with_llm_share(trace, 0.5, 1) == mixed  # seeded
+    assert profile_studies.with_llm_share(trace, 0.5, 1) == mixed  # seeded
 
 
 def test_the_document_names_the_cache_relative_to_the_repository(tmp_path):
-    script = load_script()
-    assert script._shown(script.ROOT / "out" / "reproduce") == "out/reproduce"
-    assert script._shown(tmp_path) == str(tmp_path)  # outside the repository: as given
+    assert render._shown(render.ROOT / "out" / "reproduce") == "out/reproduce"
+    assert render._shown(tmp_path) == str(tmp_path)  # outside the repository: as given
 
 
 def test_splice_replaces_only_the_slurm_section():
-    script = load_script()
-    new = [script.SLURM_TITLE, "", "new", ""]
+    new = [render.SLURM_TITLE, "", "new", ""]
     doc = "\n".join(["# R", "", "## 7. x", "", "seven", "", "## What differs", "", "end"])
-    once = script.splice(doc, new)  # no section 8 yet: inserted before the closing sections
+    once = render.splice(doc, new)  # no section 8 yet: inserted before the closing sections
     assert once.split("\n") == ["# R", "", "## 7. x", "", "seven", "", *new, "## What differs", "", "end"]
-    twice = script.splice(once.replace("new", "old"), new)  # replaced, the rest untouched
+    twice = render.splice(once.replace("new", "old"), new)  # replaced, the rest untouched
     assert twice == once
 
 
 def test_smoke_run_of_the_fairness_study(tmp_path):
     """Section 9 (packing without victims): every variant and trace seed, the targets, the CDF figures."""
-    script = load_script()
     out, cache = tmp_path / "results.md", tmp_path / "cache"
     argv = ["--jobs", "10", "--cluster", "2x4", "--out", str(out), "--cache", str(cache), "--only", "fairness",
             "--trace-seeds", "2", "--workers", "1"]
-    assert script.main(argv) == 0
+    assert cli.main(argv) == 0
     text = out.read_text()
     assert "## 9. Packing without victims" in text and "### Verdict" in text
     assert "| (b) + (e), promotion only for jobs that ran <= 3 h |" in text
@@ -125,7 +127,7 @@ def test_smoke_run_of_the_fairness_study(tmp_path):
     assert len({r.rsplit("-", 1)[-1] for r in runs}) == len(runs)
     old = "# doc\n\n## 8. Against plain Slurm\n\nx\n\n## What differs from the paper's setup everywhere\n"
     out.write_text(old)
-    assert script.main(argv + ["--splice"]) == 0  # section 9 alone, into the document as it is
+    assert cli.main(argv + ["--splice"]) == 0  # section 9 alone, into the document as it is
     spliced = out.read_text()
     assert spliced.startswith("# doc\n\n## 8. Against plain Slurm\n\nx\n\n## 9. Packing without victims")
     assert spliced.rstrip().endswith("## What differs from the paper's setup everywhere")

@@ -15,10 +15,10 @@ import torch
 from tesserae_slurm.cli.main import main
 from tesserae_slurm.model import InputError
 from tesserae_slurm.profiles import ProfileKey, load_profile
-from tesserae_slurm.profiling.measure import Protocol, accounted_peak_bytes
-from tesserae_slurm.profiling.runner import ProfilerConfig, run_profile
-from tesserae_slurm.profiling.worker import WorkerPool
-from tesserae_slurm.profiling.zoo import JobSpec, build_step
+from tesserae_slurm.profiler.measure import Protocol, accounted_peak_bytes
+from tesserae_slurm.profiler.runner import ProfilerConfig, run_profile
+from tesserae_slurm.profiler.worker import WorkerPool
+from tesserae_slurm.profiler.zoo import JobSpec, build_step
 
 RESNET, GPT = JobSpec("resnet50", "8"), JobSpec("gpt", "2/2", gpt_layers=2)
 PROTOCOL = ["--warmup", "1", "--windows", "3", "--window-seconds", "0.1"]

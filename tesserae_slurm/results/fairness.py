@@ -1,8 +1,8 @@
-"""Section 9 of docs/results.md (imported by reproduce_results.py): packing without victims.
+"""Section 9 of docs/results.md: packing without victims.
 
-Tesserae-T's average gains have a price in its tail (issue 24): some jobs finish 20x (Tesserae-style
-trace) or 200x (Gavel-style trace) later than their fair share. This section measures the ideas tried
-against it -- each alone on top of Tesserae-T, and the named configuration that combines what won
+Tesserae-T's average gains have a price in its tail: some jobs finish 20x (Tesserae-style trace) or
+200x (Gavel-style trace) later than their fair share. This section measures the ideas tried against
+it -- each alone on top of Tesserae-T, and the named configuration that combines what won
 (``tesserae-t-fair``) -- on three setups, the generated traces with several trace seeds, and draws
 the JCT and finish-time-fairness CDFs per configuration (docs/img/fairness-*.png).
 """
@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tesserae_slurm.configs import get_config
-from tesserae_slurm.sim.compare import RunSpec
-from tesserae_slurm.sim.trace_source import resolve_trace
-from tesserae_slurm.sim.traces.record import TraceJob
+from ..presets import get_config
+from ..sim.compare import RunSpec
+from ..sim.trace_source import resolve_trace
+from ..sim.traces.record import TraceJob
+from . import prose
 
 log = logging.getLogger("reproduce")
 
@@ -111,7 +112,7 @@ def _row(label: str, r: dict[str, Any]) -> str:
 
 
 def _targets(r: dict[str, Any], single: dict[str, Any], t: dict[str, Any]) -> list[tuple[str, bool, str]]:
-    """The issue's targets for ``r``: (what, met, how far)."""
+    """The section's targets for ``r`` (docs/results.md, section 9): (what, met, how far)."""
     jct = r["avg_jct_s"] / t["avg_jct_s"] - 1
     mig = r["migrations"] / t["migrations"] - 1 if t["migrations"] else 0.0
     return [
@@ -203,25 +204,7 @@ def render(study: Any, number: str, img: Path, shown: Any) -> list[str]:
     if not sts:
         return []
     out = [f"## {number}. {study.title}", "",
-           "Tesserae-T's average gains have a price in its tail: a few jobs finish far later than their fair "
-           "share (FTF rho, section 2). Ideas tried against it, each alone on top of Tesserae-T (beyond the paper): "
-           "(a) `min_speed`: a pair is formed only if each member keeps at least 0.5 of its speed alone "
-           "(`EngineConfig.min_speed`, one mask over the packing matrix); (b) Tiresias service charged by progress "
-           "(GPU time x the normalized speed the job ran at, `--policy-opt service='\"progress\"'`), so a job a "
-           "slow partner held back is not demoted for time it barely used; (e) Tiresias' own starvation guard, "
-           "promotion back to Q0 after waiting 8x the time run since the last promotion (`promote_knob=8`); "
-           "(f) sticky placement that never strands a job: a job returns to last round's node when it fits, "
-           "unless that leaves a job waiting (enough GPUs free, on too many nodes) that best fit would place, "
-           "and then the round is placed best fit (`tesserae-t-sticky-fit`, placement `sticky-fit`). "
-           "A cap on (e) promotes only jobs that have run at most 3 h (or 2 h) in all (`promote_max_run_s`, "
-           "beyond Tiresias): the starved jobs are those that got little service, and long jobs no longer cycle "
-           f"between Q0 and the lower queues. `{NEW}` combines (b), (e) with a 2 h cap, and (f): the best "
-           "trade-off found. Targets (issue 24): worst and p99 "
-           "rho no worse than Tiresias(Single)'s, "
-           "avg JCT within 3% of Tesserae-T's, no more migrations. Generated traces: seed 0 (the trace of the "
-           f"sections above) in the tables, trace seeds {', '.join(map(str, study.extra['seeds']))} in the "
-           "mean (min-max) rows; the Philly VC is one fixed trace (`--seed` only moves profile noise and "
-           "randomized policies, neither used here).", ""]
+           prose.text("fairness-intro", new=NEW, seeds=", ".join(map(str, study.extra["seeds"]))), ""]
     for s in sts:
         res = {k: study.results.get((s.key, k, 0)) for k in BY_KEY}
         out += [f"### {s.title}", "", f"Trace `{s.trace}`, cluster `{s.cluster}`, profile `{s.profile}`.", "",
@@ -296,7 +279,7 @@ class Run(NamedTuple):
 
     setup: Setup
     seed: int
-    marks: list[tuple[str, bool, str]]  # the issue's targets (_targets)
+    marks: list[tuple[str, bool, str]]  # the section's targets (_targets)
     jct: float  # avg JCT change against Tesserae-T
     mig: float  # migrations change against Tesserae-T
 
@@ -360,7 +343,7 @@ def _best(study: Any, sts: Sequence[Setup], key: str = NEW) -> str:
 
 
 def verdict(study: Any, sts: Sequence[Setup]) -> list[str]:
-    """Which of the issue's targets ``tesserae-t-fair`` meets, per setup and trace seed, and why."""
+    """Which of the section's targets ``tesserae-t-fair`` meets, per setup and trace seed, and why."""
     names = {"fair-3h": "(b) + (e), cap 3 h", "fair-sticky": "(b) + (e), cap 3 h, sticky",
              NEW: f"`{NEW}` = (b) + (e) + (f), cap 2 h"}
     rows = ["### Verdict", "", "(b) + (e) with a 3 h cap, it with sticky placement, and the best trade-off found, "

@@ -18,8 +18,8 @@ import numpy as np
 
 from .cluster import Cluster
 from .errors import InputError
+from .first_nodes import first_nodes
 from .layout import GpuLayout, gpu_layout
-from .plan_jit import first_nodes
 
 MAX_JOBS_PER_GPU = 2
 

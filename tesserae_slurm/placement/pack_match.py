@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import jit as _jit
-from .migrate_jit import lsap_max
+from .lsap import lsap_max
 
 __all__ = ["match"]
 

@@ -1,6 +1,6 @@
 """Per-user and per-account GPU limits, as the site configures them (YAML ``limits:``, or a simulation's).
 
-Only the data and the YAML reader; the engine applies them (placement/limits.py).
+Only the data and the YAML reader; the engine applies them (placement/limit_gate.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Compiled core of ``migrate``'s ``tesserae`` algorithm for one group of equal nodes (numba).
+"""The matching of one group of interchangeable items for ``migrate`` (nodes of one size and GPU type
+for ``tesserae``, single GPUs of one type for ``flat``), compiled (numba).
 
 A round's migration is many tiny problems (sharing node pairs, a GPU matching per pair, connected
 components, a small assignment per component); as loops compiled once they cost one call instead
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import jit as _jit
+from .lsap import lsap_max
 
 EPS = 1e-12
 
@@ -115,29 +117,7 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
                 top += cost[u, cols[u]]
             pair_perm[i] = cols
         savings[i] = sa + sb - top
-    # components of the sharing graph: per edge, the smallest old node of its component
-    label_a = np.arange(nx)
-    label_b = np.empty(ny, np.int64)
-    while True:
-        label_b[:] = nx
-        for i in range(p):
-            if label_a[po[i]] < label_b[pn[i]]:
-                label_b[pn[i]] = label_a[po[i]]
-        nxt = label_a.copy()
-        for i in range(p):
-            if label_b[pn[i]] < nxt[po[i]]:
-                nxt[po[i]] = label_b[pn[i]]
-        changed = False
-        for x in range(nx):
-            nxt[x] = nxt[nxt[x]]
-            if nxt[x] != label_a[x]:
-                changed = True
-        label_a = nxt
-        if not changed:
-            break
-    comp = np.empty(p, np.int64)
-    for i in range(p):
-        comp[i] = label_a[po[i]]
+    comp = edge_components(po, pn, nx, ny)
     order = np.argsort(comp, kind="mergesort")
     e_a = po[order]
     e_b = pn[order]
@@ -162,6 +142,37 @@ def group_core(o_jobs, n_jobs, o_w, n_w, w_sum, perms, n_common):  # pragma: no 
         if e - s > 1:
             _dense_component(e_a, e_b, e_s, s, e, pair_a_l, pair_b_l)
     return po, pn, pair_perm, _ints(pair_a_l), _ints(pair_b_l)
+
+
+@_jit
+def edge_components(ea, eb, na, nb):  # pragma: no cover - compiled
+    """Per edge of a bipartite graph (a-item ``ea[i]`` to b-item ``eb[i]``), the smallest a-item of
+    its connected component: min-label sweeps with pointer jumping. Multi-node jobs chain nodes into
+    paths, and jumping to a label's own label shortens a path's propagation to a few sweeps."""
+    p = ea.shape[0]
+    label_a = np.arange(na)
+    label_b = np.empty(nb, np.int64)
+    while True:
+        label_b[:] = na
+        for i in range(p):
+            if label_a[ea[i]] < label_b[eb[i]]:
+                label_b[eb[i]] = label_a[ea[i]]
+        nxt = label_a.copy()
+        for i in range(p):
+            if label_b[eb[i]] < nxt[ea[i]]:
+                nxt[ea[i]] = label_b[eb[i]]
+        changed = False
+        for x in range(na):
+            nxt[x] = nxt[nxt[x]]  # a label's label is in the same component and no larger
+            if nxt[x] != label_a[x]:
+                changed = True
+        label_a = nxt
+        if not changed:
+            break
+    comp = np.empty(p, np.int64)
+    for i in range(p):
+        comp[i] = label_a[ea[i]]
+    return comp
 
 
 @_jit
@@ -250,175 +261,3 @@ def group_finish(pair_a, pair_b, po, pn, pair_perm, o_name, n_name, n_names):  #
                 perm[i] = pair_perm[q]
                 break
     return _ints(xs), _ints(ys), perm
-
-
-@_jit
-def final_stats(before, after, w_old, w_new):  # pragma: no cover - compiled
-    """Cost of the chosen mapping (``migrate._table_cost``) and which common jobs changed GPUs.
-
-    ``before``/``after``: (GPUs, 2) common-job indices on each physical GPU in the old and the final
-    plan. A job kept its GPUs when every GPU that held it before holds it after, and no other does."""
-    n = w_old.shape[0]
-    was = np.zeros(n, np.int64)
-    now = np.zeros(n, np.int64)
-    both = np.zeros(n, np.int64)
-    cost = 0.0
-    for r in range(before.shape[0]):
-        for s in range(2):
-            j = before[r, s]
-            if j >= 0:
-                was[j] += 1
-                if after[r, 0] == j or after[r, 1] == j:
-                    both[j] += 1
-                else:
-                    cost += w_old[j]
-            k = after[r, s]
-            if k >= 0:
-                now[k] += 1
-                if before[r, 0] != k and before[r, 1] != k:
-                    cost += w_new[k]
-    moved = np.zeros(n, np.bool_)
-    for j in range(n):
-        moved[j] = was[j] != both[j] or now[j] != both[j]
-    return cost, moved
-
-
-@_jit
-def common_table(table, common_of, n_common):  # pragma: no cover - compiled
-    """``migrate._common_table`` over a plan's job table: per GPU row the common-job numbers
-    (``common_of[job]``, -1: not common), the lower in column 0, and each common job's GPU count."""
-    out = np.full(table.shape, -1, np.int64)
-    counts = np.zeros(n_common, np.int64)
-    for r in range(table.shape[0]):
-        a, b = table[r, 0], table[r, 1]
-        ca = common_of[a] if a >= 0 else -1
-        cb = common_of[b] if b >= 0 else -1
-        if ca > cb:
-            ca, cb = cb, ca
-        if ca < 0:
-            ca, cb = cb, -1
-        out[r, 0], out[r, 1] = ca, cb
-        if ca >= 0:
-            counts[ca] += 1
-        if cb >= 0:
-            counts[cb] += 1
-    return out, counts
-
-
-@_jit
-def renumber_by_first(table, n):  # pragma: no cover - compiled
-    """Jobs renumbered by (first GPU row, old number), in one pass over the rows: the new table and
-    the old number of each new one. ``found`` < ``n`` when a listed job holds no GPU (the caller
-    then does not use the result)."""
-    new_of = np.full(n, -1, np.int64)
-    found = 0
-    for r in range(table.shape[0]):
-        a, b = table[r, 0], table[r, 1]
-        if a > b:
-            a, b = b, a
-        for j in (a, b):
-            if j >= 0 and new_of[j] < 0:
-                new_of[j] = found
-                found += 1
-    out = np.full(table.shape, -1, np.int64)
-    for r in range(table.shape[0]):
-        for c in range(2):
-            j = table[r, c]
-            if j >= 0:
-                out[r, c] = new_of[j]
-    old_of = np.zeros(n, np.int64)
-    for j in range(n):
-        if new_of[j] >= 0:
-            old_of[new_of[j]] = j
-    return out, old_of, found
-
-
-@_jit
-def lsap_max(value):  # pragma: no cover - compiled
-    """A maximum-value assignment of a rectangular matrix (every row or every column matched), by
-    the shortest augmenting path method (Crouse 2016, as scipy's ``linear_sum_assignment``), for
-    callers that are compiled themselves. Returns (rows, columns), rows ascending."""
-    nr0, nc0 = value.shape
-    transpose = nc0 < nr0
-    if transpose:
-        nr, nc = nc0, nr0
-        cost = np.empty((nr, nc))
-        for i in range(nr0):
-            for j in range(nc0):
-                cost[j, i] = -value[i, j]
-    else:
-        nr, nc = nr0, nc0
-        cost = np.empty((nr, nc))
-        for i in range(nr):
-            for j in range(nc):
-                cost[i, j] = -value[i, j]
-    u = np.zeros(nr)
-    v = np.zeros(nc)
-    spc = np.empty(nc)
-    path = np.full(nc, -1, np.int64)
-    col4row = np.full(nr, -1, np.int64)
-    row4col = np.full(nc, -1, np.int64)
-    sr = np.zeros(nr, np.bool_)
-    sc = np.zeros(nc, np.bool_)
-    remaining = np.empty(nc, np.int64)
-    for cur in range(nr):
-        # shortest augmenting path from row ``cur``
-        min_val = 0.0
-        num_remaining = nc
-        for it in range(nc):
-            remaining[it] = nc - it - 1
-        sr[:] = False
-        sc[:] = False
-        spc[:] = np.inf
-        sink = -1
-        i = cur
-        while sink == -1:
-            index = -1
-            lowest = np.inf
-            sr[i] = True
-            for it in range(num_remaining):
-                j = remaining[it]
-                r = min_val + cost[i, j] - u[i] - v[j]
-                if r < spc[j]:
-                    path[j] = i
-                    spc[j] = r
-                if spc[j] < lowest or (spc[j] == lowest and row4col[j] == -1):
-                    lowest = spc[j]
-                    index = it
-            min_val = lowest
-            j = remaining[index]
-            if row4col[j] == -1:
-                sink = j
-            else:
-                i = row4col[j]
-            sc[j] = True
-            num_remaining -= 1
-            remaining[index] = remaining[num_remaining]
-        # dual update
-        u[cur] += min_val
-        for i in range(nr):
-            if sr[i] and i != cur:
-                u[i] += min_val - spc[col4row[i]]
-        for j in range(nc):
-            if sc[j]:
-                v[j] -= min_val - spc[j]
-        # augment
-        j = sink
-        while True:
-            i = path[j]
-            row4col[j] = i
-            col4row[i], j = j, col4row[i]
-            if i == cur:
-                break
-    rows = np.empty(nr, np.int64)
-    cols = np.empty(nr, np.int64)
-    if transpose:
-        by = np.argsort(col4row)
-        for k in range(nr):
-            rows[k] = col4row[by[k]]
-            cols[k] = by[k]
-    else:
-        for k in range(nr):
-            rows[k] = k
-            cols[k] = col4row[k]
-    return rows, cols

