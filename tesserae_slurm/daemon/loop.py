@@ -18,27 +18,27 @@ from ..configs import get_config
 from ..engine import RoundRequest, decide
 from ..model import Cluster, InputError, Job, JobView, Placement, RoundDecision
 from ..model.meta import JobMeta
-from ..partition import scheduling_profile
 from ..policies.base import SchedulingInput
 from ..policies.registry import make_policy
 from ..profiles.speeds import SpeedModel
+from ..site.config import DaemonConfig, engine_config
+from ..site.partition import scheduling_profile
 from ..slurm import SlurmBackend, SlurmError
 from ..slurm.types import SlurmJob
 from ..tsbatch.options import check_meta
 from ..tsbatch.submit import shape_from_nodes
-from . import admin
-from .apply import Applier, ApplyResult, StopItem
-from .calls import RecordingBackend
-from .config import DaemonConfig, engine_config
-from .gpuset import GpuMap, format_gpus, parse_gpus
-from .guard import load_holds, save_holds, still_held, to_secure
-from .journal import Intent, Journal, RoundCounts
-from .metrics import Metrics
-from .observe import Snapshot, build_snapshot, in_slurm_indices
-from .online import OnlineFeedback
-from .plan import RoundPlan, plan_round
-from .reconcile import JobFacts, account, transition
-from .store import PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, JobUpdate, Store, acquire_lock
+from .feedback.online import OnlineFeedback
+from .operators import admin
+from .round.actions import RoundPlan, plan_round
+from .round.applier import Applier, ApplyResult, StopItem
+from .round.guard import load_holds, save_holds, still_held, to_secure
+from .round.observe import Snapshot, build_snapshot, in_slurm_indices
+from .round.transitions import JobFacts, account, transition
+from .service.calls import RecordingBackend
+from .service.metrics import Metrics
+from .state.gpuset import GpuMap, format_gpus, parse_gpus
+from .state.journal import Intent, Journal, RoundCounts
+from .state.store import PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, JobUpdate, Store, acquire_lock
 
 log = logging.getLogger(__name__)
 SCHEDULABLE = (PENDING, STARTING, RUNNING)
@@ -535,7 +535,7 @@ class Daemon:
                     log.exception("guard check failed")
 
     def _prune(self, next_round: float) -> None:
-        from .retention import prune
+        from .state.retention import prune
         try:
             done = prune(self.journal.store, self.cfg.retention, self.clock(), until=next_round, clock=self.clock)
         except Exception:  # retention must never stop scheduling

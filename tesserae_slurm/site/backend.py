@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ..model import Cluster, Node
-from ..partition import gpu_type_of
 from ..slurm import RetryPolicy, SlurmBackend, SlurmNode, SlurmRunner, make_backend
 from .config import DaemonConfig
+from .partition import gpu_type_of
 
 
 def backend_from_config(cfg: DaemonConfig, env: Mapping[str, str] | None = None) -> SlurmBackend:

@@ -230,7 +230,7 @@ def _validate_policy(cfg: DaemonConfig, where: str) -> None:
             make_policy(named.policy, **{**dict(named.policy_options), **dict(cfg.scheduler.policy_options)})
         except InputError as exc:
             raise InputError(f"{where}: scheduler.policy_options: {exc}") from None
-    from ..partition import scheduling_profile  # the profile must load and know the partition's GPU types
+    from .partition import scheduling_profile  # the profile must load and know the partition's GPU types
     try:
         profile = scheduling_profile(cfg.scheduler.profile)
     except InputError as exc:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .model.meta import UNPROFILED
-from .profiles import IsolatedRecord, ProfileKey, ThroughputProfile, load_profile
+from ..model.meta import UNPROFILED
+from ..profiles import IsolatedRecord, ProfileKey, ThroughputProfile, load_profile
 
 if TYPE_CHECKING:
-    from .daemon.config import DaemonConfig
+    from .config import DaemonConfig
 
 
 def gpu_type_of(cfg: DaemonConfig, node: str) -> str:

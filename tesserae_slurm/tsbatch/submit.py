@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..model import InputError
-from ..partition import gpu_type_of, scheduling_profile
+from ..site.partition import gpu_type_of, scheduling_profile
 from ..slurm import SlurmBackend, SlurmNode
 from .gpus import PartitionShape, cluster_shape
 from .options import Submission, check_command_line, make_submission, parse_argv, sbatch_args
 
 if TYPE_CHECKING:  # the daemon's configuration, handed in by the caller
-    from ..daemon.config import DaemonConfig
+    from ..site.config import DaemonConfig
 
 
 @dataclass(frozen=True)

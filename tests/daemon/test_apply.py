@@ -10,11 +10,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from tesserae_slurm.daemon.apply import Applier, ApplyResult, StopItem
-from tesserae_slurm.daemon.config import config_from_mapping
-from tesserae_slurm.daemon.journal import Journal
-from tesserae_slurm.daemon.plan import Action, Target
-from tesserae_slurm.daemon.store import JobRow, Store
+from tesserae_slurm.daemon.round.applier import Applier, ApplyResult, StopItem
+from tesserae_slurm.site.config import config_from_mapping
+from tesserae_slurm.daemon.state.journal import Journal
+from tesserae_slurm.daemon.round.actions import Action, Target
+from tesserae_slurm.daemon.state.store import JobRow, Store
 from tesserae_slurm.slurm import SlurmCommandError, SlurmJob, SlurmJobState
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from tesserae_slurm.cli import tsbatch as tsbatch_cli
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.daemon.config import DaemonConfig, config_from_mapping, load_config
+from tesserae_slurm.site.config import DaemonConfig, config_from_mapping, load_config
 from tesserae_slurm.model import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_overrides_and_policy_options():
 
 
 def test_packing_min_speed_goes_over_the_named_configuration():
-    from tesserae_slurm.daemon.config import engine_config
+    from tesserae_slurm.site.config import engine_config
 
     assert engine_config(config_from_mapping({})).min_speed == 0.0
     cfg = config_from_mapping({"scheduler": {"policy": "tesserae-t-sticky"}, "packing": {"min_speed": 0.5}})

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.daemon.gpuset import parse_gpus
+from tesserae_slurm.daemon.state.gpuset import parse_gpus
 
 from .helpers import Env, completed, done, not_completed, progressed, wait_for
 

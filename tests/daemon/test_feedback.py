@@ -11,17 +11,15 @@ import pwd
 import pytest
 
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.daemon.config import DaemonConfig, FeedbackSection, SchedulerSection
-from tesserae_slurm.daemon.feedback import (
-    History, RawReport, ReportFileError, Run, attribute, covering_rounds, parse_line, read_new,
-)
-from tesserae_slurm.daemon.journal import Intent, Journal, RoundCounts
-from tesserae_slurm.daemon.observe import managed_job
-from tesserae_slurm.daemon.online import OnlineFeedback
-from tesserae_slurm.daemon.plan import plan_round
-from tesserae_slurm.partition import scheduling_profile
-from tesserae_slurm.daemon.provenance import FALLBACK, base_table, decision_sources
-from tesserae_slurm.daemon.store import JobUpdate, Store
+from tesserae_slurm.site.config import DaemonConfig, FeedbackSection, SchedulerSection
+from tesserae_slurm.daemon.feedback.report_files import History, RawReport, ReportFileError, Run, attribute, covering_rounds, parse_line, read_new
+from tesserae_slurm.daemon.state.journal import Intent, Journal, RoundCounts
+from tesserae_slurm.daemon.round.observe import managed_job
+from tesserae_slurm.daemon.feedback.online import OnlineFeedback
+from tesserae_slurm.daemon.round.actions import plan_round
+from tesserae_slurm.site.partition import scheduling_profile
+from tesserae_slurm.daemon.feedback.provenance import FALLBACK, base_table, decision_sources
+from tesserae_slurm.daemon.state.store import JobUpdate, Store
 from tesserae_slurm.estimators.entries import Endpoint, make_entry
 from tesserae_slurm.model import Cluster, Job, Node, PackedPair, Placement, RoundDecision
 from tesserae_slurm.profiles import ProfileKey, write_profile_csv
@@ -244,7 +242,7 @@ def test_the_folded_table_replaces_the_pair_and_explain_shows_the_source(world, 
 
 
 def test_min_reports_and_clamping():
-    from tesserae_slurm.daemon.provenance import folded_profile
+    from tesserae_slurm.daemon.feedback.provenance import folded_profile
     from tesserae_slurm.estimators.online import OnlineState, ThroughputReport
 
     table = base_table(PROFILE, "a100")

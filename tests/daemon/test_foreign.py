@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tesserae_slurm.daemon.config import DaemonConfig
+from tesserae_slurm.site.config import DaemonConfig
 from tesserae_slurm.daemon.loop import current_placement
-from tesserae_slurm.daemon.observe import build_snapshot, in_slurm_indices
-from tesserae_slurm.daemon.plan import plan_round
+from tesserae_slurm.daemon.round.observe import build_snapshot, in_slurm_indices
+from tesserae_slurm.daemon.round.actions import plan_round
 from tesserae_slurm.model import Placement, RoundDecision
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S, SlurmNode
 from tesserae_slurm.slurm.types import NodeGpus

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tesserae_slurm.daemon.plan import plan_round, targets_of
+from tesserae_slurm.daemon.round.actions import plan_round, targets_of
 from tesserae_slurm.harness.assignment import Assignment
 from tesserae_slurm.model import PackedPair, Placement, RoundDecision
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tesserae_slurm.daemon.observe import managed_job
-from tesserae_slurm.daemon.reconcile import NEW, JobFacts, account, close_run, transition
-from tesserae_slurm.daemon.store import JobUpdate
+from tesserae_slurm.daemon.round.observe import managed_job
+from tesserae_slurm.daemon.round.transitions import NEW, JobFacts, account, close_run, transition
+from tesserae_slurm.daemon.state.store import JobUpdate
 from tesserae_slurm.harness.assignment import Assignment
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S
 from tesserae_slurm.model.meta import JobMeta

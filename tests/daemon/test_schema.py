@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 from sqlalchemy import create_engine
 
-from tesserae_slurm.daemon import schema
-from tesserae_slurm.daemon.store import Base, Store
+from tesserae_slurm.daemon.state import schema
+from tesserae_slurm.daemon.state.store import Base, Store
 from tesserae_slurm.model import InputError
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from tesserae_slurm.cli.tsbatch import main
 from tesserae_slurm.model import InputError
-from tesserae_slurm.partition import scheduling_profile
+from tesserae_slurm.site.partition import scheduling_profile
 from tesserae_slurm.tsbatch.gpus import cluster_shape
 from tesserae_slurm.tsbatch.header import header_tokens
 from tesserae_slurm.model.meta import JobMeta

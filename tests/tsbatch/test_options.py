@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tesserae_slurm.model import InputError
-from tesserae_slurm.partition import scheduling_profile
+from tesserae_slurm.site.partition import scheduling_profile
 from tesserae_slurm.model.meta import UNPROFILED, JobMeta
 from tesserae_slurm.tsbatch.options import (
     PartitionShape,

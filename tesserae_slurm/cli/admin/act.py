@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ...model import InputError
 
 if TYPE_CHECKING:
-    from ...daemon.config import DaemonConfig
+    from ...site.config import DaemonConfig
 
 HELP = {  # as in cli/main.py's COMMANDS (the listing shows those without importing this module)
     "hold": "operator: keep a managed job from being placed until released",
@@ -65,8 +65,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from ...daemon import admin
-    from ...daemon.config import resolve_config
+    from ...daemon.operators import admin
+    from ...site.config import resolve_config
 
     command, target, nodes = args.admin_command, str(args.target), str(getattr(args, "nodes", "") or "")
     admin.check_target(command, target, nodes)
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_job(cfg: DaemonConfig, job: str) -> None:
     """A job the daemon manages and that has not ended (when the database is readable here)."""
-    from ...daemon.store import TERMINAL_STATES, Store
+    from ...daemon.state.store import TERMINAL_STATES, Store
 
     try:
         store = Store.open(cfg.state.database, read_only=True)

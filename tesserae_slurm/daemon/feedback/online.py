@@ -14,14 +14,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..estimators.entries import SpeedTable
-from ..estimators.online import OnlineState
-from ..model import Cluster, InputError, Job, RoundDecision
-from ..model.meta import UNPROFILED, JobMeta
-from ..partition import gpu_type_of
-from ..profiles import ProfileKey, ThroughputProfile
-from .config import DaemonConfig
-from .feedback import (
+from ...estimators.entries import SpeedTable
+from ...estimators.online import OnlineState
+from ...model import Cluster, InputError, Job, RoundDecision
+from ...model.meta import UNPROFILED, JobMeta
+from ...profiles import ProfileKey, ThroughputProfile
+from ...site.config import DaemonConfig
+from ...site.partition import gpu_type_of
+from ..state.store import TERMINAL_STATES, JobRow, Store
+from .provenance import base_table, decision_sources, folded_profile
+from .report_files import (
     Collected,
     ReportFileError,
     check_lines,
@@ -34,8 +36,6 @@ from .feedback import (
     state_json,
     uid_of,
 )
-from .provenance import base_table, decision_sources, folded_profile
-from .store import TERMINAL_STATES, JobRow, Store
 
 log = logging.getLogger(__name__)
 KV_KEY = "online_feedback"

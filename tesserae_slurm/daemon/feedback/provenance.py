@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..estimators.complete import load_provenance
-from ..estimators.entries import (
+from ...estimators.complete import load_provenance
+from ...estimators.entries import (
     MEASURED,
     Endpoint,
     SpeedTable,
@@ -24,9 +24,9 @@ from ..estimators.entries import (
     profile_from_table,
     table_from_profile,
 )
-from ..estimators.online import ONLINE, OnlineState
-from ..model import Job, RoundDecision
-from ..profiles import ThroughputProfile
+from ...estimators.online import ONLINE, OnlineState
+from ...model import Job, RoundDecision
+from ...profiles import ThroughputProfile
 
 LABELS = {ONLINE: "measured", MEASURED: "profiled"}
 FALLBACK = "fallback"  # the profile has no entry: alone at 1.0 by definition, never packed

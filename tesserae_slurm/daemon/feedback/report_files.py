@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..estimators.entries import Endpoint
-from ..estimators.online import OnlineState, ThroughputReport
-from ..harness.report import REPORT_VERSION
-from ..profiles import ProfileKey
-from .store import JobRow, Store
+from ...estimators.entries import Endpoint
+from ...estimators.online import OnlineState, ThroughputReport
+from ...harness.report import REPORT_VERSION
+from ...profiles import ProfileKey
+from ..state.store import JobRow, Store
 
 log = logging.getLogger(__name__)
 

@@ -31,15 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..model import InputError
+from ...model import InputError
 
 if TYPE_CHECKING:
-    from ..engine import NodeRule
-    from ..slurm import SlurmBackend
-    from .apply import Applier
-    from .config import DaemonConfig
-    from .observe import Snapshot
-    from .store import AdminRow, Store
+    from ...engine import NodeRule
+    from ...site.config import DaemonConfig
+    from ...slurm import SlurmBackend
+    from ..round.applier import Applier
+    from ..round.observe import Snapshot
+    from ..state.store import AdminRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def check_target(command: str, target: str, nodes: str = "") -> None:
 
 def node_names(nodes: str) -> tuple[str, ...]:
     """The node names of a Slurm hostlist (``node[1-3],gpu7``); one line on anything else."""
-    from ..slurm.parse import SlurmParseError, parse_nodelist
+    from ...slurm.parse import SlurmParseError, parse_nodelist
 
     try:
         names = parse_nodelist(nodes) if len(nodes) <= 1024 else ()
@@ -152,7 +152,7 @@ def _read(path: Path) -> Request:
 
 def ingest(store: Store, cfg: DaemonConfig, round_id: int | None, daemon_uid: int | None = None) -> list[AdminRow]:
     """Take every waiting request in (oldest first), record it, remove its file; returns the new rows."""
-    from .store import AdminRow
+    from ..state.store import AdminRow
 
     d = requests_dir(cfg)
     try:
@@ -214,7 +214,7 @@ def node_rules(st: Standing, jobs: Iterable[str]) -> dict[str, NodeRule]:
     """The engine's node rules for the jobs in ``jobs`` that have one. A row whose node list does not
     parse (checked when taken in, so only a hand-edited database) is logged and left out: it must not
     fail every round."""
-    from ..engine import NodeRule
+    from ...engine import NodeRule
 
     out: dict[str, NodeRule] = {}
     for j in jobs:
@@ -240,7 +240,7 @@ def drain_snapshot(snap: Snapshot, st: Standing, cfg: DaemonConfig) -> Snapshot:
         return snap
     import dataclasses
 
-    from .connect import cluster_of
+    from ...site.backend import cluster_of
 
     excluded = dict(snap.excluded)
     for node, row in st.drains.items():
@@ -261,9 +261,9 @@ def hold_reason(row: AdminRow) -> str:
 def carry_out(rows: list[AdminRow], snap: Snapshot, applier: Applier, backend: SlurmBackend, store: Store,
               round_id: int) -> bool:
     """Requeue and cancel requests, in this round before the decision; True when Slurm was asked anything."""
-    from ..slurm import SlurmError
-    from .apply import ApplyResult, StopItem
-    from .loop import parse_gpus_safe
+    from ...slurm import SlurmError
+    from ..loop import parse_gpus_safe
+    from ..round.applier import ApplyResult, StopItem
 
     asked = False
     for row in rows:

@@ -14,11 +14,11 @@ import json
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from ..model import InputError
+from ...model import InputError
 from .readers import ROUND_COLUMNS, add_stop_reasons, explain, reason, round_details, select_rows
 
 if TYPE_CHECKING:  # SQLAlchemy loads only where a database is read (the CLI's API client does without)
-    from .store import JobRow, RoundRow, Store
+    from ..state.store import JobRow, RoundRow, Store
 
 # The job row fields the API serves (JobRow attribute names, so the CLI renders API answers with the same
 # columns as database rows). Left out: meta (the submitted Comment), assignment (the AdminComment text),
@@ -59,7 +59,7 @@ def ranks(decision: dict[str, Any]) -> dict[str, int]:
 def jobs(store: Store, *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
          user: str | None = None) -> dict[str, Any]:
     """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), each job with its rank in the newest round."""
-    from .store import TERMINAL_STATES
+    from ..state.store import TERMINAL_STATES
 
     rows = select_rows(store.jobs(), states=states, all_jobs=all_jobs, ids=ids, user=user)
     truncated = len(rows) > MAX_JOBS

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..model import InputError
+from ...model import InputError
 
 if TYPE_CHECKING:
-    from .store import JobRow, RoundRow, Store
+    from ..state.store import JobRow, RoundRow, Store
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def reason(r: JobRow) -> str:
 def select_rows(rows: list[JobRow], *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
                 user: str | None = None) -> list[JobRow]:
     """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), in job id order."""
-    from .store import TERMINAL_STATES
+    from ..state.store import TERMINAL_STATES
 
     if states:
         wanted = parse_states(states)
@@ -217,7 +217,7 @@ def iso(t: float | None) -> str | None:
 
 def json_meta() -> dict[str, Any]:
     """The ``meta`` object of every --json answer: which tool and version wrote it, and when."""
-    from .. import __version__
+    from ... import __version__
 
     return {"tool": "tesserae-slurm", "version": __version__, "generated_at": iso(time.time())}
 

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..model import InputError
+from ...model import InputError
+from ..service.metrics import start_http
+from ..state.store import Store
 from . import api
-from .metrics import start_http
-from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
             path = url.path.rstrip("/") or "/"
             if path in ASSETS:
                 name, ctype = ASSETS[path]
-                self._send(HTTPStatus.OK, files("tesserae_slurm.daemon.webui").joinpath(name).read_bytes(), ctype,
-                           head)
+                body = files("tesserae_slurm.daemon.operators.webui").joinpath(name).read_bytes()
+                self._send(HTTPStatus.OK, body, ctype, head)
                 return
             if path != "/api" and not path.startswith("/api/"):
                 self._error(HTTPStatus.NOT_FOUND, f"no such page {path}; the page is /, the API /api", head)

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..harness.assignment import Assignment
-from ..model import RoundDecision
-from .gpuset import GpuMap, from_refs
+from ...harness.assignment import Assignment
+from ...model import RoundDecision
+from ..state.gpuset import GpuMap, from_refs
 
 Kind = Literal["start", "preempt", "migrate"]
 

@@ -16,15 +16,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..harness.assignment import EVERY_KEY, REPORTS_KEY
-from ..slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
-from . import failpoints
-from .config import DaemonConfig
-from .gpuset import GpuMap, format_gpus
-from .journal import Intent, Journal
-from .plan import Action, Target
-from .reconcile import _finished_state, account, close_run
-from .store import PENDING, PREEMPTING, STARTING, JobUpdate
+from ...harness.assignment import EVERY_KEY, REPORTS_KEY
+from ...site.config import DaemonConfig
+from ...slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
+from ..service import failpoints
+from ..state.gpuset import GpuMap, format_gpus
+from ..state.journal import Intent, Journal
+from ..state.store import PENDING, PREEMPTING, STARTING, JobUpdate
+from .actions import Action, Target
+from .transitions import _finished_state, account, close_run
 
 log = logging.getLogger(__name__)
 # After requeue-hold, how long the round waits for Slurm to kill the job (KillWait) and list it pending;

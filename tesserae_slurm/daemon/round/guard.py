@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+from ..state.store import Store
 from .observe import ManagedJob
-from .store import Store
 
 HOLDS_KEY = "daemon_admin_holds"
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..harness.assignment import PREFIX as ASSIGN_PREFIX
-from ..harness.assignment import Assignment
-from ..model import Cluster, InputError, Placement
-from ..model.meta import JobMeta, is_tagged
-from ..slurm import SlurmJob, SlurmNode
-from .config import DaemonConfig
-from .connect import cluster_of
+from ...harness.assignment import PREFIX as ASSIGN_PREFIX
+from ...harness.assignment import Assignment
+from ...model import Cluster, InputError, Placement
+from ...model.meta import JobMeta, is_tagged
+from ...site.backend import cluster_of
+from ...site.config import DaemonConfig
+from ...slurm import SlurmJob, SlurmNode
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
-from ..slurm import SlurmJob, SlurmJobState
+from ...slurm import SlurmJob, SlurmJobState
+from ..state.store import LOST, PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, TERMINAL_STATES, JobUpdate
 from .observe import ManagedJob
-from .store import LOST, PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, TERMINAL_STATES, JobUpdate
 
 NEW = "NEW"  # not in the database yet
 Followup = Literal["", "requeue", "hold", "evict"]

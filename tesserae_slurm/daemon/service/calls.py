@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..slurm import SlurmBackend, SlurmError, SlurmJob, SlurmNode
-from ..slurm.backend import Script, Signal
+from ...slurm import SlurmBackend, SlurmError, SlurmJob, SlurmNode
+from ...slurm.backend import Script, Signal
 
 T = TypeVar("T")
 

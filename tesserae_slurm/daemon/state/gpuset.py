@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..model import GpuRef, InputError
+from ...model import GpuRef, InputError
 
 GpuMap = Mapping[str, tuple[int, ...]]
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from ..model import InputError, Placement, RoundDecision
-from ..model.codec import decision_to_json, placement_from_json, placement_to_json
-from .calls import CallRecord
-from .observe import ManagedJob
-from .reconcile import JobFacts
+from ...model import InputError, Placement, RoundDecision
+from ...model.codec import decision_to_json, placement_from_json, placement_to_json
+from ..round.observe import ManagedJob
+from ..round.transitions import JobFacts
+from ..service.calls import CallRecord
 from .store import (
     TERMINAL_STATES,
     ActionRow,
@@ -199,14 +199,14 @@ class Journal:
         raw = self.store.get_kv(f"policy_state:{policy_key}")
         if raw is None:
             return None
-        from ..policies import state_codec
+        from ...policies import state_codec
         try:
             return state_codec.decode(raw)  # JSON only: reading the database never runs code
         except InputError:  # code changed under a stored state: start the policy afresh
             return None
 
     def save_policy_state(self, policy_key: str, state: Any) -> None:
-        from ..policies import state_codec
+        from ...policies import state_codec
         self.store.set_kv(f"policy_state:{policy_key}", state_codec.encode(state))
 
     def load_shadow(self) -> Placement | None:

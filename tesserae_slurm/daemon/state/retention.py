@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .config import RetentionSection
+from ...site.config import RetentionSection
 from .store import Store
 
 DAY = 86400.0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
-from ..model import InputError
+from ...model import InputError
 
 if TYPE_CHECKING:  # Alembic loads only when a database is opened for writing
     from alembic.config import Config
@@ -59,7 +59,7 @@ def _alembic_config(conn: Connection) -> Config:
     from alembic.config import Config
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
+    cfg.set_main_option("script_location", str(Path(__file__).with_name("schema_versions")))
     cfg.attributes["connection"] = conn
     return cfg
 

@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from tesserae_slurm.daemon.store import Base
+from tesserae_slurm.daemon.state.store import Base
 
 connection = context.config.attributes["connection"]
 # batch mode: SQLite alters a table by copying it, which Alembic does for us when asked.
