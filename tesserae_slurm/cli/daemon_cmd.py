@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from http.server import ThreadingHTTPServer
 
-    from ..site.config import DaemonConfig
+    from ..site.config import SiteConfig
 
 EXIT_ROUND_FAILED = 1
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from ..daemon.service.sdnotify import Notifier
     from ..daemon.state.store import Store, acquire_lock
     from ..site.backend import backend_from_config
-    from ..site.config import resolve_config
+    from ..site.load import resolve_config
 
     cfg, source = resolve_config(args.config)
     logging.getLogger().setLevel(cfg.log_level.upper())
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_web(cfg: DaemonConfig, log: logging.Logger) -> ThreadingHTTPServer | None:
+def _serve_web(cfg: SiteConfig, log: logging.Logger) -> ThreadingHTTPServer | None:
     """The read-only page and API (http.listen); a port in use is logged, never a reason to stop scheduling."""
     if not cfg.http.listen:
         return None

@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(help_text())
         return 0 if args else EXIT_INPUT
     from ..site.backend import backend_from_config
-    from ..site.config import resolve_config
+    from ..site.load import resolve_config
     from ..slurm import SlurmError
     from ..tsbatch.submit import prepare, submit
 

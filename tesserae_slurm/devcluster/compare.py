@@ -252,7 +252,7 @@ def _submit_plain(backend: SlurmBackend, settings: Settings, script: Path, out: 
 
 
 def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path) -> Callable[[DemoJob], str]:
-    from ..site.config import load_config
+    from ..site.load import load_config
     from ..tsbatch.submit import prepare, submit
 
     cfg = load_config(config, check_policy=False)

@@ -1,24 +1,27 @@
-"""Daemon configuration: YAML on disk, validated into frozen dataclasses with one-line errors."""
+"""The site's configuration (``/etc/tesserae/tesserae.yaml``) as frozen dataclasses, with one-line errors.
+
+What the daemon, tsbatch, the admin commands and the page share: the managed partition, the policy and
+profile, preemption, MPS, the state database's path, limits. This module checks every value it can
+alone; ``scheduler.py`` checks the named configuration and the profile, ``load.py`` reads the file.
+Every key is described in etc/tesserae.yaml, the shipped file.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..model import InputError
 from ..model.limits import GpuLimits, limits_from
-
-if TYPE_CHECKING:
-    from ..engine import EngineConfig
 
 
 @dataclass(frozen=True)
 class SlurmSection:
     partition: str = "tesserae"  # the managed partition; the daemon is its only GPU arbiter
-    # auto | cli | pyslurm. cli is tested live (Slurm 22.05 here, 24.11/26.05 lanes). pyslurm was never run
-    # against a live Slurm; auto uses it only when it imports and matches `sinfo --version`.
+    # auto | cli | pyslurm; auto takes pyslurm only when it imports and matches `sinfo --version`
+    # (docs/slurm-versions.md says what each is tested against)
     backend: str = "auto"
     command_timeout_s: float = 10.0
     retries: int = 2
@@ -71,7 +74,7 @@ class MetricsSection:
 
 @dataclass(frozen=True)
 class HttpSection:
-    """The read-only web page and JSON API (daemon/web.py): any user who can reach it may read it."""
+    """The read-only web page and JSON API (daemon/operators/web.py): any user who can reach it may read it."""
 
     listen: str = "127.0.0.1:9479"  # HOST:PORT; "" disables; port 0 picks a free one (logged)
 
@@ -93,7 +96,7 @@ class FeedbackSection:
 
 @dataclass(frozen=True)
 class RetentionSection:
-    """History pruned between rounds (daemon/retention.py); 0 = keep (the default: nothing pruned)."""
+    """History pruned between rounds (daemon/state/retention.py); 0 = keep (the default: nothing pruned)."""
 
     rounds_days: float = 0.0  # rounds (with their placements, actions, Slurm calls, events) older than this
     max_rounds: int = 0  # ... or beyond the newest N rounds
@@ -111,7 +114,7 @@ class AdminSection:
 
 
 @dataclass(frozen=True)
-class DaemonConfig:
+class SiteConfig:
     slurm: SlurmSection = SlurmSection()
     scheduler: SchedulerSection = SchedulerSection()
     packing: PackingSection = PackingSection()
@@ -127,7 +130,7 @@ class DaemonConfig:
     log_level: str = "INFO"
 
 
-_SECTIONS = {f.name: f.type for f in fields(DaemonConfig)}
+_SECTIONS = {f.name: f.type for f in fields(SiteConfig)}
 _SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "packing": PackingSection,
                     "preemption": PreemptionSection,
                     "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
@@ -169,18 +172,9 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
     return value
 
 
-def engine_config(cfg: DaemonConfig) -> EngineConfig:
-    """The named configuration's engine settings with the site's ``packing`` section over them."""
-    import dataclasses
-
-    from ..configs import get_config  # the engine only where it is needed (tsbatch loads this module too)
-    engine = get_config(cfg.scheduler.policy).engine
-    if cfg.packing.min_speed:
-        engine = dataclasses.replace(engine, min_speed=cfg.packing.min_speed)
-    return engine
-
-
-def config_from_mapping(raw: Any, where: str = "config", check_policy: bool = True) -> DaemonConfig:
+def parse_config(raw: Any, where: str = "config") -> SiteConfig:
+    """The configuration from its YAML document, every value checked except the named configuration
+    and the profile (``scheduler.check_scheduler``: they load the engine and a profile)."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
@@ -206,43 +200,18 @@ def config_from_mapping(raw: Any, where: str = "config", check_policy: bool = Tr
         import dataclasses
         fb = kwargs["feedback"]
         kwargs["feedback"] = dataclasses.replace(fb, reports_dir=str(Path(fb.reports_dir).expanduser()))
-    cfg = DaemonConfig(**kwargs)
-    _validate(cfg, where, check_policy)
+    cfg = SiteConfig(**kwargs)
+    _validate(cfg, where)
     return cfg
 
 
-def _validate(cfg: DaemonConfig, where: str, check_policy: bool = True) -> None:
-    if check_policy:  # tsbatch skips it: it does not need the engine (and its import time)
-        _validate_policy(cfg, where)
+def _validate(cfg: SiteConfig, where: str) -> None:
     if not cfg.slurm.partition or any(c.isspace() or c == "," for c in cfg.slurm.partition):
         raise InputError(f"{where}: slurm.partition must be one partition name, got {cfg.slurm.partition!r}")
     _validate_values(cfg, where)
 
 
-def _validate_policy(cfg: DaemonConfig, where: str) -> None:
-    from ..configs import CONFIGS  # a name must exist before the daemon starts
-    if cfg.scheduler.policy not in CONFIGS:
-        raise InputError(f"{where}: scheduler.policy {cfg.scheduler.policy!r} unknown; known: {', '.join(CONFIGS)}")
-    if cfg.scheduler.policy_options:
-        from ..policies.registry import make_policy  # bad options fail at load, not in the first round
-        named = CONFIGS[cfg.scheduler.policy]
-        try:
-            make_policy(named.policy, **{**dict(named.policy_options), **dict(cfg.scheduler.policy_options)})
-        except InputError as exc:
-            raise InputError(f"{where}: scheduler.policy_options: {exc}") from None
-    from .partition import scheduling_profile  # the profile must load and know the partition's GPU types
-    try:
-        profile = scheduling_profile(cfg.scheduler.profile)
-    except InputError as exc:
-        raise InputError(f"{where}: scheduler.profile: {exc}") from None
-    types = {cfg.scheduler.gpu_type.lower(), *(t.lower() for t in cfg.scheduler.node_gpu_types.values())}
-    unknown = sorted(types - set(profile.gpu_types))
-    if unknown:
-        raise InputError(f"{where}: GPU type(s) {', '.join(unknown)} not in profile {profile.name} (known: "
-                         f"{', '.join(profile.gpu_types)}); set scheduler.profile or scheduler.gpu_type")
-
-
-def _validate_values(cfg: DaemonConfig, where: str) -> None:
+def _validate_values(cfg: SiteConfig, where: str) -> None:
     if cfg.scheduler.round_seconds <= 0:
         raise InputError(f"{where}: scheduler.round_seconds must be > 0")
     if not 0.0 <= cfg.packing.min_speed <= 1.0:
@@ -297,37 +266,3 @@ def _validate_feedback(fb: FeedbackSection, where: str) -> None:
         raise InputError(f"{where}: feedback.min_reports must be >= 1")
     if not 0.0 < fb.max_speed <= 2.0:
         raise InputError(f"{where}: feedback.max_speed must be in (0, 2]")
-
-
-DEFAULT_PATH = "/etc/tesserae/tesserae.yaml"
-
-
-def resolve_config(explicit: str | Path | None = None, check_policy: bool = True) -> tuple[DaemonConfig, str]:
-    """--config PATH, else $TESSERAE_CONFIG, else /etc/tesserae/tesserae.yaml if present, else defaults.
-
-    Returns the configuration and where it came from (for messages)."""
-    import os
-
-    path = explicit or os.environ.get("TESSERAE_CONFIG")
-    if path:
-        return load_config(path, check_policy), str(path)
-    if Path(DEFAULT_PATH).is_file():
-        return load_config(DEFAULT_PATH, check_policy), DEFAULT_PATH
-    return DaemonConfig(), "built-in defaults"
-
-
-def load_config(path: str | Path, check_policy: bool = True) -> DaemonConfig:
-    import yaml
-
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read config ({exc.strerror})") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{p}: malformed YAML{at}: {getattr(exc, 'problem', exc)}") from None
-    return config_from_mapping(raw, str(p), check_policy)

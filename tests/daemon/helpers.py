@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from tesserae_slurm.site.config import load_config
+from tesserae_slurm.site.load import load_config
 from tesserae_slurm.site.backend import backend_from_config
 from tesserae_slurm.daemon.loop import Daemon
 from tesserae_slurm.daemon.state.store import Store
@@ -227,7 +227,7 @@ def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick",
     """tsbatch's own code path (parse, validate, sbatch) in this process: no interpreter start per job.
     Without ``model`` the job is submitted with --no-profile (placed alone, never packed). ``on_signal``:
     what the job does on the checkpoint signal (wait for the requeue-hold, exit, ignore; tick.py)."""
-    from tesserae_slurm.site.config import load_config
+    from tesserae_slurm.site.load import load_config
     from tesserae_slurm.tsbatch.submit import prepare
 
     cfg = load_config(env.config, check_policy=False)

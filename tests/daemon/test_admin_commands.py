@@ -38,7 +38,8 @@ def db(tmp_path):
     metas = {11: JobMeta(2, "GPT2-Medium"), 12: JobMeta(2, "DCGAN", "32"), 13: JobMeta(4, no_profile=True),
              14: JobMeta(1, "resnet50", "64")}
     for jid, meta in metas.items():
-        j.insert_job(managed_job(_job(jid, f"job|{jid}", meta)), 1000.0)
+        mj = managed_job(_job(jid, f"job|{jid}", meta))
+        j.insert_job(mj.slurm, mj.meta, 1000.0)
     dec = RoundDecision(
         Placement.from_lists({"node1": [["11", "12"], ["11", "12"], ["14"], []]}), ("11", "12", "14"), (), (), (),
         (PackedPair("11", "12", 0.73, 0.70, "10,14", None),),

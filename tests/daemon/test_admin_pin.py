@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tesserae_slurm.daemon.operators import admin
-from tesserae_slurm.site.config import load_config
+from tesserae_slurm.site.load import load_config
 from tesserae_slurm.daemon.state.store import JobRow, Store
 from tesserae_slurm.engine import NodeRule
 from tesserae_slurm.model import InputError

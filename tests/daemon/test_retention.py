@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tesserae_slurm.site.config import RetentionSection, config_from_mapping
+from tesserae_slurm.site.config import RetentionSection
+from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.state.retention import DAY, prune
 from tesserae_slurm.daemon.state.store import ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store
 from tesserae_slurm.model import InputError

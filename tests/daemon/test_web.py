@@ -14,7 +14,7 @@ import yaml
 
 from tesserae_slurm.cli.main import main
 from tesserae_slurm.daemon.operators import api
-from tesserae_slurm.site.config import config_from_mapping
+from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.operators.web import serve
 from tesserae_slurm.model import InputError
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ...model import InputError
 
 if TYPE_CHECKING:
-    from ...site.config import DaemonConfig
+    from ...site.config import SiteConfig
 
 HELP = {  # as in cli/main.py's COMMANDS (the listing shows those without importing this module)
     "hold": "operator: keep a managed job from being placed until released",
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from ...daemon.operators import admin
-    from ...site.config import resolve_config
+    from ...site.load import resolve_config
 
     command, target, nodes = args.admin_command, str(args.target), str(getattr(args, "nodes", "") or "")
     admin.check_target(command, target, nodes)
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_job(cfg: DaemonConfig, job: str) -> None:
+def _check_job(cfg: SiteConfig, job: str) -> None:
     """A job the daemon manages and that has not ended (when the database is readable here)."""
     from ...daemon.state.store import TERMINAL_STATES, Store
 

@@ -31,7 +31,7 @@ def open_store(args: argparse.Namespace) -> Store:
 def _db_path(args: argparse.Namespace) -> str:
     path = args.db or os.environ.get("TESSERAE_DB")
     if not path:
-        from ...site.config import resolve_config
+        from ...site.load import resolve_config
         path = resolve_config(args.config, check_policy=False)[0].state.database
     return str(path)
 
@@ -57,7 +57,7 @@ def open_source(args: argparse.Namespace) -> Store | ApiClient:
         except OperationalError:
             pass  # readable file in an unreadable WAL setup (no -shm access): ask the daemon instead
     from ...model import InputError
-    from ...site.config import resolve_config
+    from ...site.load import resolve_config
 
     listen = resolve_config(args.config, check_policy=False)[0].http.listen
     if not listen:

@@ -19,7 +19,7 @@ from ...estimators.online import OnlineState
 from ...model import Cluster, InputError, Job, RoundDecision
 from ...model.meta import UNPROFILED, JobMeta
 from ...profiles import ProfileKey, ThroughputProfile
-from ...site.config import DaemonConfig
+from ...site.config import SiteConfig
 from ...site.partition import gpu_type_of
 from ..state.store import TERMINAL_STATES, JobRow, Store
 from .provenance import base_table, decision_sources, folded_profile
@@ -42,7 +42,7 @@ KV_KEY = "online_feedback"
 
 
 class OnlineFeedback:
-    def __init__(self, cfg: DaemonConfig, store: Store, profile: ThroughputProfile) -> None:
+    def __init__(self, cfg: SiteConfig, store: Store, profile: ThroughputProfile) -> None:
         self.cfg, self.fb, self.store, self.profile = cfg, cfg.feedback, store, profile
         self.table = base_table(profile, cfg.scheduler.profile)
         try:

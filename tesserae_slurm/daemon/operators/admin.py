@@ -35,10 +35,7 @@ from ...model import InputError
 
 if TYPE_CHECKING:
     from ...engine import NodeRule
-    from ...site.config import DaemonConfig
-    from ...slurm import SlurmBackend
-    from ..round.applier import Applier
-    from ..round.observe import Snapshot
+    from ...site.config import SiteConfig
     from ..state.store import AdminRow, Store
 
 log = logging.getLogger(__name__)
@@ -51,7 +48,7 @@ MAX_REQUEST_BYTES = 4096
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-def requests_dir(cfg: DaemonConfig) -> Path:
+def requests_dir(cfg: SiteConfig) -> Path:
     return Path(cfg.admin.requests_dir) if cfg.admin.requests_dir else \
         Path(cfg.state.database).expanduser().parent / "requests"
 
@@ -63,7 +60,7 @@ def user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def is_operator(uid: int, cfg: DaemonConfig, daemon_uid: int | None = None) -> bool:
+def is_operator(uid: int, cfg: SiteConfig, daemon_uid: int | None = None) -> bool:
     return uid == 0 or uid == (os.geteuid() if daemon_uid is None else daemon_uid) or \
         user_name(uid) in cfg.admin.operators
 
@@ -100,7 +97,7 @@ def ensure_dir(d: Path) -> None:
     os.chmod(d, 0o1730)
 
 
-def submit(cfg: DaemonConfig, command: str, target: str, now: float | None = None, nodes: str = "") -> Path:
+def submit(cfg: SiteConfig, command: str, target: str, now: float | None = None, nodes: str = "") -> Path:
     """Write one request (the CLI's side); the caller has checked the operator and the target."""
     d = requests_dir(cfg)
     now = time.time() if now is None else now
@@ -150,7 +147,7 @@ def _read(path: Path) -> Request:
     return Request(path, st.st_uid, command, target, t, nodes=nodes)
 
 
-def ingest(store: Store, cfg: DaemonConfig, round_id: int | None, daemon_uid: int | None = None) -> list[AdminRow]:
+def ingest(store: Store, cfg: SiteConfig, round_id: int | None, daemon_uid: int | None = None) -> list[AdminRow]:
     """Take every waiting request in (oldest first), record it, remove its file; returns the new rows."""
     from ..state.store import AdminRow
 
@@ -185,6 +182,12 @@ class Standing:
     drains: dict[str, AdminRow]  # node -> the drain in force
     once: list[AdminRow]  # requeue/cancel accepted and not carried out yet
     rules: dict[str, AdminRow] = field(default_factory=dict)  # job -> the pin or keep-off in force
+
+
+def take_requests(store: Store, cfg: SiteConfig, round_id: int) -> Standing:
+    """The round's first step: take in the requests left since the last round, then what is in force."""
+    ingest(store, cfg, round_id)
+    return standing(store)
 
 
 def standing(store: Store) -> Standing:
@@ -233,21 +236,9 @@ def rule_text(row: AdminRow) -> str:
     return f"{verb} {row.nodes} by {row.user} ({_when(row.time)}); `tesserae unpin` to lift it"
 
 
-def drain_snapshot(snap: Snapshot, st: Standing, cfg: DaemonConfig) -> Snapshot:
-    """The snapshot without the nodes operators drained: nothing is placed there and the plan moves their
-    jobs off, exactly as for a node Slurm reports down."""
-    if not st.drains:
-        return snap
-    import dataclasses
-
-    from ...site.backend import cluster_of
-
-    excluded = dict(snap.excluded)
-    for node, row in st.drains.items():
-        if any(n.name == node for n in snap.nodes):
-            excluded.setdefault(node, f"drained for tesserae by {row.user} ({_when(row.time)})")
-    schedulable = [n for n in snap.nodes if n.gpus > 0 and n.name not in excluded]
-    return dataclasses.replace(snap, cluster=cluster_of(cfg, schedulable), excluded=excluded)
+def drain_reasons(st: Standing) -> dict[str, str]:
+    """node -> why it is left out: the drains in force, as the round's snapshot shows them."""
+    return {node: f"drained for tesserae by {row.user} ({_when(row.time)})" for node, row in st.drains.items()}
 
 
 def _when(t: float) -> str:
@@ -256,39 +247,3 @@ def _when(t: float) -> str:
 
 def hold_reason(row: AdminRow) -> str:
     return f"held by {row.user} with `tesserae hold` ({_when(row.time)}); `tesserae release` to schedule it again"
-
-
-def carry_out(rows: list[AdminRow], snap: Snapshot, applier: Applier, backend: SlurmBackend, store: Store,
-              round_id: int) -> bool:
-    """Requeue and cancel requests, in this round before the decision; True when Slurm was asked anything."""
-    from ...slurm import SlurmError
-    from ..loop import parse_gpus_safe
-    from ..round.applier import ApplyResult, StopItem
-
-    asked = False
-    for row in rows:
-        mj = snap.jobs.get(row.target)
-        if mj is None or not mj.slurm.state.is_active:
-            store.finish_admin_actions([row.id], "failed", "not an active managed job in the partition")
-            continue
-        if row.command == "cancel":
-            try:
-                backend.cancel(int(row.target))
-                store.finish_admin_actions([row.id], "done", f"cancelled in round {round_id}")
-            except SlurmError as exc:
-                store.finish_admin_actions([row.id], "failed", str(exc)[:300])
-            asked = True
-            continue
-        # requeue
-        jr = store.job(row.target)
-        if mj.slurm.state.value != "RUNNING" or jr is None:
-            store.finish_admin_actions([row.id], "done", "not running: nothing to requeue")
-            continue
-        result = ApplyResult()
-        applier.stop_jobs(round_id, [StopItem("requeue", row.target, parse_gpus_safe(jr.assignment))],
-                          {row.target: mj.slurm}, result)
-        failed = result.failed.get(row.target)
-        store.finish_admin_actions([row.id], "failed" if failed else "done",
-               failed or f"checkpoint-signalled and requeued in round {round_id}")
-        asked = True
-    return asked

@@ -1,4 +1,4 @@
-"""From a RoundDecision to the Slurm actions of one round (pure).
+"""The Slurm actions of one round, from its RoundDecision (pure).
 
 Each job's target GPUs (the decision) are compared with the GPUs it holds now (the daemon's own
 accounting): same GPUs -> keep, which means *no Slurm call at all*; none -> start; none any more ->
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...harness.assignment import Assignment
-from ...model import RoundDecision
+from ...model import InputError, RoundDecision
 from ..state.gpuset import GpuMap, from_refs
 
 Kind = Literal["start", "preempt", "migrate"]
@@ -47,6 +47,16 @@ class Action:
 
 
 @dataclass(frozen=True)
+class StopItem:
+    """A stop for the applier: a plan's preempt or migrate, or reconciliation's and operators' requeue."""
+
+    kind: str  # preempt | migrate | requeue (finish a preemption, stop a hand-started job, `tesserae requeue`)
+    job_id: str
+    previous: GpuMap | None = None
+    target: GpuMap | None = None
+
+
+@dataclass(frozen=True)
 class RoundPlan:
     targets: Mapping[str, Target]  # every placed job of the decision
     actions: tuple[Action, ...]  # preempts and migrations first (they free GPUs), then starts
@@ -59,6 +69,19 @@ class RoundPlan:
     @property
     def starts(self) -> tuple[Action, ...]:
         return tuple(a for a in self.actions if a.kind in ("start", "migrate"))
+
+    def stop_items(self) -> list[StopItem]:
+        return [StopItem(a.kind, a.job_id, a.previous, a.target.gpus if a.target else None) for a in self.stops]
+
+
+def assigned_gpus(assignment: str) -> GpuMap | None:
+    """The GPUs of an assignment as recorded (AdminComment text); None when there is none or it does not parse."""
+    if not assignment:
+        return None
+    try:
+        return dict(Assignment.decode(assignment).gpus)
+    except InputError:
+        return None
 
 
 def targets_of(decision: RoundDecision, gpu_index: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, Target]:

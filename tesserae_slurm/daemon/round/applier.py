@@ -1,11 +1,12 @@
-"""Apply: turn a round's actions into Slurm calls, recording intent first and the outcome after.
+"""The protocol of stopping and starting jobs through Slurm, recording intent first and the outcome after.
 
-Two phases. Stop: signal every job to preempt or migrate (checkpoint signal to the batch shell),
-wait until they exit or the grace period ends, requeue-hold them, and wait until Slurm has them
-pending again. Start: write each job's assignment into its AdminComment, pin its node list and make
-it eligible now, then release all of them with one call. Every step tolerates having been done
-already (a restarted daemon may repeat it), and a start never goes to GPUs that a job which failed
-to stop still holds: the daemon keeps its own GPU accounting and never double-books a GPU.
+``apply.py`` orders a round's stops and starts; this module carries each out. Stop: signal every job
+to preempt or migrate (checkpoint signal to the batch shell), wait until they exit or the grace
+period ends, requeue-hold them, and wait until Slurm has them pending again. Start: write each job's
+assignment into its AdminComment, pin its node list and make it eligible now, then release all of
+them with one call. Every step tolerates having been done already (a restarted daemon may repeat
+it), and a start never goes to GPUs that a job which failed to stop still holds: the daemon keeps its
+own GPU accounting and never double-books a GPU.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ...harness.assignment import EVERY_KEY, REPORTS_KEY
-from ...site.config import DaemonConfig
+from ...site.config import SiteConfig
 from ...slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
 from ..service import failpoints
-from ..state.gpuset import GpuMap, format_gpus
+from ..state.gpuset import format_gpus
 from ..state.journal import Intent, Journal
 from ..state.store import PENDING, PREEMPTING, STARTING, JobUpdate
-from .actions import Action, Target
-from .transitions import _finished_state, account, close_run
+from .actions import Action, StopItem, Target
+from .transitions import account, close_run, finished_state
 
 log = logging.getLogger(__name__)
 # After requeue-hold, how long the round waits for Slurm to kill the job (KillWait) and list it pending;
@@ -33,14 +34,6 @@ REQUEUE_SETTLE_S = 15.0
 # slurmd revokes a killed job's credential with one-second resolution: a requeued job launched again
 # within the same second is killed as "Job credential revoked" (seen on 22.05). Wait this long first.
 RELAUNCH_GAP_S = 2.0
-
-
-@dataclass(frozen=True)
-class StopItem:
-    kind: str  # preempt | migrate | requeue (reconcile: finish a preemption / stop a hand-started job)
-    job_id: str
-    previous: GpuMap | None = None
-    target: GpuMap | None = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +62,7 @@ def _gone(sj: SlurmJob | None) -> bool:
 
 
 class Applier:
-    def __init__(self, backend: SlurmBackend, journal: Journal, cfg: DaemonConfig, stop: threading.Event,
+    def __init__(self, backend: SlurmBackend, journal: Journal, cfg: SiteConfig, stop: threading.Event,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
                  poll_s: float = 0.5) -> None:
         self.backend, self.journal, self.cfg, self.stop = backend, journal, cfg, stop
@@ -193,7 +186,7 @@ class Applier:
                 continue
             facts = self.journal.facts([it.job_id])[it.job_id]
             if sj is not None and sj.state.is_finished:  # ended on its own: recorded as ended, never run again
-                state = _finished_state(sj)
+                state = finished_state(sj)
                 counted = account(facts, sj, now)._replace(run_start=None, run_counted=0.0)
                 why = f"ended ({state.lower()}) before the requeue-hold: not requeued"
                 result.ended[it.job_id] = state

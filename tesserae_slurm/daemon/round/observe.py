@@ -1,10 +1,12 @@
-"""Observe: Slurm's jobs and nodes -> one typed snapshot of the managed partition (pure).
+"""Observe: Slurm's jobs and nodes -> one typed snapshot of the managed partition (pure but for the two
+listings ``observe`` asks Slurm for).
 
 A job is managed when it sits in the managed partition and its Comment carries tsbatch's tag. Its
 metadata comes from that Comment, and the daemon's last placement of it from its AdminComment. Nodes
 are schedulable when Slurm says they are up. A job the daemon does not manage (untagged, or in another
 partition sharing the nodes) keeps exactly the GPUs Slurm gave it (its gres indices): those are left
 out and the rest of the node stays usable, so one foreign job cannot make the daemon evict everyone.
+Nodes that operators drained for tesserae are left out like nodes Slurm reports down.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from ...harness.assignment import PREFIX as ASSIGN_PREFIX
 from ...harness.assignment import Assignment
 from ...model import Cluster, InputError, Placement
 from ...model.meta import JobMeta, is_tagged
-from ...site.backend import cluster_of
-from ...site.config import DaemonConfig
-from ...slurm import SlurmJob, SlurmNode
+from ...site.config import SiteConfig
+from ...site.partition import cluster_of
+from ...slurm import SlurmBackend, SlurmJob, SlurmNode
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,26 @@ class Snapshot:
         return self.jobs.get(job_id)
 
 
+def observe(backend: SlurmBackend, cfg: SiteConfig, now: float, drained: Mapping[str, str]) -> Snapshot:
+    """What Slurm shows now; ``drained``: node -> why operators drained it for tesserae."""
+    jobs = backend.list_jobs()  # every partition: foreign jobs may share the managed nodes
+    nodes = backend.list_nodes(cfg.slurm.partition)
+    return drain_nodes(build_snapshot(now, jobs, nodes, cfg), drained)
+
+
+def drain_nodes(snap: Snapshot, drained: Mapping[str, str]) -> Snapshot:
+    """The snapshot without the drained nodes: nothing is placed there and the plan moves their jobs off,
+    exactly as for a node Slurm reports down."""
+    if not drained:
+        return snap
+    excluded = dict(snap.excluded)
+    for node, why in drained.items():
+        if any(n.name == node for n in snap.nodes):
+            excluded.setdefault(node, why)
+    cluster = Cluster(tuple(n for n in snap.cluster.nodes if n.name not in excluded))
+    return replace(snap, cluster=cluster, excluded=excluded)
+
+
 def managed_job(j: SlurmJob) -> ManagedJob:
     meta, error = None, ""
     try:
@@ -69,7 +91,7 @@ def _holder(j: SlurmJob) -> str:
     return f"job {j.job_id} (user {j.user or '?'}, not managed)"
 
 
-def build_snapshot(now: float, jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode], cfg: DaemonConfig) -> Snapshot:
+def build_snapshot(now: float, jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode], cfg: SiteConfig) -> Snapshot:
     """``jobs``: every job Slurm lists (all partitions: a foreign job may share the managed nodes)."""
     partition = cfg.slurm.partition
     names = {n.name for n in nodes}

@@ -1,11 +1,12 @@
-"""Reconcile: the daemon's record of each job against what Slurm reports now (pure).
+"""The rules of reconciliation (pure): from a job's row and what Slurm reports now to its next state,
+and the counting of the time and work Slurm ran it. ``reconcile.py`` applies them every round.
 
-Runs at start and at the top of every round. Slurm is the truth for *what happened* (a job finished,
-was cancelled, vanished, was released or requeued by hand); the database is the truth for *what the
-daemon meant* (it signalled a job to preempt it; it placed a job with this exact assignment). A job
-Slurm runs is the daemon's only when its AdminComment equals the assignment the daemon recorded before
-releasing it, so an interrupted start, a hand-released job and a stale assignment are told apart
-without guessing. Every rule is a row of the table in docs/daemon.md ("Reconciliation").
+Slurm is the truth for *what happened* (a job finished, was cancelled, vanished, was released or
+requeued by hand); the database is the truth for *what the daemon meant* (it signalled a job to
+preempt it; it placed a job with this exact assignment). A job Slurm runs is the daemon's only when
+its AdminComment equals the assignment the daemon recorded before releasing it, so an interrupted
+start, a hand-released job and a stale assignment are told apart without guessing. Every rule is a
+row of the table in docs/daemon.md ("Reconciliation").
 """
 
 from __future__ import annotations
@@ -14,28 +15,12 @@ from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
 from ...slurm import SlurmJob, SlurmJobState
+from ..state.journal import NEW, JobFacts
 from ..state.store import LOST, PENDING, PLACED_STATES, PREEMPTING, RUNNING, STARTING, TERMINAL_STATES, JobUpdate
 from .observe import ManagedJob
 
-NEW = "NEW"  # not in the database yet
 Followup = Literal["", "requeue", "hold", "evict"]
 ADMIN_HOLD = "JobHeldAdmin"
-
-
-@dataclass(frozen=True)
-class JobFacts:
-    """What the database says about a job (a frozen copy of the row's relevant columns)."""
-
-    job_id: str
-    state: str = NEW
-    assignment: str = ""
-    placed_at: float | None = None
-    num_gpus: int = 1
-    executed_time: float = 0.0
-    run_start: float | None = None
-    run_counted: float = 0.0
-    speed: float = 1.0  # normalized speed of its current placement (the round's decision)
-    work_done: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -49,7 +34,7 @@ class Transition:
     clear_placement: bool = False
 
 
-def _finished_state(sj: SlurmJob) -> str:
+def finished_state(sj: SlurmJob) -> str:
     return sj.state.value if sj.state.value in TERMINAL_STATES else "FAILED"
 
 
@@ -65,7 +50,7 @@ def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: 
     ours = bool(f.assignment) and sj.admin_comment == f.assignment
     if mj.meta is None:
         if sj.state.is_finished:
-            return Transition(_finished_state(sj), clear_placement=True)
+            return Transition(finished_state(sj), clear_placement=True)
         if sj.state.is_active:
             return Transition(PREEMPTING, f"invalid tesserae metadata: {mj.meta_error}", followup="requeue",
                               event="a job with invalid metadata was running: requeue-held")
@@ -76,7 +61,7 @@ def transition(f: JobFacts, mj: ManagedJob | None, now: float, start_timeout_s: 
         if f.state in TERMINAL_STATES and f.state != LOST:
             return Transition(f.state)
         code = f" (exit code {sj.exit_code})" if sj.exit_code else ""
-        return Transition(_finished_state(sj), f"{sj.state.value.lower()}{code}", clear_placement=True)
+        return Transition(finished_state(sj), f"{sj.state.value.lower()}{code}", clear_placement=True)
 
     if sj.state.is_active:
         if f.state == PREEMPTING:

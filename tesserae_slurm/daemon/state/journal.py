@@ -17,9 +17,10 @@ from sqlalchemy import func, select, update
 
 from ...model import InputError, Placement, RoundDecision
 from ...model.codec import decision_to_json, placement_from_json, placement_to_json
-from ..round.observe import ManagedJob
-from ..round.transitions import JobFacts
+from ...model.meta import JobMeta
+from ...slurm import SlurmJob
 from ..service.calls import CallRecord
+from .gpuset import format_gpus
 from .store import (
     TERMINAL_STATES,
     ActionRow,
@@ -34,6 +35,25 @@ from .store import (
 )
 
 _log = logging.getLogger("tesserae_slurm.daemon.actions")
+
+
+NEW = "NEW"  # a job not in the database yet
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the database says about a job (a frozen copy of the row's relevant columns)."""
+
+    job_id: str
+    state: str = NEW
+    assignment: str = ""
+    placed_at: float | None = None
+    num_gpus: int = 1
+    executed_time: float = 0.0
+    run_start: float | None = None
+    run_counted: float = 0.0
+    speed: float = 1.0  # normalized speed of its current placement (the round's decision)
+    work_done: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -91,7 +111,6 @@ class Journal:
         with self.store.session() as s:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
                       .values(decision_json=dumps(body), **asdict(counts)))
-            from .gpuset import format_gpus
             for job, t in targets.items():
                 s.add(PlacementRow(round_id=round_id, job_id=job, gpus=format_gpus(t.gpus), partner=t.partner,
                                    strategy=t.strategy, speed=t.speed))
@@ -110,15 +129,16 @@ class Journal:
     def rows(self, states: Sequence[str]) -> list[JobRow]:
         return self.store.jobs(states)
 
-    def insert_job(self, mj: ManagedJob, now: float) -> None:
-        meta, sj = mj.meta, mj.slurm
+    def insert_job(self, sj: SlurmJob, meta: JobMeta | None, now: float) -> None:
+        """A row for a managed job seen for the first time (``meta`` None: its Comment does not parse)."""
+        job_id = str(sj.job_id)
         with self.store.session() as s:
             s.add(JobRow(
-                job_id=mj.id, name=sj.name, user=sj.user, num_gpus=meta.num_gpus if meta else 0,
-                model=(meta.job(mj.id).model if meta else ""), batch_size=(meta.batch_size if meta else ""),
+                job_id=job_id, name=sj.name, user=sj.user, num_gpus=meta.num_gpus if meta else 0,
+                model=(meta.job(job_id).model if meta else ""), batch_size=(meta.batch_size if meta else ""),
                 parallelism=json.dumps(list(meta.parallelism) if meta else []),
                 no_pack=bool(meta and (meta.no_pack or meta.no_profile)), meta=sj.comment,
-                submit_time=float(sj.submit_time or now), state="NEW", last_seen=now,
+                submit_time=float(sj.submit_time or now), state=NEW, last_seen=now,
             ))
 
     def update_job(self, job_id: str, up: JobUpdate) -> None:

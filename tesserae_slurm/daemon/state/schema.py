@@ -1,4 +1,4 @@
-"""Schema upgrades of the state database with Alembic (migrations in daemon/migrations/versions).
+"""Schema upgrades of the state database with Alembic (revisions in daemon/state/schema_versions/versions).
 
 The daemon upgrades on start, after a backup copy beside the file (``state.db.bak-<rev>-<UTC time>``),
 and refuses a database newer than itself. A database from before migrations (tables, kv

@@ -43,7 +43,7 @@ class Base(DeclarativeBase):
     pass
 
 
-# The schema is versioned by Alembic revisions (daemon/schema.py, daemon/migrations/versions); kv's
+# The schema is versioned by Alembic revisions (state/schema.py, state/schema_versions/versions); kv's
 # schema_version (3 since revision 0002) only keeps tesserae from before migrations off the file.
 
 # Job states in the daemon's own accounting (Slurm's state is kept beside them in slurm_state).

@@ -1,1 +1,1 @@
-"""Alembic migrations of the state database; the daemon runs them on start (daemon/schema.py)."""
+"""The state database's schema versions (Alembic revisions); the daemon upgrades on start (``state/schema.py``)."""

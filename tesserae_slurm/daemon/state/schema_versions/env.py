@@ -1,4 +1,4 @@
-"""Alembic environment: the caller (daemon/schema.py) hands over an open connection; no alembic.ini."""
+"""Alembic environment: the caller (state/schema.py) hands over an open connection; no alembic.ini."""
 
 from alembic import context
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tesserae_slurm.daemon.loop import site_priority
+from tesserae_slurm.daemon.round.inputs import site_priority
 from tesserae_slurm.slurm.types import SlurmJob, SlurmJobState as S
 
 

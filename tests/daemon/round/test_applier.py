@@ -10,8 +10,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from tesserae_slurm.daemon.round.applier import Applier, ApplyResult, StopItem
-from tesserae_slurm.site.config import config_from_mapping
+from tesserae_slurm.daemon.round.actions import StopItem
+from tesserae_slurm.daemon.round.applier import Applier, ApplyResult
+from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.state.journal import Journal
 from tesserae_slurm.daemon.round.actions import Action, Target
 from tesserae_slurm.daemon.state.store import JobRow, Store

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tesserae_slurm.daemon.round.observe import managed_job
-from tesserae_slurm.daemon.round.transitions import NEW, JobFacts, account, close_run, transition
+from tesserae_slurm.daemon.round.transitions import account, close_run, transition
+from tesserae_slurm.daemon.state.journal import NEW, JobFacts
 from tesserae_slurm.daemon.state.store import JobUpdate
 from tesserae_slurm.harness.assignment import Assignment
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S
