@@ -1,4 +1,4 @@
-"""The apply step against a recording backend (no Slurm): the order of the protocol's calls.
+"""The applier against the in-memory Slurm (tests/daemon/fake_slurm.py): the order of the protocol's calls.
 
 Every call the Applier makes is recorded together with what the state database said at that moment,
 so the tests check the protocol's order itself: intent recorded before any Slurm call, place before
@@ -8,6 +8,7 @@ release, no release after a failed place, and the stop phase's signal -> wait ->
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from tesserae_slurm.daemon.round.actions import StopItem
@@ -16,66 +17,48 @@ from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.state.journal import Journal
 from tesserae_slurm.daemon.round.actions import Action, Target
 from tesserae_slurm.daemon.state.store import JobRow, Store
-from tesserae_slurm.slurm import SlurmCommandError, SlurmJob, SlurmJobState
+from tesserae_slurm.slurm import SlurmJob, SlurmJobState
+
+from ..fake_slurm import FakeSlurm, managed
 
 
-class Recording:
-    """A SlurmBackend that records each call with the action statuses the database held at that moment,
-    and answers list_jobs from a script of job states."""
+class Script:
+    """Records, at each Slurm call, the action statuses the database held at that moment, and moves each
+    scripted job to its next state at each listing (the last state stays)."""
 
-    def __init__(self, store: Store, states: dict[str, list[SlurmJobState]], fail: set[tuple[str, str]] = frozenset()
-                 ) -> None:
-        self.store, self.states, self.fail = store, states, set(fail)
+    def __init__(self, slurm: FakeSlurm, store: Store, states: dict[str, list[SlurmJobState]]) -> None:
+        self.slurm, self.store, self.states = slurm, store, states
         self.calls: list[tuple[str, tuple[str, ...], dict[str, str]]] = []
 
-    def _rec(self, method: str, ids: tuple[str, ...]) -> None:
-        seen = {f"{a.kind}:{a.job_id}": a.status for a in self.store.actions()}
-        self.calls.append((method, ids, seen))
-        for j in ids:
-            if (method, j) in self.fail:
-                raise SlurmCommandError(f"{method} {j}: refused", returncode=1, stderr="refused")
-
-    def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:
-        self._rec("list_jobs", ())
-        out = []
+    def __call__(self, method: str, ids: tuple[str, ...]) -> None:
+        self.calls.append((method, ids, {f"{a.kind}:{a.job_id}": a.status for a in self.store.actions()}))
+        if method != "list_jobs":
+            return
         for j, seq in self.states.items():
             state = seq.pop(0) if len(seq) > 1 else seq[0]
-            out.append(SlurmJob(int(j), "t", "u", state, reason="job requeued in held state"
-                                if state is SlurmJobState.PENDING else "", priority=0))
-        return tuple(out)
-
-    def signal(self, job_id: int, sig: object = "USR1", batch_only: bool = True) -> None:
-        self._rec("signal", (str(job_id),))
-
-    def requeue_hold(self, job_id: int) -> None:
-        self._rec("requeue_hold", (str(job_id),))
-
-    def hold(self, job_ids: list[int]) -> None:
-        self._rec("hold", tuple(map(str, job_ids)))
-
-    def update_comment(self, job_id: int, comment: str | None = None, admin_comment: str | None = None) -> None:
-        self._rec("update_comment", (str(job_id),))
-
-    def place(self, job_id: int, nodes: object, extra: object = None) -> None:
-        self._rec("place", (str(job_id),))
-
-    def release(self, job_ids: list[int]) -> None:
-        self._rec("release", tuple(map(str, job_ids)))
+            job = self.slurm.jobs[j]
+            if job.state is not state:
+                held = state is SlurmJobState.PENDING
+                self.slurm.jobs[j] = replace(job, state=state, reason="job requeued in held state" if held else "",
+                                             priority=0 if held else job.priority)
 
 
 def _setup(tmp_path: Path, states: dict[str, list[SlurmJobState]], fail: set[tuple[str, str]] = frozenset(),
-           grace: float = 0.2) -> tuple[Applier, Recording, Journal]:
+           grace: float = 0.2) -> tuple[Applier, Script, Journal]:
     store = Store.open(tmp_path / "state.db")
     with store.session() as s:
         for j in ("1", "2", "3"):
             s.add(JobRow(job_id=j, num_gpus=1, submit_time=0.0, state="RUNNING", gpus="n1:0"))
     cfg = config_from_mapping({"preemption": {"grace_seconds": grace}, "state": {"database": str(tmp_path / "x")}},
                               check_policy=False)
-    backend = Recording(store, states, fail)
+    slurm = FakeSlurm([managed(int(j), state=seq[0]) for j, seq in states.items()] +
+                      [managed(int(j)) for j in ("1", "2", "3") if j not in states], fail=fail)
+    script = Script(slurm, store, states)
+    slurm.on_call = script
     journal = Journal(store)
     round_id = journal.begin_round(0.0, "fifo", False)
     assert round_id == 1
-    return Applier(backend, journal, cfg, threading.Event(), poll_s=0.01), backend, journal  # type: ignore[arg-type]
+    return Applier(slurm, journal, cfg, threading.Event(), poll_s=0.01), script, journal
 
 
 def _start(job: str, gpu: int) -> Action:
