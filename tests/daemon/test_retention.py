@@ -1,4 +1,4 @@
-"""Retention (daemon/retention.py): which rounds and jobs go, in batches bounded by time, and what stays."""
+"""Retention (daemon/state/retention.py): which rounds and jobs go, in batches bounded by time, and what stays."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`tesserae hold|release|requeue|cancel|unpin JOB`, `tesserae pin|keep-off JOB NODELIST` and
 `tesserae drain|resume NODE`: operators' actions.
 
-They leave a request for the daemon (daemon/admin.py), which records who and when and acts at its next
+They leave a request for the daemon (daemon/operators/admin.py), which records who and when and acts at its next
 round; the command says so. Non-operators are refused here in one line (and again by the daemon, which
 trusts the request file's owner, not this process).
 """

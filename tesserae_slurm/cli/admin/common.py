@@ -68,7 +68,7 @@ def open_source(args: argparse.Namespace) -> Store | ApiClient:
 
 
 class ApiClient:
-    """GET on the daemon's read-only JSON API (daemon/web.py); errors become one-line InputErrors."""
+    """GET on the daemon's read-only JSON API (daemon/operators/web.py); errors become one-line InputErrors."""
 
     def __init__(self, url: str, why: str = "") -> None:
         from urllib.parse import urlsplit

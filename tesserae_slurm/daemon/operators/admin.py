@@ -1,20 +1,10 @@
-"""Operators' actions on the daemon: hold/release/requeue/cancel/pin/keep-off/unpin a managed job,
-drain/resume a node.
+"""Operators' requests: `tesserae hold|release|requeue|cancel|pin|keep-off|unpin JOB` and
+`drain|resume NODE`, from the command that writes one to what each round keeps in force.
 
-Only the daemon writes the state database, so `tesserae hold 123` leaves a small JSON request in
-``admin.requests_dir`` (mode 1730, group tesserae: operators may create files there, not list or
-remove others'). At the start of each round the daemon takes every request in, records it in
-``admin_actions`` with *who* = the file's owner (set by the kernel, not by the request's text) and
-*when*, refuses it if that user is not an operator, then applies it in that round:
-
-- hold: the job is never placed (a running one is stopped like a preemption) until released;
-- requeue: a running job is checkpoint-signalled and requeued, then placed again by the policy;
-- cancel: scancel;
-- pin / keep-off JOB NODELIST: the job is placed only on those nodes / never on them (a running job
-  that breaks the rule is moved), until `unpin` (or the next pin or keep-off, which replaces it);
-- drain: the daemon stops placing on the node and moves its jobs off; Slurm's node state is untouched.
-
-Operators are root, the daemon's own user, and the user names in ``admin.operators``.
+Only the daemon writes the state database, so a command leaves a small JSON file in
+``admin.requests_dir`` and the daemon takes it in at its next round, recording *who* as the file's
+owner, which the kernel sets and the request cannot change. Operators are root, the daemon's own
+user and ``admin.operators``. docs/daemon.md, "Operators' actions", says what each request does.
 """
 
 from __future__ import annotations

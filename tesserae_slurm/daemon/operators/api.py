@@ -1,7 +1,7 @@
 """The read-only JSON API's answers, built from the state database by the admin commands' own readers
-(daemon/readers.py).
+(daemon/operators/readers.py).
 
-`tesserae jobs`, `explain`, `rounds` and `round show` and the web page (daemon/web.py) read the same
+`tesserae jobs`, `explain`, `rounds` and `round show` and the web page (daemon/operators/web.py) read the same
 records through the same functions, so the page, the API and the CLI cannot disagree. What any user may
 read: job ids, names, users, states, GPUs, reasons, ranks and the daemon's actions; never the job's
 Comment as submitted, its AdminComment encoding or anything of its command line or environment (the

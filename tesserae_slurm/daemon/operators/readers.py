@@ -1,6 +1,6 @@
 """The records the admin commands, the JSON API and the web page read from the state database.
 
-`tesserae jobs`, `explain`, `rounds` and `round show` (cli/admin) and the API (daemon/api.py) build their
+`tesserae jobs`, `explain`, `rounds` and `round show` (cli/admin) and the API (daemon/operators/api.py) build their
 answers with these functions, so the page, the API and the CLI cannot disagree. SQLAlchemy loads only
 where a database is read: the CLI's API client imports this module without it.
 """

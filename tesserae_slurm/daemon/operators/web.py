@@ -1,7 +1,7 @@
 """The daemon's read-only web page and JSON API (``http.listen``), stdlib only.
 
-The page (daemon/webui/: plain HTML, CSS and JS shipped in the package, no CDN) polls the API; the API
-answers from the state database through daemon/api.py, the same readers as the admin commands. GET and
+The page (daemon/operators/webui/: plain HTML, CSS and JS shipped in the package, no CDN) polls the API; the API
+answers from the state database through daemon/operators/api.py, the same readers as the admin commands. GET and
 HEAD only (anything else: 405); answers are bounded (MAX_BODY) and never carry a job's command line
 or environment. It runs in its own threads on its own read-only connection, so a slow reader never
 holds up a round.

@@ -1,18 +1,12 @@
-"""Users cannot start managed jobs themselves: the daemon's holds are administrator holds.
+"""Guard: users cannot start managed jobs themselves, so the daemon's holds are administrator holds.
 
-Slurm lets a job's owner release a user hold (tsbatch's ``--hold``, a requeue-hold), and a released
-job starts at once with every GPU of its node visible. The daemon therefore turns each managed job's
-user hold into an administrator's hold (``scontrol hold`` by root or an operator: JobHeldAdmin, which
-only an operator can release) as soon as it sees it, and requeue-holds a managed job that runs
-without its assignment (reconcile's ``evict``), between rounds as well as in them (``guard_seconds``).
-
-An administrator's own hold is also JobHeldAdmin, so Slurm's reason alone cannot say whose hold it
-is. The store keeps the ids of the jobs the daemon holds itself; each is written before its
-``scontrol hold`` and dropped once Slurm no longer shows the job admin-held (started, released,
-finished), so a later hold by an administrator is recognised as theirs and respected.
-
-``Guard`` runs these checks in every round (after reconcile, before the decision) and, every
-``slurm.guard_seconds``, between rounds (docs/daemon.md, "Users cannot bypass the daemon").
+A job's owner may release a user hold (tsbatch's ``--hold``, a requeue-hold), and a released job
+starts at once with every GPU of its node visible. So each managed job's user hold becomes an
+administrator's (JobHeldAdmin, which only an operator can release) as soon as the daemon sees it, and
+a managed job running without its assignment is requeue-held at once: in every round, after
+reconcile, and every ``slurm.guard_seconds`` between rounds. An administrator's own hold looks the
+same in Slurm, so the store keeps the ids of the jobs the daemon holds itself, and drops each once
+Slurm no longer shows it admin-held. docs/daemon.md, "Users cannot bypass the daemon".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Only the daemon writes; admin commands open the file read-only. Actions are recorded as *intent*
 before they touch Slurm and marked done or failed after, so a crash between two actions leaves a
-trail the next start reconciles (see daemon/reconcile.py).
+trail the next start reconciles (see daemon/round/reconcile.py).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class JobRow(Base):
     first_start: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_seen: Mapped[float] = mapped_column(Float, default=0.0)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    stop_reason = ""  # not a column: what the daemon is doing to a PREEMPTING job (daemon/readers.py)
+    stop_reason = ""  # not a column: what the daemon is doing to a PREEMPTING job (daemon/operators/readers.py)
 
 
 class _Unset:
@@ -429,7 +429,7 @@ class Store:
         with self.session() as s:
             s.add_all(rows)
 
-    # --- operators' actions (daemon/admin.py) ----------------------------------------------------
+    # --- operators' actions (daemon/operators/admin.py) ----------------------------------------------------
     def add_admin_actions(self, rows: Sequence[AdminRow]) -> None:
         with self.session() as s:
             s.add_all(rows)
@@ -449,7 +449,7 @@ class Store:
             with self.session() as s:
                 s.execute(update(AdminRow).where(AdminRow.id.in_(list(ids))).values(status=status, note=note))
 
-    # --- retention (daemon/retention.py) ---------------------------------------------------------
+    # --- retention (daemon/state/retention.py) ---------------------------------------------------------
     def prunable_rounds(self, started_before: float | None, keep_newest: int | None, limit: int) -> list[int]:
         """The oldest ``limit`` rounds that started before ``started_before`` or are not among the
         ``keep_newest`` newest (None: that bound is off), leaving out rounds with open intents."""

@@ -1,7 +1,7 @@
 """Baseline: the schema tesserae used before migrations (kv ``schema_version`` = 2).
 
 A database from then has these tables and no ``alembic_version``; the daemon stamps it 0001 and
-upgrades from there (daemon/schema.py).
+upgrades from there (daemon/state/schema.py).
 
 Revision ID: 0001
 Revises:

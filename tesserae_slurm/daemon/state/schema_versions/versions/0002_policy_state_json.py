@@ -1,4 +1,4 @@
-"""Policy state as versioned JSON instead of pickle (issue 22).
+"""Policy state as versioned JSON instead of pickle (reading the database must never run code).
 
 Converts every ``policy_state:*`` row once, through the unpickler that resolves only the policy state
 classes; a state it cannot read is dropped (the policy starts afresh, as the daemon did before on
