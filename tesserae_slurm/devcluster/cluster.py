@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..slurm.runner import RetryPolicy, SlurmError, SlurmRunner
 from . import procs
-from .config import (
+from .slurm_conf import (
     MAX_SOCKET_PATH,
     DevClusterLayout,
     DevClusterSpec,

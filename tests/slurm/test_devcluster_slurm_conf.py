@@ -10,7 +10,7 @@ import pytest
 
 from tesserae_slurm.devcluster import add_parser
 from tesserae_slurm.devcluster.cli import default_dir
-from tesserae_slurm.devcluster.config import (
+from tesserae_slurm.devcluster.slurm_conf import (
     DevClusterLayout,
     DevClusterSpec,
     render_cgroup_conf,
