@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from ..daemon.service.metrics import serve
     from ..daemon.service.sdnotify import Notifier
     from ..daemon.state.store import Store, acquire_lock
-    from ..site.backend import backend_from_config
+    from ..site.connect import backend_from_config
     from ..site.load import resolve_config
 
     cfg, source = resolve_config(args.config)

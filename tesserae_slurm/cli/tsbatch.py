@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or _asks_for_help(args):
         print(help_text())
         return 0 if args else EXIT_INPUT
-    from ..site.backend import backend_from_config
+    from ..site.connect import backend_from_config
     from ..site.load import resolve_config
     from ..slurm import SlurmError
     from ..tsbatch.submit import prepare, submit

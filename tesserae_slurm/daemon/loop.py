@@ -22,7 +22,6 @@ from ..site.scheduler import engine_config, policy_options, site_policy
 from ..slurm import SlurmBackend, SlurmError
 from .feedback.online import OnlineFeedback
 from .operators import admin
-from .round.applier import Applier, ApplyResult
 from .round.apply import apply_plan
 from .round.carry_out import carry_out
 from .round.decide import decide_round
@@ -32,6 +31,7 @@ from .round.observe import Snapshot, observe
 from .round.outcome import RoundResult, applied, finish_round, skip_round
 from .round.reconcile import Followups, reconcile
 from .round.record import record_decision, record_dry_run
+from .round.stop_start import Applier, ApplyResult
 from .round.throughput import take_reports
 from .service.calls import RecordingBackend
 from .service.metrics import Metrics

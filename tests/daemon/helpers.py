@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from tesserae_slurm.site.load import load_config
-from tesserae_slurm.site.backend import backend_from_config
+from tesserae_slurm.site.connect import backend_from_config
 from tesserae_slurm.daemon.loop import Daemon
 from tesserae_slurm.daemon.state.store import Store
 from tesserae_slurm.devcluster import DevCluster

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tesserae_slurm.site.load import load_config
-from tesserae_slurm.site.backend import backend_from_config
+from tesserae_slurm.site.connect import backend_from_config
 from tesserae_slurm.tsbatch.submit import prepare
 
 from .helpers import BIN, Env, _state_string, submit_tick, wait_for

@@ -211,7 +211,7 @@ def test_a_job_that_ended_before_the_stop_phase_is_not_requeued(env: Env, how: s
     (the signal is refused): the requeue-hold must not bring it back (Slurm requeues a finished batch
     job on a plain requeuehold; `Incomplete` leaves it ended)."""
     from tesserae_slurm.daemon.round.actions import StopItem
-    from tesserae_slurm.daemon.round.applier import ApplyResult
+    from tesserae_slurm.daemon.round.stop_start import ApplyResult
 
     env.write_config(preemption={"grace_seconds": GRACE})
     d = env.daemon()

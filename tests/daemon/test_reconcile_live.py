@@ -72,7 +72,7 @@ def test_hand_changes_are_reconciled_on_restart(env: Env) -> None:
 
 def test_the_daemons_hold_is_a_user_hold_not_an_administrators(env: Env) -> None:
     from tesserae_slurm.site.load import load_config
-    from tesserae_slurm.site.backend import backend_from_config
+    from tesserae_slurm.site.connect import backend_from_config
 
     job = submit_tick(env, 1, 10, name="hold-me")
     scontrol(env, "update", f"JobId={job}", "StartTime=now+3600")

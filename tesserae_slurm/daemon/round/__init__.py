@@ -3,5 +3,5 @@
 observe (``observe``: Slurm -> Snapshot) -> reconcile (``reconcile``, by the rules of ``transitions``)
 -> operators' requeue and cancel (``carry_out``) -> guard (``guard``: users cannot bypass the daemon)
 -> feedback (``throughput``) -> inputs (``inputs``) -> decide (``decide``: rank, place, plan the
-``actions``) -> record (``record``) -> apply (``apply``, through ``applier``) -> outcome (``outcome``).
+``actions``) -> record (``record``) -> apply (``apply``, through ``stop_start``) -> outcome (``outcome``).
 """

@@ -1,4 +1,4 @@
-"""Apply: carry out the round's plan through the applier (``applier.py``), in the order that keeps GPUs
+"""Apply: carry out the round's plan through ``stop_start.Applier``, in the order that keeps GPUs
 single-booked and the round short.
 
 Stops begin first (the checkpoint signal); starts onto GPUs no stopping job holds go ahead while the
@@ -18,9 +18,9 @@ from ..state.gpuset import GpuMap, parse_gpus
 from ..state.journal import Journal
 from ..state.store import PREEMPTING
 from .actions import RoundPlan
-from .applier import Applier, ApplyResult
 from .guard import Guard
 from .observe import Snapshot
+from .stop_start import Applier, ApplyResult
 
 
 def apply_plan(round_id: int, plan: RoundPlan, snap: Snapshot, actual: Mapping[str, GpuMap], applier: Applier,

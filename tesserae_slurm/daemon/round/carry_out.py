@@ -6,8 +6,8 @@ from __future__ import annotations
 from ...slurm import SlurmBackend, SlurmError
 from ..state.store import AdminRow, Store
 from .actions import StopItem, assigned_gpus
-from .applier import Applier, ApplyResult
 from .observe import Snapshot
+from .stop_start import Applier, ApplyResult
 
 
 def carry_out(rows: list[AdminRow], snap: Snapshot, applier: Applier, backend: SlurmBackend, store: Store,

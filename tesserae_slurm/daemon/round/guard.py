@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from ...slurm import SlurmBackend, SlurmError
 from ..state.journal import Intent, Journal
 from ..state.store import PENDING, JobUpdate, Store
-from .applier import Applier, ApplyResult
 from .observe import ManagedJob, Snapshot
 from .reconcile import Followups
+from .stop_start import Applier, ApplyResult
 
 HOLDS_KEY = "daemon_admin_holds"
 

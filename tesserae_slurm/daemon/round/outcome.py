@@ -13,8 +13,8 @@ from ...model import RoundDecision
 from ..service.metrics import Metrics
 from ..state.journal import Journal
 from .actions import RoundPlan
-from .applier import ApplyResult
 from .decide import Decided
+from .stop_start import ApplyResult
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tesserae_slurm.daemon.round.applier import Applier
+from tesserae_slurm.daemon.round.stop_start import Applier
 from tesserae_slurm.daemon.round.guard import Guard
 from tesserae_slurm.daemon.state.journal import Journal
 from tesserae_slurm.daemon.state.store import Store

@@ -5,7 +5,7 @@ tests/daemon/test_bypass_live.py."""
 from __future__ import annotations
 
 from tesserae_slurm.daemon.round.actions import StopItem
-from tesserae_slurm.daemon.round.applier import ApplyResult
+from tesserae_slurm.daemon.round.stop_start import ApplyResult
 from tesserae_slurm.daemon.round.guard import load_holds
 from tesserae_slurm.daemon.round.observe import build_snapshot
 from tesserae_slurm.daemon.round.reconcile import Followups

@@ -4,7 +4,7 @@ the round's row closed, the metrics counted; a round that could not decide says 
 from __future__ import annotations
 
 from tesserae_slurm.daemon.round.actions import RoundPlan, Target
-from tesserae_slurm.daemon.round.applier import ApplyResult
+from tesserae_slurm.daemon.round.stop_start import ApplyResult
 from tesserae_slurm.daemon.round.decide import Decided
 from tesserae_slurm.daemon.round.outcome import applied, finish_round, skip_round
 from tesserae_slurm.daemon.service.metrics import Metrics

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tesserae_slurm.daemon.round.actions import StopItem
-from tesserae_slurm.daemon.round.applier import Applier, ApplyResult
+from tesserae_slurm.daemon.round.stop_start import Applier, ApplyResult
 from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.state.journal import Journal
 from tesserae_slurm.daemon.round.actions import Action, Target
