@@ -90,9 +90,9 @@ class Daemon:
             self.journal.record_calls(rid, self.backend.drain())
 
     def _round(self, rid: int, t_round: float) -> RoundResult:
-        # 1. operators' requests since the last round, and what they keep in force
+        # operators' requests since the last round, and what they keep in force
         self.admin = admin.take_requests(self.journal.store, self.cfg, rid)
-        # 2-3. observe Slurm, reconcile every job's row with it
+        # 1-2. observe Slurm, reconcile every job's row with it; 3. operators' requeue and cancel
         snap, followups = self.look(rid)
         if self.admin.once and not self.dry_run and carry_out(
                 self.admin.once, snap, self.applier, self.backend, self.journal.store, rid):
