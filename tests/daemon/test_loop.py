@@ -8,7 +8,7 @@ from tesserae_slurm.daemon.loop import Daemon
 from tesserae_slurm.slurm import SlurmUnavailable
 
 from .fake_slurm import FakeSlurm, managed
-from .round.conftest import make_world
+from .round.world import make_world
 
 
 def _daemon(tmp_path, *jobs, dry_run: bool = False) -> tuple[Daemon, FakeSlurm]:

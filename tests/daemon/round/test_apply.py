@@ -12,7 +12,7 @@ from tesserae_slurm.harness.assignment import Assignment
 from tesserae_slurm.slurm import SlurmJobState as S
 
 from ..fake_slurm import managed
-from .jobs import look
+from .world import look
 
 A_ON = {"node1": (0,)}
 

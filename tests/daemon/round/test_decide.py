@@ -10,7 +10,7 @@ from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S
 from tesserae_slurm.slurm.types import NodeGpus
 
 from ..fake_slurm import managed
-from .jobs import inputs_of
+from .world import inputs_of
 
 
 def _decide(world, snap, inp):

@@ -11,7 +11,7 @@ from tesserae_slurm.site.partition import scheduling_profile
 from tesserae_slurm.site.scheduler import engine_config, site_policy
 
 from ..fake_slurm import managed
-from .jobs import inputs_of
+from .world import inputs_of
 
 
 def _decided(world, *jobs, dry_run: bool = False):

@@ -10,7 +10,7 @@ from tesserae_slurm.daemon.round.throughput import take_reports
 from tesserae_slurm.daemon.state.store import JobRow
 from tesserae_slurm.site.partition import scheduling_profile
 
-from .conftest import make_world
+from .world import make_world
 
 
 def test_a_suspicious_refusal_is_an_event_once_and_a_failure_costs_nothing(tmp_path, caplog) -> None:
