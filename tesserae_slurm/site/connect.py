@@ -1,4 +1,5 @@
-"""The Slurm backend the site's configuration names, shared by the daemon, tsbatch and the dev tools."""
+"""The Slurm backend the site's configuration names, with its timeout and retries: what `tesserae daemon`
+and tsbatch talk to Slurm through."""
 
 from __future__ import annotations
 
