@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from .engine import Clock, EngineConfig, NodeRule, RoundRequest, decide
+from .engine import Clock, EngineConfig, RoundRequest, decide
 from .model import InputError, Job, JobView, RoundDecision
 from .model.gpu_limits import GpuLimits
+from .placement.node_rules import NodeRule
 from .policies.base import Policy, Ranking, SchedulingInput
 from .profiles import ThroughputProfile
 

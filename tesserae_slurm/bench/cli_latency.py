@@ -23,7 +23,7 @@ MODELS = ("resnet50", "vgg19", "dcgan", "pointnet", "GPT2-Medium")
 
 def build_db(path: Path, jobs: int = 1000, rounds: int = 300, nodes: int = 64, seed: int = 0) -> dict[str, str]:
     """Write a state DB at ``path``; returns {"job": an active job id, "round": the last round id}."""
-    from ..daemon.store import ActionRow, Base, EventRow, JobRow, PlacementRow, RoundRow, Store, dumps
+    from ..daemon.state.store import ActionRow, Base, EventRow, JobRow, PlacementRow, RoundRow, Store, dumps
     from ..model import PackedPair, PendingJob, PendingReason, Placement, RoundDecision
     from ..model.codec import decision_to_json
 

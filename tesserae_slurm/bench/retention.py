@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .cli_latency import measure, tesserae_argv
 
 if TYPE_CHECKING:  # SQLAlchemy and the daemon load only when the benchmark runs
-    from ..daemon.config import RetentionSection
+    from ..site.config import RetentionSection
 
 GPUS_PER_NODE = 4
 ROUND_S = 360.0
@@ -41,9 +41,9 @@ class Result:
 def build(path: Path, rounds: int, jobs: int, nodes: int, retention: RetentionSection | None,
           progress: Callable[[str], None] | None = None) -> tuple[list[float], dict[str, str]]:
     """Fill ``path``; returns prune times (s) per round and {"job", "round"} for the commands."""
-    from ..daemon.journal import Journal
-    from ..daemon.retention import prune
-    from ..daemon.store import (
+    from ..daemon.state.journal import Journal
+    from ..daemon.state.retention import prune
+    from ..daemon.state.store import (
         ActionRow,
         Base,
         EventRow,
@@ -120,7 +120,7 @@ def run(workdir: Path, rounds: int = 10_000, jobs: int = 1_000, nodes: int = 64,
         retention: RetentionSection | None = None, progress: Callable[[str], None] | None = None) -> list[Result]:
     import sqlite3
 
-    from ..daemon.config import RetentionSection
+    from ..site.config import RetentionSection
 
     keep = retention or RetentionSection(rounds_days=7.0, jobs_days=7.0)
     out = []

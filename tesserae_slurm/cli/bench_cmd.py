@@ -235,7 +235,7 @@ def run_retention(args: argparse.Namespace) -> int:
     import tempfile
 
     from ..bench.retention import report, run
-    from ..daemon.config import RetentionSection
+    from ..site.config import RetentionSection
 
     if min(args.rounds, args.jobs, args.nodes, args.repeats) < 1:
         raise InputError("--rounds, --jobs, --nodes and --repeats must be >= 1")

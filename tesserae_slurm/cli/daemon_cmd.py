@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from http.server import ThreadingHTTPServer
 
-    from ..daemon.config import DaemonConfig
+    from ..site.config import SiteConfig
 
 EXIT_ROUND_FAILED = 1
 
@@ -39,13 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..daemon.config import resolve_config
-    from ..daemon.connect import backend_from_config
-    from ..daemon.logfmt import formatter
     from ..daemon.loop import Daemon
-    from ..daemon.metrics import serve
-    from ..daemon.sdnotify import Notifier
-    from ..daemon.store import Store, acquire_lock
+    from ..daemon.service.logfmt import formatter
+    from ..daemon.service.metrics import serve
+    from ..daemon.service.sdnotify import Notifier
+    from ..daemon.state.store import Store, acquire_lock
+    from ..site.connect import backend_from_config
+    from ..site.load import resolve_config
 
     cfg, source = resolve_config(args.config)
     logging.getLogger().setLevel(cfg.log_level.upper())
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     store = Store.open(cfg.state.database)  # before any log line: a bad state file is one line
     acquire_lock(cfg.state.database)  # one daemon per state database, before it acts or settles intents
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
-    from ..daemon import admin
+    from ..daemon.operators import admin
     try:
         admin.ensure_dir(admin.requests_dir(cfg))  # where `tesserae hold|drain|...` leave requests
     except OSError as exc:
@@ -96,11 +96,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_web(cfg: DaemonConfig, log: logging.Logger) -> ThreadingHTTPServer | None:
+def _serve_web(cfg: SiteConfig, log: logging.Logger) -> ThreadingHTTPServer | None:
     """The read-only page and API (http.listen); a port in use is logged, never a reason to stop scheduling."""
     if not cfg.http.listen:
         return None
-    from ..daemon.web import serve as serve_web
+    from ..daemon.operators.web import serve as serve_web
 
     try:
         return serve_web(cfg.state.database, cfg.http.listen)

@@ -1,4 +1,24 @@
-"""tsbatch: sbatch for the tesserae-managed partition.
+"""tsbatch's command line: parse, validate against the site's configuration and the partition, submit
+once (tsbatch/submit.py); bad input is one line and exit status 2, a Slurm error exit status 1."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import textwrap
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..model import InputError
+
+if TYPE_CHECKING:
+    from ..tsbatch.submit import Prepared
+
+EXIT_INPUT = 2
+EXIT_SLURM = 1
+
+# What `tsbatch --help` prints ({refused}: the refused sbatch options, from tsbatch/options.py).
+HELP = """tsbatch: sbatch for the tesserae-managed partition.
 
     tsbatch [tsbatch options] [sbatch options] script.sh [args ...]
     tsbatch [tsbatch options] [sbatch options] --wrap CMD
@@ -50,22 +70,6 @@ Every other sbatch option is passed to sbatch unchanged. Bad input prints one li
 without submitting anything; a Slurm error exits 1.
 """
 
-from __future__ import annotations
-
-import shlex
-import sys
-import textwrap
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-from ..model import InputError
-
-if TYPE_CHECKING:
-    from ..tsbatch.submit import Prepared
-
-EXIT_INPUT = 2
-EXIT_SLURM = 1
-
 
 def help_text() -> str:
     from ..tsbatch.options import REFUSED, SHORT_TO_LONG
@@ -76,7 +80,7 @@ def help_text() -> str:
         by_reason.setdefault(reason, []).append(f"{short.get(name, '')}--{name}")
     lines = [textwrap.fill(f"{', '.join(names)}: {reason}", 100, initial_indent="  ", subsequent_indent="      ",
                            break_on_hyphens=False) for reason, names in by_reason.items()]
-    return __doc__.strip().format(refused="\n".join(lines))
+    return HELP.strip().format(refused="\n".join(lines))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,8 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or _asks_for_help(args):
         print(help_text())
         return 0 if args else EXIT_INPUT
-    from ..daemon.config import resolve_config
-    from ..daemon.connect import backend_from_config
+    from ..site.connect import backend_from_config
+    from ..site.load import resolve_config
     from ..slurm import SlurmError
     from ..tsbatch.submit import prepare, submit
 

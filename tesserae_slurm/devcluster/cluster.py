@@ -20,7 +20,9 @@ from pathlib import Path
 
 from ..slurm.runner import RetryPolicy, SlurmError, SlurmRunner
 from . import procs
-from .config import (
+from .errors import DevClusterError
+from .install import find_binary
+from .slurm_conf import (
     MAX_SOCKET_PATH,
     DevClusterLayout,
     DevClusterSpec,
@@ -29,8 +31,6 @@ from .config import (
     render_job_submit_lua,
     render_slurm_conf,
 )
-from .errors import DevClusterError
-from .install import find_binary
 from .state import DevClusterState, DevClusterStatus
 
 log = logging.getLogger(__name__)

@@ -252,7 +252,7 @@ def _submit_plain(backend: SlurmBackend, settings: Settings, script: Path, out: 
 
 
 def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path) -> Callable[[DemoJob], str]:
-    from ..daemon.config import load_config
+    from ..site.load import load_config
     from ..tsbatch.submit import prepare, submit
 
     cfg = load_config(config, check_policy=False)
@@ -325,7 +325,7 @@ class _DaemonProcess:
 
 def _wait_round(db: Path, daemon: _DaemonProcess, *, after: float = 0.0, timeout_s: float = 120.0) -> None:
     """Wait until the daemon has finished a round that began at or after ``after`` (its first, by default)."""
-    from ..daemon.store import Store
+    from ..daemon.state.store import Store
 
     deadline = time.time() + timeout_s
     while time.time() < deadline:
@@ -399,7 +399,7 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
 
 
 def _daemon_counts(db: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
-    from ..daemon.store import Store
+    from ..daemon.state.store import Store
 
     store = Store.open(db, read_only=True)
     try:

@@ -1,6 +1,7 @@
 """The Slurm seam: argv builders, one subprocess runner, pure parsers, and the backend the daemon uses."""
 
-from .backend import SlurmBackend, SlurmBackendError, SlurmCliBackend, make_backend
+from .backend import SlurmBackend, SlurmBackendError, SlurmCliBackend
+from .choose import make_backend
 from .parse import SlurmParseError, SlurmReportedError
 from .runner import (
     RetryPolicy,

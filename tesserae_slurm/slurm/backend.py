@@ -2,7 +2,7 @@
 
 The CLI backend composes `commands` (argv) -> `runner` (the one subprocess seam) -> `parse`
 (pure). It holds no state besides the client environment, so it is safe to share.
-`make_backend` picks pyslurm only when it is importable and built for the running Slurm.
+`choose.make_backend` picks between it and pyslurm.
 """
 
 from __future__ import annotations
@@ -199,29 +199,3 @@ def _reported_as_unavailable(fn: Callable[[], T]) -> T:
         return fn()
     except parse.SlurmReportedError as exc:
         raise SlurmUnavailable(str(exc)) from exc
-
-
-def make_backend(
-    prefer: str = "auto",
-    env: Mapping[str, str] | None = None,
-    *,
-    runner: SlurmRunner | None = None,
-) -> SlurmBackend:
-    """`auto`: pyslurm if importable and matching the running Slurm, else the CLI; `cli`; `pyslurm`."""
-    if prefer not in ("auto", "cli", "pyslurm"):
-        raise InputError(f"unknown Slurm backend {prefer!r} (choose auto, cli or pyslurm)")
-    cli = SlurmCliBackend(env, runner=runner)
-    if prefer == "cli":
-        return cli
-    from . import (
-        pyslurm_backend,  # local: keeps pyslurm out of the import graph unless asked
-    )
-
-    try:
-        return pyslurm_backend.PyslurmBackend.create(cli, env=env)
-    except SlurmBackendError as exc:
-        if prefer == "pyslurm":
-            raise
-        log.info("using the CLI Slurm backend: %s", exc)
-        return cli
-

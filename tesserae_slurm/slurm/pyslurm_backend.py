@@ -3,8 +3,7 @@
 pyslurm links libslurm of one exact major.minor; a mismatch fails at import or, worse, talks a
 wrong protocol. So `create` compares pyslurm's version with `sinfo --version` first and refuses
 otherwise. Only the frequent calls (job listing and job updates) go through pyslurm; submission,
-node listing and ping stay on the CLI. UNTESTED against a live Slurm: PyPI's pyslurm 25.11 refuses
-to build against any Slurm Debian ships ("requires Slurm 25.11, found 26.5") -- docs/slurm-versions.md.
+node listing and ping stay on the CLI. What it is tested against, and why: docs/slurm-versions.md.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import InputError
+from ..site.partition import PartitionShape
 
 # Options consumed here: they never reach sbatch.
 TRANSLATED = frozenset(("gpus", "gpus-per-node", "gres", "gpus-per-task", "nodes", "gpu-bind"))
@@ -34,29 +35,6 @@ class GivenOption:
 
     def show(self) -> str:
         return f"{self.spelled} ({self.where})" if self.where else self.spelled
-
-
-@dataclass(frozen=True)
-class PartitionShape:
-    """GPUs per node of the managed partition, by GPU type (from sinfo and the daemon's config)."""
-
-    node_gpus: tuple[tuple[str, int], ...]  # (gpu type, GPUs on the node) per schedulable node
-
-    @property
-    def largest_node(self) -> int:
-        return max((g for _, g in self.node_gpus), default=0)
-
-    @property
-    def gpu_types(self) -> tuple[str, ...]:
-        return tuple(sorted({t for t, _ in self.node_gpus}))
-
-    @property
-    def capacity(self) -> int:
-        """Most GPUs one job can get: all GPUs of its best-provisioned type (jobs never mix types)."""
-        by_type: dict[str, int] = {}
-        for t, g in self.node_gpus:
-            by_type[t] = by_type.get(t, 0) + g
-        return max(by_type.values(), default=0)
 
 
 @dataclass(frozen=True)

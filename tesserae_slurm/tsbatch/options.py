@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..harness.megatron import megatron_parallelism
 from ..model import InputError
 from ..model.meta import UNPROFILED, JobMeta
-from ..model.strategy import parse_strategy
 from ..profiles import ThroughputProfile
-from ..profiles.keys import fold, normalize_batch
-from .gpus import TRANSLATED, GivenOption, PartitionShape, merge, translate
+from ..site.job_rules import check_meta
+from ..site.partition import PartitionShape
+from .gpus import TRANSLATED, GivenOption, merge, translate
 from .header import header_tokens, without
 
 # sbatch long options -> whether they take a value: "req", "opt" (only as --opt=value) or "no".
@@ -215,8 +214,8 @@ def _given(tokens: Sequence[str], where: str) -> list[GivenOption]:
 
 def build_meta(own: dict[str, str | bool], n: int, shape: PartitionShape, profile: ThroughputProfile,
                gpus_from: str = "") -> JobMeta:
-    """The command line's metadata for ``n`` GPUs (translated from ``gpus_from``), checked by ``check_meta``
-    (the daemon's check of every job)."""
+    """The command line's metadata for ``n`` GPUs (translated from ``gpus_from``), checked by the job rules
+    the daemon applies to every job (``site/job_rules.py``)."""
     model = str(own.get("--model", "")).strip()
     batch = str(own.get("--batch-size", "")).strip()
     no_profile = bool(own.get("--no-profile"))
@@ -240,43 +239,6 @@ def build_meta(own: dict[str, str | bool], n: int, shape: PartitionShape, profil
             raise InputError(f"{gpus_from}: {n} GPUs: {str(exc)[len(prefix):]}") from None
         raise
     return meta
-
-
-def check_meta(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile) -> None:
-    """tsbatch's rules for a job's metadata, in one place: tsbatch applies them before submitting and
-    the daemon to every job's Comment every round (a hand-written Comment gets no other check)."""
-    n = meta.num_gpus
-    if n <= 0 or n & (n - 1):
-        raise InputError(f"--gpus {n}: the GPU count must be a power of two (1, 2, 4, 8, ...)")
-    if not shape.node_gpus:
-        raise InputError("the managed partition has no schedulable nodes with GPUs")
-    node = shape.largest_node
-    if n > node and n % node:
-        raise InputError(f"--gpus {n}: a job larger than one node ({node} GPUs) must use whole nodes")
-    if n > shape.capacity:
-        raise InputError(f"--gpus {n}: the managed partition has at most {shape.capacity} GPUs of one type")
-    if meta.no_profile:
-        if meta.batch_size or meta.parallelism:
-            raise InputError("--no-profile runs the job without a throughput profile: drop --model, "
-                             "--batch-size and --parallelism")
-        return
-    known = [m for m in profile.models() if m != UNPROFILED]
-    model, batch = meta.model, meta.batch_size
-    if fold(model) not in {fold(m) for m in known} and not any(
-            fold(m).startswith(fold(model) + "(batchsize") for m in known):
-        raise InputError(f"unknown model {model!r} in profile {profile.name} (known: {', '.join(known)}); "
-                         "use --no-profile for a job without a throughput profile")
-    if any(not s for s in meta.parallelism):
-        raise InputError(f"--parallelism {';'.join(meta.parallelism)!r}: expected strategies separated by ';', "
-                         "e.g. \"10,14;TP24\"")
-    for s in meta.parallelism:
-        megatron_parallelism(parse_strategy(s), n)  # stages must divide the GPUs, Megatron must express the split
-    key = profile.key(model, batch, n)  # unknown batch of an ordinary model: the profile's own message
-    if batch and profile.is_strategied(key.model) and normalize_batch(batch) not in (
-            key.batch_size, key.batch_size.split("/")[0]):
-        raise InputError(f"--batch-size {batch}: {key.model} runs with batch {key.batch_size} on {n} GPU(s) in "
-                         f"profile {profile.name}; omit --batch-size or use --no-profile")
-    profile.job_class(meta.job("tsbatch"))  # unknown strategy / GPU count: the profile's own message
 
 
 def check_command_line(own: dict[str, str | bool], sbatch: Sequence[str], script: Sequence[str],

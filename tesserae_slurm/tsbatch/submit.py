@@ -11,16 +11,13 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..model import InputError
-from ..partition import gpu_type_of, scheduling_profile
-from ..slurm import SlurmBackend, SlurmNode
-from .gpus import PartitionShape, cluster_shape
+from ..site.config import SiteConfig
+from ..site.partition import PartitionShape, scheduling_profile, shape_from_nodes
+from ..slurm import SlurmBackend
+from .gpus import cluster_shape
 from .options import Submission, check_command_line, make_submission, parse_argv, sbatch_args
-
-if TYPE_CHECKING:  # the daemon's configuration, handed in by the caller
-    from ..daemon.config import DaemonConfig
 
 
 @dataclass(frozen=True)
@@ -49,17 +46,12 @@ def read_script(path: str) -> str:
     return text
 
 
-def shape_of(backend: SlurmBackend, cfg: DaemonConfig) -> PartitionShape:
+def shape_of(backend: SlurmBackend, cfg: SiteConfig) -> PartitionShape:
     return shape_from_nodes(backend.list_nodes(cfg.slurm.partition), cfg)
 
 
-def shape_from_nodes(nodes: Sequence[SlurmNode], cfg: DaemonConfig) -> PartitionShape:
-    """The partition's shape for tsbatch's checks (``options.check_meta``), which the daemon shares."""
-    return PartitionShape(tuple((gpu_type_of(cfg, n.name), n.gpus) for n in nodes if n.gpus > 0))
-
-
-def prepare(argv: Sequence[str], backend_factory: Callable[[DaemonConfig], SlurmBackend],
-            config_loader: Callable[[str | None], DaemonConfig]) -> tuple[Prepared, SlurmBackend | None]:
+def prepare(argv: Sequence[str], backend_factory: Callable[[SiteConfig], SlurmBackend],
+            config_loader: Callable[[str | None], SiteConfig]) -> tuple[Prepared, SlurmBackend | None]:
     """Parse and validate; returns what to submit and the backend to submit with (None: --cluster, a
     dry run that never asks Slurm)."""
     own, sbatch, script = parse_argv(argv)

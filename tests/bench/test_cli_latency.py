@@ -7,7 +7,7 @@ import json
 
 from tesserae_slurm.bench.cli_latency import build_db
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.daemon.store import Store
+from tesserae_slurm.daemon.state.store import Store
 
 
 def test_the_database_is_written_through_the_store(tmp_path):

@@ -12,13 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tesserae_slurm.daemon.store import Store
+from tesserae_slurm.daemon.state.store import Store
 
 AS_NOBODY = """
 import importlib, os, pkgutil, sys
 import tesserae_slurm, tesserae_slurm.cli.main as m
 for mod in pkgutil.walk_packages(tesserae_slurm.__path__, "tesserae_slurm."):
-    if mod.name.startswith(("tesserae_slurm.cli", "tesserae_slurm.daemon")) and ".migrations" not in mod.name:
+    if mod.name.startswith(("tesserae_slurm.cli", "tesserae_slurm.daemon", "tesserae_slurm.site")) \
+            and ".schema_versions" not in mod.name:
         importlib.import_module(mod.name)
 import sqlalchemy.dialects.sqlite  # noqa: F401
 import encodings.idna  # noqa: F401  (the API fallback resolves a host name after the privilege drop)

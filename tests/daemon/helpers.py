@@ -14,10 +14,10 @@ from typing import Any
 import yaml
 from waiting import holds_for, wait_for  # noqa: F401 - the live daemon tests import them from here
 
-from tesserae_slurm.daemon.config import load_config
-from tesserae_slurm.daemon.connect import backend_from_config
+from tesserae_slurm.site.load import load_config
+from tesserae_slurm.site.connect import backend_from_config
 from tesserae_slurm.daemon.loop import Daemon
-from tesserae_slurm.daemon.store import Store
+from tesserae_slurm.daemon.state.store import Store
 from tesserae_slurm.devcluster import DevCluster
 from tesserae_slurm.model.errors import InputError
 
@@ -213,7 +213,7 @@ def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick",
     """tsbatch's own code path (parse, validate, sbatch) in this process: no interpreter start per job.
     Without ``model`` the job is submitted with --no-profile (placed alone, never packed). ``on_signal``:
     what the job does on the checkpoint signal (wait for the requeue-hold, exit, ignore; tick.py)."""
-    from tesserae_slurm.daemon.config import load_config
+    from tesserae_slurm.site.load import load_config
     from tesserae_slurm.tsbatch.submit import prepare
 
     cfg = load_config(env.config, check_policy=False)
@@ -230,7 +230,7 @@ def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick",
 
 def consistency_problems(env: Env, jobs: list[str]) -> list[str]:
     """Everything that would mean a job lost, placed twice, or a database that disagrees with Slurm."""
-    from tesserae_slurm.daemon.store import PLACED_STATES
+    from tesserae_slurm.daemon.state.store import PLACED_STATES
 
     problems: list[str] = []
     store = env.store()
@@ -268,5 +268,5 @@ def consistency_problems(env: Env, jobs: list[str]) -> list[str]:
 
 
 def parse_gpus_str(text: str) -> dict[str, tuple[int, ...]]:
-    from tesserae_slurm.daemon.gpuset import parse_gpus
+    from tesserae_slurm.daemon.state.gpuset import parse_gpus
     return parse_gpus(text)

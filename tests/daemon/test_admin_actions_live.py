@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from tesserae_slurm.daemon import admin
-from tesserae_slurm.daemon.config import load_config
+from tesserae_slurm.daemon.operators import admin
+from tesserae_slurm.site.load import load_config
 
 from .helpers import BIN, Env, submit_tick, wait_for
 

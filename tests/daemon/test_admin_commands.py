@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.cli.main import COMMANDS, build_parser, main
-from tesserae_slurm.daemon.calls import CallRecord
-from tesserae_slurm.daemon.journal import Intent, Journal, RoundCounts
-from tesserae_slurm.daemon.observe import managed_job
-from tesserae_slurm.daemon.plan import plan_round
-from tesserae_slurm.daemon.store import JobUpdate, Store
+from tesserae_slurm.daemon.service.calls import CallRecord
+from tesserae_slurm.daemon.state.journal import Intent, Journal, RoundCounts
+from tesserae_slurm.daemon.round.observe import managed_job
+from tesserae_slurm.daemon.round.actions import plan_round
+from tesserae_slurm.daemon.state.store import JobUpdate, Store
 from tesserae_slurm.model import PackedPair, PendingJob, PendingReason, Placement, RoundDecision
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState
 from tesserae_slurm.model.meta import JobMeta
@@ -38,7 +38,8 @@ def db(tmp_path):
     metas = {11: JobMeta(2, "GPT2-Medium"), 12: JobMeta(2, "DCGAN", "32"), 13: JobMeta(4, no_profile=True),
              14: JobMeta(1, "resnet50", "64")}
     for jid, meta in metas.items():
-        j.insert_job(managed_job(_job(jid, f"job|{jid}", meta)), 1000.0)
+        mj = managed_job(_job(jid, f"job|{jid}", meta))
+        j.insert_job(mj.slurm, mj.meta, 1000.0)
     dec = RoundDecision(
         Placement.from_lists({"node1": [["11", "12"], ["11", "12"], ["14"], []]}), ("11", "12", "14"), (), (), (),
         (PackedPair("11", "12", 0.73, 0.70, "10,14", None),),
@@ -177,7 +178,7 @@ def test_admin_commands_never_write(db, capsys, tmp_path):
 
 def _edit(db, **rows: dict) -> None:
     """Change job rows the way the daemon's store would (the admin commands only read)."""
-    from tesserae_slurm.daemon.store import JobRow
+    from tesserae_slurm.daemon.state.store import JobRow
 
     store = Store.open(db)
     with store.session() as s:
@@ -203,7 +204,7 @@ def test_states_take_squeue_codes_and_names(db, capsys, states, ids):
 
 
 def test_daemon_state_codes_do_not_clash_with_slurm_and_preempting_has_a_reason(db, capsys):
-    from tesserae_slurm.daemon.readers import DAEMON_STATES, SLURM_STATES
+    from tesserae_slurm.daemon.operators.readers import DAEMON_STATES, SLURM_STATES
 
     assert not set(DAEMON_STATES) & set(SLURM_STATES) and not set(DAEMON_STATES.values()) & set(SLURM_STATES.values())
     _edit(db, **{"11": {"state": "PREEMPTING", "reason": ""}, "12": {"state": "STARTING"},

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tesserae_slurm.daemon import admin
-from tesserae_slurm.daemon.config import load_config
-from tesserae_slurm.daemon.store import JobRow, Store
+from tesserae_slurm.daemon.operators import admin
+from tesserae_slurm.site.load import load_config
+from tesserae_slurm.daemon.state.store import JobRow, Store
 from tesserae_slurm.placement.node_rules import NodeRule
 from tesserae_slurm.model import InputError
 
 AS_USER = """
 import os, sys
-import tesserae_slurm.cli.main as m, tesserae_slurm.cli.admin.act, tesserae_slurm.daemon.admin
-import tesserae_slurm.daemon.config, tesserae_slurm.daemon.store, tesserae_slurm.slurm.parse
+import tesserae_slurm.cli.main as m, tesserae_slurm.cli.admin.act, tesserae_slurm.daemon.operators.admin
+import tesserae_slurm.site.config, tesserae_slurm.daemon.state.store, tesserae_slurm.slurm.parse
 uid = int(sys.argv[1])
 if os.geteuid() != uid:
     os.setgid(65534)
@@ -121,7 +121,7 @@ def test_a_request_file_with_a_bad_node_list_is_refused_by_the_daemon(cfg_path: 
 
 
 def test_a_rule_row_that_does_not_parse_is_left_out_not_a_failed_round(cfg_path: Path) -> None:
-    from tesserae_slurm.daemon.store import AdminRow
+    from tesserae_slurm.daemon.state.store import AdminRow
 
     store = Store.open(load_config(cfg_path, check_policy=False).state.database)
     with store.session() as s:

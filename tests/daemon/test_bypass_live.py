@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tesserae_slurm.daemon.config import load_config
-from tesserae_slurm.daemon.connect import backend_from_config
+from tesserae_slurm.site.load import load_config
+from tesserae_slurm.site.connect import backend_from_config
 from tesserae_slurm.tsbatch.submit import prepare
 
 from .helpers import BIN, Env, _state_string, holds_for, submit_tick, wait_for
@@ -206,9 +206,9 @@ def test_an_administrators_hold_is_respected_but_the_daemons_own_is_not_mistaken
     d = env.daemon()
     mine, admins = submit_tick(env, 1, 3000, name="mine"), submit_tick(env, 1, 3000, name="admins")
     subprocess.run(["scontrol", "hold", admins], env=env.os_env(), check=True, capture_output=True)  # by hand
-    d.guard()  # the check between rounds makes the daemon's own hold an administrator's hold as well
+    d.guard_check()  # the check between rounds makes the daemon's own hold an administrator's hold as well
     assert _job(env, mine)["state_reason"] == _job(env, admins)["state_reason"] == "JobHeldAdmin"
-    d.reconcile(d.observe(), None)
+    d.look(None)
     rows = {r.job_id: r for r in env.store().jobs()}
     assert "administrator" in rows[admins].reason and "administrator" not in rows[mine].reason
     result = d.run_round()
@@ -366,16 +366,16 @@ def test_a_job_its_owner_requeues_is_held_not_restarted_by_slurm(env: Env, user:
     again by itself after its BeginTime. The daemon's next check holds it instead."""
     d = env.daemon()
     job = user.submit_managed(1)
-    d.guard()  # secured (admin hold), then placed and released by the round
+    d.guard_check()  # secured (admin hold), then placed and released by the round
     assert d.run_round().status == "applied"
     wait_for(lambda: _fields(env, job)["JobState"] == "RUNNING", 30, "the daemon's start")
-    d.guard()  # seen running on its assignment
+    d.guard_check()  # seen running on its assignment
     row = env.store().job(job)
     assert row is not None and row.state == "RUNNING", row
     requeued = user.run("scontrol", "requeue", job)
     assert requeued.returncode == 0, requeued.stderr  # its owner may (Slurm's own rule)
     wait_for(lambda: _fields(env, job)["JobState"] == "PENDING", 30, "the requeue")
-    d.guard()
+    d.guard_check()
     j = _fields(env, job)
     assert j["Reason"] == "JobHeldAdmin" and j["Priority"] == "0", (j["Reason"], j["Priority"])
     events = " ".join(e.message for e in env.store().events(limit=100))

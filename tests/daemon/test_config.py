@@ -11,7 +11,8 @@ import yaml
 
 from tesserae_slurm.cli import tsbatch as tsbatch_cli
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.daemon.config import DaemonConfig, config_from_mapping, load_config
+from tesserae_slurm.site.config import SiteConfig
+from tesserae_slurm.site.load import config_from_mapping, load_config
 from tesserae_slurm.model import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,9 +20,9 @@ SHIPPED = ROOT / "etc" / "tesserae.yaml"
 
 
 def test_shipped_config_documents_every_key_with_its_default():
-    assert load_config(SHIPPED) == DaemonConfig()
+    assert load_config(SHIPPED) == SiteConfig()
     raw = yaml.safe_load(SHIPPED.read_text())
-    for section in fields(DaemonConfig):
+    for section in fields(SiteConfig):
         if section.name == "log_level":
             assert "log_level" in raw
             continue
@@ -29,7 +30,7 @@ def test_shipped_config_documents_every_key_with_its_default():
             assert set(raw["limits"]) == {"users", "accounts", "default_user", "default_account"}
             continue
         documented = set(raw[section.name])
-        assert documented == {f.name for f in fields(getattr(DaemonConfig(), section.name))}, section.name
+        assert documented == {f.name for f in fields(getattr(SiteConfig(), section.name))}, section.name
 
 
 def test_overrides_and_policy_options():
@@ -44,7 +45,7 @@ def test_overrides_and_policy_options():
 
 
 def test_packing_min_speed_goes_over_the_named_configuration():
-    from tesserae_slurm.daemon.config import engine_config
+    from tesserae_slurm.site.scheduler import engine_config
 
     assert engine_config(config_from_mapping({})).min_speed == 0.0
     cfg = config_from_mapping({"scheduler": {"policy": "tesserae-t-sticky"}, "packing": {"min_speed": 0.5}})
@@ -118,9 +119,9 @@ def test_systemd_unit_runs_as_a_service_user_and_reloads_on_sighup():
     assert settings["ExecStart"].endswith("tesserae daemon --config /etc/tesserae/tesserae.yaml")
     assert settings["ExecReload"] == "/bin/kill -HUP $MAINPID"
     assert settings["StateDirectory"] == "tesserae" and settings["ConfigurationDirectory"] == "tesserae"
-    assert DaemonConfig().state.database.startswith("/var/lib/tesserae/")
+    assert SiteConfig().state.database.startswith("/var/lib/tesserae/")
     # SIGTERM is heeded mid-grace; the worst case is two Slurm calls in flight that time out (docs/daemon.md)
-    slurm = DaemonConfig().slurm
+    slurm = SiteConfig().slurm
     assert int(settings["TimeoutStopSec"]) > 2 * (slurm.command_timeout_s * (slurm.retries + 1) + 1.5) + 2
     # numba's cache (the fast extra) must be somewhere the unit lets the service write
     cache = settings["Environment"].removeprefix("NUMBA_CACHE_DIR=")

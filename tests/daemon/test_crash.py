@@ -13,8 +13,8 @@ import os
 
 import pytest
 
-from tesserae_slurm.daemon.gpuset import parse_gpus
-from tesserae_slurm.daemon.store import PLACED_STATES, release_lock
+from tesserae_slurm.daemon.state.gpuset import parse_gpus
+from tesserae_slurm.daemon.state.store import PLACED_STATES, release_lock
 
 from .helpers import Env, consistency_problems, progressed, submit_tick, wait_for
 

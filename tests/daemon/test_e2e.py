@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.daemon.gpuset import parse_gpus
+from tesserae_slurm.daemon.round.observe import observe
+from tesserae_slurm.daemon.state.gpuset import parse_gpus
 
 from .helpers import Env, completed, done, not_completed, progressed, wait_for
 
@@ -92,7 +93,9 @@ def _run(env: Env) -> Scenario:
     assert mig.plan is not None and [a.kind for a in mig.plan.actions] == ["migrate"], mig.plan
     moved = mig.plan.actions[0].job_id
     rows = {r.job_id: r.work_done for r in env.store().jobs()}
-    policy_work = {v.id: (v.work_done, rows[v.id]) for v in d.inputs(d.observe()).views}
+    seen = observe(d.backend, d.cfg, d.clock(), {})
+    views = d.inputs.build(seen, d.cfg, d.profile, d.admin, False).views
+    policy_work = {v.id: (v.work_done, rows[v.id]) for v in views}
     wait_for(lambda: len([e for e in env.events(moved) if e["event"] == "start"]) == 2 and progressed(env, moved, 40),
              120, "the migrated job to resume", tick=round_, every=2)
 

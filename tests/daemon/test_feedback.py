@@ -11,17 +11,15 @@ import pwd
 import pytest
 
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.daemon.config import DaemonConfig, FeedbackSection, SchedulerSection
-from tesserae_slurm.daemon.feedback import (
-    History, RawReport, ReportFileError, Run, attribute, covering_rounds, parse_line, read_new,
-)
-from tesserae_slurm.daemon.journal import Intent, Journal, RoundCounts
-from tesserae_slurm.daemon.observe import managed_job
-from tesserae_slurm.daemon.online import OnlineFeedback
-from tesserae_slurm.daemon.plan import plan_round
-from tesserae_slurm.partition import scheduling_profile
-from tesserae_slurm.daemon.provenance import FALLBACK, base_table, decision_sources
-from tesserae_slurm.daemon.store import JobUpdate, Store
+from tesserae_slurm.site.config import SiteConfig, FeedbackSection, SchedulerSection
+from tesserae_slurm.daemon.feedback.report_files import History, RawReport, ReportFileError, Run, attribute, covering_rounds, parse_line, read_new
+from tesserae_slurm.daemon.state.journal import Intent, Journal, RoundCounts
+from tesserae_slurm.daemon.round.observe import managed_job
+from tesserae_slurm.daemon.feedback.online import OnlineFeedback
+from tesserae_slurm.daemon.round.actions import plan_round
+from tesserae_slurm.site.partition import scheduling_profile
+from tesserae_slurm.daemon.feedback.provenance import FALLBACK, base_table, decision_sources
+from tesserae_slurm.daemon.state.store import JobUpdate, Store
 from tesserae_slurm.estimators.entries import Endpoint, make_entry
 from tesserae_slurm.model import Cluster, Job, Node, PackedPair, Placement, RoundDecision
 from tesserae_slurm.profiles import ProfileKey, write_profile_csv
@@ -156,7 +154,8 @@ def world(tmp_path):
     j = Journal(Store.open(tmp_path / "state.db"))
     for jid, meta in {21: JobMeta(1, "DCGAN", "32"), 22: JobMeta(1, "DCGAN", "32"), 25: JobMeta(1, no_profile=True),
                       26: JobMeta(1, "PointNet", "32")}.items():
-        j.insert_job(managed_job(_job(jid, meta)), 950.0)
+        mj = managed_job(_job(jid, meta))
+        j.insert_job(mj.slurm, mj.meta, 950.0)
     alone = Placement.from_lists({"n1": [["21"], ["22"], ["25"], []]})
     _round(j, 1000.0, RoundDecision(alone, ("21", "22", "25"), (), (), (), (), ()),
            {"21": ("n1:0", ""), "22": ("n1:1", ""), "25": ("n1:2", "")})
@@ -176,7 +175,7 @@ def world(tmp_path):
     for job, text in files.items():
         (reports / f"{job}.jsonl").write_text("\n".join(text) + "\n")
     (reports / "notes.txt").write_text("ignored\n")
-    cfg = DaemonConfig(scheduler=SchedulerSection(profile="a100"),
+    cfg = SiteConfig(scheduler=SchedulerSection(profile="a100"),
                        feedback=FeedbackSection(reports_dir=str(reports), report_every_s=60.0, alpha=0.5,
                                                 min_reports=1))
     return j, cfg, reports, tmp_path / "state.db"
@@ -244,7 +243,7 @@ def test_the_folded_table_replaces_the_pair_and_explain_shows_the_source(world, 
 
 
 def test_min_reports_and_clamping():
-    from tesserae_slurm.daemon.provenance import folded_profile
+    from tesserae_slurm.daemon.feedback.provenance import folded_profile
     from tesserae_slurm.estimators.online import OnlineState, ThroughputReport
 
     table = base_table(PROFILE, "a100")

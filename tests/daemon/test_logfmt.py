@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tesserae_slurm.daemon.logfmt import JsonFormatter
+from tesserae_slurm.daemon.service.logfmt import JsonFormatter
 
 from .helpers import Env, submit_tick
 

@@ -177,7 +177,7 @@ def test_sigterm_in_the_grace_period_stops_within_seconds(env: Env) -> None:
     victim = next(j for j in jobs if _state_in_db(env, j) == "PREEMPTING")
     d = env.daemon()  # the next start finishes the preemption (signal again, grace, requeue-hold)
     env.write_config(preemption={"grace_seconds": 3})
-    d.configure(__import__("tesserae_slurm.daemon.config", fromlist=["load_config"]).load_config(env.config))
+    d.configure(__import__("tesserae_slurm.site.load", fromlist=["load_config"]).load_config(env.config))
     d.run_round()
     assert _state_in_db(env, victim) == "PENDING" and env.squeue()[victim]["state"] == "PENDING"
 
@@ -216,7 +216,8 @@ def test_a_job_that_ended_before_the_stop_phase_is_not_requeued(env: Env, how: s
     """The round's snapshot still shows the job running, but it ended before the stop phase reached it
     (the signal is refused): the requeue-hold must not bring it back (Slurm requeues a finished batch
     job on a plain requeuehold; `Incomplete` leaves it ended)."""
-    from tesserae_slurm.daemon.apply import ApplyResult, StopItem
+    from tesserae_slurm.daemon.round.actions import StopItem
+    from tesserae_slurm.daemon.round.stop_start import ApplyResult
 
     env.write_config(preemption={"grace_seconds": GRACE})
     d = env.daemon()

@@ -42,7 +42,7 @@ def test_hand_changes_are_reconciled_on_restart(env: Env) -> None:
 
     # --- restart -------------------------------------------------------------------------------------
     d = env.daemon()
-    d.reconcile(d.observe(), None)  # what the start of the next round does first, before any followup
+    d.look(None)  # what the start of the next round does first, before any followup
     rows = {r.job_id: r for r in env.store().jobs()}
     assert rows[requeued].state == "PENDING"
     assert rows[edited].state == "PENDING" and rows[edited].reason == "started outside tesserae: stopped and held"
@@ -71,8 +71,8 @@ def test_hand_changes_are_reconciled_on_restart(env: Env) -> None:
 
 
 def test_the_daemons_hold_is_a_user_hold_not_an_administrators(env: Env) -> None:
-    from tesserae_slurm.daemon.config import load_config
-    from tesserae_slurm.daemon.connect import backend_from_config
+    from tesserae_slurm.site.load import load_config
+    from tesserae_slurm.site.connect import backend_from_config
 
     job = submit_tick(env, 1, 10, name="hold-me")
     scontrol(env, "update", f"JobId={job}", "StartTime=now+3600")

@@ -1,14 +1,13 @@
-"""Retention (daemon/retention.py): which rounds and jobs go, in batches bounded by time, and what stays."""
+"""Retention (daemon/state/retention.py): which rounds and jobs go, in batches bounded by time, and what stays."""
 
 from __future__ import annotations
 
 import pytest
 
-from tesserae_slurm.daemon.config import RetentionSection, config_from_mapping
-from tesserae_slurm.daemon.retention import DAY, prune
-from tesserae_slurm.daemon.store import (
-    ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store,
-)
+from tesserae_slurm.site.config import RetentionSection
+from tesserae_slurm.site.load import config_from_mapping
+from tesserae_slurm.daemon.state.retention import DAY, prune
+from tesserae_slurm.daemon.state.store import ActionRow, EventRow, JobRow, PlacementRow, RoundRow, SlurmCallRow, Store
 from tesserae_slurm.model import InputError
 
 NOW = 1_800_000_000.0

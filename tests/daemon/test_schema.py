@@ -1,4 +1,4 @@
-"""Schema migrations (daemon/schema.py): the migrations build exactly the models, a fresh database is at
+"""Schema migrations (daemon/state/schema.py): the migrations build exactly the models, a fresh database is at
 HEAD, a database newer than this tesserae or of an unknown old kind is refused with one line, and an
 upgrade leaves a consistent backup. The upgrade of a real pre-migration database is test_upgrade_live.py."""
 
@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 from sqlalchemy import create_engine
 
-from tesserae_slurm.daemon import schema
-from tesserae_slurm.daemon.store import Base, Store
+from tesserae_slurm.daemon.state import schema
+from tesserae_slurm.daemon.state.store import Base, Store
 from tesserae_slurm.model import InputError
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tesserae_slurm.daemon.sdnotify import Notifier
+from tesserae_slurm.daemon.service.sdnotify import Notifier
 
 from .helpers import Env
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tesserae_slurm.daemon import schema
+from tesserae_slurm.daemon.state import schema
 from tesserae_slurm.policies import state_codec
 
 from .helpers import ROOT, Env, progressed, submit_tick, wait_for
@@ -79,7 +79,7 @@ def test_a_pre_migration_database_upgrades_and_keeps_its_history(env: Env, tmp_p
     out = env.tesserae("rounds")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "start this version's daemon" in out.stderr
 
-    from tesserae_slurm.daemon.store import Store
+    from tesserae_slurm.daemon.state.store import Store
     Store.open(db).close()  # what the daemon does first on start
     (bak,) = [p for p in db.parent.iterdir() if p.name.startswith("state.db.bak-0001-")]
     assert _rows(bak, "select count(*) from rounds") == [(2,)]

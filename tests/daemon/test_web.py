@@ -13,14 +13,14 @@ import pytest
 import yaml
 
 from tesserae_slurm.cli.main import main
-from tesserae_slurm.daemon import api
-from tesserae_slurm.daemon.config import config_from_mapping
-from tesserae_slurm.daemon.web import serve
+from tesserae_slurm.daemon.operators import api
+from tesserae_slurm.site.load import config_from_mapping
+from tesserae_slurm.daemon.operators.web import serve
 from tesserae_slurm.model import InputError
 
 from .test_admin_commands import db  # noqa: F401 - the state database fixture: two real rounds through the journal
 
-WEBUI = Path(__file__).resolve().parents[2] / "tesserae_slurm" / "daemon" / "webui"
+WEBUI = Path(__file__).resolve().parents[2] / "tesserae_slurm" / "daemon" / "operators" / "webui"
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_answers_are_bounded(server, monkeypatch):
     monkeypatch.setattr(api, "MAX_JOBS", 2)
     j = get(server, "/api/jobs?all=1")
     assert j["truncated"] and [r["job_id"] for r in j["jobs"]] == ["12", "13"]  # the newest, unfinished kept
-    from tesserae_slurm.daemon import web
+    from tesserae_slurm.daemon.operators import web
     monkeypatch.setattr(web, "MAX_BODY", 100)
     status, _, body = request(server, "/api/jobs")
     assert status == 507 and "narrow the query" in json.loads(body)["error"]

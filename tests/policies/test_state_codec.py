@@ -77,13 +77,17 @@ def test_state_round_trips_between_any_two_rounds(name):
 
 
 def _legacy_pickle(state) -> bytes:
-    """Bytes as tesserae's journal wrote them before the JSON format (its pickler and dispatch table)."""
-    from tesserae_slurm.daemon import journal
+    """Bytes as tesserae's journal wrote them before the JSON format (its pickler and dispatch table). The
+    journal was then the module ``tesserae_slurm.daemon.journal``: old pickles name its function there."""
+    import sys
+
+    journal = types.ModuleType("tesserae_slurm.daemon.journal")
 
     def _mappingproxy(d):
         return types.MappingProxyType(d)
     _mappingproxy.__module__, _mappingproxy.__qualname__ = journal.__name__, "_mappingproxy"
     journal._mappingproxy = _mappingproxy
+    sys.modules[journal.__name__] = journal
     try:
         buf = io.BytesIO()
         p = pickle.Pickler(buf)
@@ -91,7 +95,7 @@ def _legacy_pickle(state) -> bytes:
         p.dump(state)
         return buf.getvalue()
     finally:
-        del journal._mappingproxy
+        del sys.modules[journal.__name__]
 
 
 @pytest.mark.parametrize("name", ["tiresias", "gavel", "ftf", "pop"])

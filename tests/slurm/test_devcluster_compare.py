@@ -26,7 +26,7 @@ from tesserae_slurm.devcluster.compare import (
     submit_all,
     summarize,
 )
-from tesserae_slurm.devcluster.config import DevClusterLayout, DevClusterSpec, render_slurm_conf
+from tesserae_slurm.devcluster.slurm_conf import DevClusterLayout, DevClusterSpec, render_slurm_conf
 from tesserae_slurm.model import InputError
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState
 

@@ -7,13 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tesserae_slurm.model import InputError
-from tesserae_slurm.partition import scheduling_profile
 from tesserae_slurm.model.meta import UNPROFILED, JobMeta
+from tesserae_slurm.site.job_rules import check_meta
+from tesserae_slurm.site.partition import PartitionShape, scheduling_profile
 from tesserae_slurm.tsbatch.options import (
-    PartitionShape,
     Submission,
     build_meta,
-    check_meta,
     check_sbatch_options,
     make_submission,
     parse_argv,

@@ -1,7 +1,7 @@
 """`tesserae hold|release|requeue|cancel|unpin JOB`, `tesserae pin|keep-off JOB NODELIST` and
 `tesserae drain|resume NODE`: operators' actions.
 
-They leave a request for the daemon (daemon/admin.py), which records who and when and acts at its next
+They leave a request for the daemon (daemon/operators/admin.py), which records who and when and acts at its next
 round; the command says so. Non-operators are refused here in one line (and again by the daemon, which
 trusts the request file's owner, not this process).
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ...model import InputError
 
 if TYPE_CHECKING:
-    from ...daemon.config import DaemonConfig
+    from ...site.config import SiteConfig
 
 HELP = {  # as in cli/main.py's COMMANDS (the listing shows those without importing this module)
     "hold": "operator: keep a managed job from being placed until released",
@@ -65,8 +65,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from ...daemon import admin
-    from ...daemon.config import resolve_config
+    from ...daemon.operators import admin
+    from ...site.load import resolve_config
 
     command, target, nodes = args.admin_command, str(args.target), str(getattr(args, "nodes", "") or "")
     admin.check_target(command, target, nodes)
@@ -87,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_job(cfg: DaemonConfig, job: str) -> None:
+def _check_job(cfg: SiteConfig, job: str) -> None:
     """A job the daemon manages and that has not ended (when the database is readable here)."""
-    from ...daemon.store import TERMINAL_STATES, Store
+    from ...daemon.state.store import TERMINAL_STATES, Store
 
     try:
         store = Store.open(cfg.state.database, read_only=True)

@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...daemon.store import Store
+    from ...daemon.state.store import Store
 
 
 def add_db_options(p: argparse.ArgumentParser) -> None:
@@ -23,7 +23,7 @@ def add_api_option(p: argparse.ArgumentParser) -> None:
 
 
 def open_store(args: argparse.Namespace) -> Store:
-    from ...daemon.store import Store
+    from ...daemon.state.store import Store
 
     return Store.open(_db_path(args), read_only=True)
 
@@ -31,7 +31,7 @@ def open_store(args: argparse.Namespace) -> Store:
 def _db_path(args: argparse.Namespace) -> str:
     path = args.db or os.environ.get("TESSERAE_DB")
     if not path:
-        from ...daemon.config import resolve_config
+        from ...site.load import resolve_config
         path = resolve_config(args.config, check_policy=False)[0].state.database
     return str(path)
 
@@ -56,8 +56,8 @@ def open_source(args: argparse.Namespace) -> Store | ApiClient:
             return open_store(args)
         except OperationalError:
             pass  # readable file in an unreadable WAL setup (no -shm access): ask the daemon instead
-    from ...daemon.config import resolve_config
     from ...model import InputError
+    from ...site.load import resolve_config
 
     listen = resolve_config(args.config, check_policy=False)[0].http.listen
     if not listen:
@@ -68,7 +68,7 @@ def open_source(args: argparse.Namespace) -> Store | ApiClient:
 
 
 class ApiClient:
-    """GET on the daemon's read-only JSON API (daemon/web.py); errors become one-line InputErrors."""
+    """GET on the daemon's read-only JSON API (daemon/operators/web.py); errors become one-line InputErrors."""
 
     def __init__(self, url: str, why: str = "") -> None:
         from urllib.parse import urlsplit

@@ -10,7 +10,7 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from ...daemon.readers import when
+from ...daemon.operators.readers import when
 from ...model import InputError
 from ..render import table
 from .common import ApiClient, add_api_option, add_db_options, duration, open_source
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         e = source.get(f"/api/jobs/{args.job_id}")
         e.pop("meta", None)
     else:
-        from ...daemon.api import job
+        from ...daemon.operators.api import job
 
         try:
             e = job(source, str(args.job_id))

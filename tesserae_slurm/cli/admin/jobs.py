@@ -6,12 +6,22 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...daemon.readers import SHORT, STATE_CODES, Column, add_stop_reasons, iso, parse_states, reason, select_rows, when
+from ...daemon.operators.readers import (
+    SHORT,
+    STATE_CODES,
+    Column,
+    add_stop_reasons,
+    iso,
+    parse_states,
+    reason,
+    select_rows,
+    when,
+)
 from .common import ApiClient, add_api_option, add_db_options, duration, open_source
 from .output import add_output_options, emit, format_codes
 
 if TYPE_CHECKING:
-    from ...daemon.store import JobRow
+    from ...daemon.state.store import JobRow
 
 
 def _reason_or_nodes(r: JobRow) -> str:
@@ -71,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         parse_states(args.states)  # a bad -t fails before the database is opened
     source = open_source(args)
     if isinstance(source, ApiClient):  # the daemon's API: it filters with select_rows and adds the stop reasons
-        from ...daemon.api import job_from_record
+        from ...daemon.operators.api import job_from_record
 
         body = source.get("/api/jobs", states=args.states, all="1" if args.all else None, jobs=args.jobs,
                           user=args.user)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from ...daemon.readers import Column
+from ...daemon.operators.readers import Column
 from ...model import InputError
 from ..render import table
 
@@ -109,7 +109,7 @@ def _cell_of(c: Column, row: Any) -> str:
 
 def dump_json(body: dict[str, Any]) -> None:
     """--json: one object, ``meta`` (tool, version, generated_at) first."""
-    from ...daemon.readers import json_meta
+    from ...daemon.operators.readers import json_meta
 
     json.dump({"meta": json_meta(), **body}, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...daemon.readers import ROUND_COLUMNS, round_details, when
+from ...daemon.operators.readers import ROUND_COLUMNS, round_details, when
 from ...model import InputError
 from ..render import render_placement, table
 from .common import add_db_options, open_store

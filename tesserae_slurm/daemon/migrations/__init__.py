@@ -1,1 +1,0 @@
-"""Alembic migrations of the state database; the daemon runs them on start (daemon/schema.py)."""

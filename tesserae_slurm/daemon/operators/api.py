@@ -1,0 +1,145 @@
+"""The read-only JSON API's answers, built from the state database by the admin commands' own readers
+(daemon/operators/readers.py).
+
+`tesserae jobs`, `explain`, `rounds` and `round show` and the web page (daemon/operators/web.py) read the same
+records through the same functions, so the page, the API and the CLI cannot disagree. What any user may
+read: job ids, names, users, states, GPUs, reasons, ranks and the daemon's actions; never the job's
+Comment as submitted, its AdminComment encoding or anything of its command line or environment (the
+store holds no command line or environment at all; PUBLIC_JOB_FIELDS is the whole list of job fields).
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from ...model import InputError
+from .readers import ROUND_COLUMNS, add_stop_reasons, explain, reason, round_details, select_rows
+
+if TYPE_CHECKING:  # SQLAlchemy loads only where a database is read (the CLI's API client does without)
+    from ..state.store import JobRow, RoundRow, Store
+
+# The job row fields the API serves (JobRow attribute names, so the CLI renders API answers with the same
+# columns as database rows). Left out: meta (the submitted Comment), assignment (the AdminComment text),
+# parallelism and the accounting internals (run_start, run_counted, last_seen).
+PUBLIC_JOB_FIELDS = (
+    "job_id", "name", "user", "state", "slurm_state", "reason", "num_gpus", "nodes", "gpus", "packed_with",
+    "strategy", "model", "batch_size", "executed_time", "attained_service", "work_done", "preemptions", "migrations",
+    "restarts", "submit_time", "first_start", "finished_at", "assign_round", "exit_code",
+)
+MAX_JOBS = 5000  # one answer's job list; more sets "truncated" (filter with states, user or jobs)
+MAX_ROUNDS = 500
+
+
+def job_record(row: JobRow, rank: int | None = None) -> dict[str, Any]:
+    out = {f: getattr(row, f) for f in PUBLIC_JOB_FIELDS}
+    out["reason"] = reason(row)  # a PREEMPTING job's stop reason folded in
+    out["rank"] = rank
+    return out
+
+
+def job_from_record(rec: dict[str, Any]) -> SimpleNamespace:
+    """An API job record as an object the admin columns read like a JobRow."""
+    return SimpleNamespace(**{f: rec.get(f) for f in PUBLIC_JOB_FIELDS}, rank=rec.get("rank"), stop_reason="")
+
+
+def _latest_decision(store: Store) -> tuple[RoundRow | None, dict[str, Any]]:
+    """The newest round that recorded a decision (skipped and failed rounds record none)."""
+    for r in store.rounds(limit=20):
+        if r.decision_json and r.decision_json != "{}":
+            return r, json.loads(r.decision_json)
+    return None, {}
+
+
+def ranks(decision: dict[str, Any]) -> dict[str, int]:
+    return {j: i + 1 for i, j in enumerate(decision.get("order", []))}
+
+
+def jobs(store: Store, *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
+         user: str | None = None) -> dict[str, Any]:
+    """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), each job with its rank in the newest round."""
+    from ..state.store import TERMINAL_STATES
+
+    rows = select_rows(store.jobs(), states=states, all_jobs=all_jobs, ids=ids, user=user)
+    truncated = len(rows) > MAX_JOBS
+    if truncated:  # keep the unfinished jobs and the newest finished ones
+        active = [r for r in rows if r.state not in TERMINAL_STATES]
+        done = [r for r in rows if r.state in TERMINAL_STATES]
+        room = MAX_JOBS - len(active)
+        rows = active[-MAX_JOBS:] if room <= 0 else sorted(
+            active + done[len(done) - room:], key=lambda r: int(r.job_id) if r.job_id.isdigit() else 0)
+    add_stop_reasons(store, rows)
+    rnd, decision = _latest_decision(store)
+    rank = ranks(decision)
+    return {"round": rnd.round_id if rnd else None, "jobs": [job_record(r, rank.get(r.job_id)) for r in rows],
+            "truncated": truncated}
+
+
+def job(store: Store, job_id: str) -> dict[str, Any]:
+    """`tesserae explain JOB`'s record: reason, rank, why pending/packed/moved, history of actions."""
+    if not job_id.isdigit():
+        raise InputError(f"job id must be a number, got {job_id!r}")
+    row = store.job(job_id)
+    if row is None:
+        raise LookupError(f"job {job_id} is not in the state database (not submitted with tsbatch, or not seen "
+                          "by the daemon yet)")
+    add_stop_reasons(store, [row])
+    return explain(store, row)
+
+
+def _gpu_use(decision: dict[str, Any]) -> tuple[int, int]:
+    nodes = (decision.get("placement") or {}).get("nodes") or {}
+    total = sum(len(g) for g in nodes.values())
+    return total, sum(1 for g in nodes.values() for slot in g if slot)
+
+
+def rounds(store: Store, last: int = 50) -> dict[str, Any]:
+    """`tesserae rounds --json`'s records, oldest first, each with its GPU utilization."""
+    if not 0 < last <= MAX_ROUNDS:
+        raise InputError(f"n must be in 1..{MAX_ROUNDS}, got {last}")
+    out = []
+    for r in reversed(store.rounds(limit=last)):
+        rec = {c.key: c.json_value(r) for c in ROUND_COLUMNS}
+        total, busy = _gpu_use(json.loads(r.decision_json or "{}"))
+        rec.update(dry_run=r.dry_run, gpus_total=total, gpus_busy=busy,
+                   utilization=round(busy / total, 4) if total else None)
+        out.append(rec)
+    return {"rounds": out}
+
+
+def round_(store: Store, which: str) -> dict[str, Any]:
+    """`tesserae round show N|last --json`'s record."""
+    which = which.strip().lower()
+    if which == "last":
+        newest = store.rounds(limit=1)
+        row = newest[0] if newest else None
+    elif which.isdigit():
+        row = store.round(int(which))
+    else:
+        raise InputError(f"expected a round number or last, got {which!r}")
+    if row is None:
+        raise LookupError(f"no round {which} in the state database")
+    return round_details(store, row)
+
+
+def cluster(store: Store) -> dict[str, Any]:
+    """The placement of the newest decided round: nodes x GPUs (job ids per GPU; two = a packed pair) and
+    what that round started, moved and preempted, with the jobs on the map."""
+    rnd, d = _latest_decision(store)
+    nodes = (d.get("placement") or {}).get("nodes") or {}
+    on_map = sorted({j for g in nodes.values() for slot in g for j in slot})
+    rows = {r.job_id: r for r in store.jobs_by_id(on_map)}
+    total, busy = _gpu_use(d)
+    return {
+        "round": rnd.round_id if rnd else None,
+        "round_status": rnd.status if rnd else None,
+        "policy": rnd.policy if rnd else None,
+        "started_at": rnd.started_at if rnd else None,
+        "nodes": [{"name": n, "gpus": [sorted(slot) for slot in g]} for n, g in nodes.items()],
+        "gpus_total": total, "gpus_busy": busy,
+        "started": d.get("started", []), "migrated": d.get("migrated", []), "preempted": d.get("preempted", []),
+        "packed": [[p["placed"], p["partner"]] for p in d.get("packed", [])],
+        "jobs": {j: {"name": r.name, "user": r.user, "state": r.state, "num_gpus": r.num_gpus,
+                     "strategy": r.strategy} for j, r in rows.items()},
+    }

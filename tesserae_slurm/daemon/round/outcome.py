@@ -1,0 +1,60 @@
+"""Outcome: the round's end in the database, the metrics and the log: its status (applied, partial,
+dry-run; skipped or failed when it could not decide), the problems by job, and one more round run for
+each job that ran through it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...model import RoundDecision
+from ..service.metrics import Metrics
+from ..state.journal import Journal
+from .actions import RoundPlan
+from .decide import Decided
+from .stop_start import ApplyResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    round_id: int
+    status: str  # applied | partial | dry-run | skipped | failed
+    error: str = ""
+    decision: RoundDecision | None = None
+    plan: RoundPlan | None = None
+
+
+def applied(journal: Journal, plan: RoundPlan, result: ApplyResult) -> tuple[str, str]:
+    """Counts the round for the jobs that ran through it; returns its status and the problems by job."""
+    journal.count_rounds_run([j for j in plan.targets if j in plan.kept or j in result.started])
+    failures = {**result.failed, **result.skipped}
+    return "partial" if failures else "applied", "; ".join(f"job {j}: {e}" for j, e in sorted(failures.items()))
+
+
+def finish_round(journal: Journal, metrics: Metrics, round_id: int, status: str, decided: Decided, error: str,
+                 t_round: float, clock: Callable[[], float]) -> RoundResult:
+    """``t_round``: when the round began (``time.perf_counter``), for the log line."""
+    d, plan = decided.decision, decided.plan
+    journal.update_round(round_id, status=status, error=error, finished_at=clock())
+    metrics.round_done(status, decided.decision_s)
+    metrics.set_jobs(journal.count_by_state(), len(d.packed))
+    log.info("round %d %s: %d started, %d preempted, %d migrated, %d kept, %d packed pairs, %d pending "
+             "(%.1f ms decision, %.2f s round)%s", round_id, status, sum(a.kind == "start" for a in plan.actions),
+             sum(a.kind == "preempt" for a in plan.actions), sum(a.kind == "migrate" for a in plan.actions),
+             len(plan.kept), len(d.packed), len(d.pending), decided.decision_s * 1e3,
+             time.perf_counter() - t_round, f"; problems: {error}" if error else "")
+    return RoundResult(round_id, status, error, d, plan)
+
+
+def skip_round(journal: Journal, metrics: Metrics, round_id: int, why: str, status: str,
+               clock: Callable[[], float]) -> RoundResult:
+    """A round that could not decide (``skipped``: Slurm unreachable; ``failed``: a problem of ours)."""
+    log.error("round %d %s: %s", round_id, status, why)
+    journal.update_round(round_id, status=status, error=why, finished_at=clock())
+    journal.event(clock(), "round-" + status, why, round_id=round_id)
+    metrics.round_done(status, None)
+    return RoundResult(round_id, status, why)

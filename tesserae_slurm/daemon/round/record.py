@@ -1,0 +1,57 @@
+"""Record: the round's decision in the state database before anything is sent to Slurm: the round's row
+(its numbers, stage times, the decision with the policy's order and where each speed came from), one
+placement row per placed job, and each job's reason to wait. A dry run records its actions as
+intents it never carries out, and keeps its placement as the next dry round's accounting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...model import Placement
+from ..state.gpuset import format_gpus
+from ..state.journal import Intent, Journal, RoundCounts
+from ..state.store import JobUpdate
+from .actions import RoundPlan
+from .decide import Decided
+from .inputs import RoundInputs
+
+
+def round_counts(decided: Decided, inp: RoundInputs) -> RoundCounts:
+    d, plan = decided.decision, decided.plan
+    return RoundCounts(
+        scheduling_ms=decided.rank_s * 1e3, placement_ms=d.timings.placement * 1e3,
+        packing_ms=d.timings.packing * 1e3, migration_ms=d.timings.migration * 1e3,
+        jobs_active=len(inp.jobs), running=len(plan.targets), kept=len(plan.kept),
+        started=sum(a.kind == "start" for a in plan.actions),
+        preempted=sum(a.kind == "preempt" for a in plan.actions),
+        migrated=sum(a.kind == "migrate" for a in plan.actions), packed_pairs=len(d.packed),
+        pending=len(d.pending),
+    )
+
+
+def record_decision(journal: Journal, round_id: int, inp: RoundInputs, decided: Decided,
+                    sources: Mapping[str, Any], dry_run: bool) -> None:
+    """``sources``: where each placed job's speed came from (``feedback.online.OnlineFeedback.sources``)."""
+    d, plan = decided.decision, decided.plan
+    journal.record_decision(round_id, d, plan.targets, round_counts(decided, inp), decided.order, sources)
+    if dry_run:
+        return
+    reasons = {j: JobUpdate(reason=why) for j, why in inp.excluded.items()}
+    for p in d.pending:
+        reasons[p.job_id] = JobUpdate(reason=p.reason.value + (f": {p.detail}" if p.detail else ""))
+    for j in plan.kept:  # no Slurm call; only the record of who shares its GPUs (and its speed) changes
+        reasons[j] = JobUpdate(packed_with=plan.targets[j].partner, speed=plan.targets[j].speed, reason="")
+    journal.update_jobs(reasons)
+
+
+def record_dry_run(journal: Journal, round_id: int, plan: RoundPlan, placement: Placement, now: float,
+                   finished: float) -> None:
+    """The plan's actions as intents marked skipped at ``finished``; ``placement`` kept as the shadow."""
+    journal.record_intents(round_id, [Intent(a.kind, a.job_id, {
+        "gpus": format_gpus(a.target.gpus) if a.target else "",
+        "from": format_gpus(a.previous) if a.previous else ""}) for a in plan.actions], now)
+    for a in journal.store.actions(round_id=round_id, status="intent"):
+        journal.finish_action(a.id, "skipped", finished, "dry run: nothing sent to Slurm")
+    journal.save_shadow(placement)

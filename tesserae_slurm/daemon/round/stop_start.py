@@ -1,0 +1,309 @@
+"""The protocol of stopping and starting jobs through Slurm, recording intent first and the outcome after.
+
+``apply.py`` orders a round's stops and starts; this module carries each out. Stop: signal every job
+to preempt or migrate (checkpoint signal to the batch shell), wait until they exit or the grace
+period ends, requeue-hold them, and wait until Slurm has them pending again. Start: write each job's
+assignment into its AdminComment, pin its node list and make it eligible now, then release all of
+them with one call. Every step tolerates having been done already (a restarted daemon may repeat
+it), and a start never goes to GPUs that a job which failed to stop still holds: the daemon keeps its
+own GPU accounting and never double-books a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from ...harness.assignment import EVERY_KEY, REPORTS_KEY
+from ...site.config import SiteConfig
+from ...slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
+from ..service import failpoints
+from ..state.gpuset import format_gpus
+from ..state.journal import Intent, Journal
+from ..state.store import PENDING, PREEMPTING, STARTING, JobUpdate
+from .actions import Action, StopItem, Target
+from .transitions import account, close_run, finished_state
+
+log = logging.getLogger(__name__)
+# After requeue-hold, how long the round waits for Slurm to kill the job (KillWait) and list it pending;
+# a job still not gone is carried over to the next round instead of holding this one up.
+REQUEUE_SETTLE_S = 15.0
+# slurmd revokes a killed job's credential with one-second resolution: a requeued job launched again
+# within the same second is killed as "Job credential revoked" (seen on 22.05). Wait this long first.
+RELAUNCH_GAP_S = 2.0
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """Stops signalled and not yet requeue-held (between ``begin_stops`` and ``finish_stops``)."""
+
+    round_id: int
+    items: tuple[StopItem, ...]
+    action_ids: Mapping[str, int]
+    to_hold: tuple[str, ...]
+
+
+@dataclass
+class ApplyResult:
+    stopped: set[str] = field(default_factory=set)
+    ended: dict[str, str] = field(default_factory=dict)  # job -> how it ended while being stopped
+    carried: dict[str, str] = field(default_factory=dict)  # stops left for the next round (GPUs stay booked)
+    started: set[str] = field(default_factory=set)
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _gone(sj: SlurmJob | None) -> bool:
+    """No process of the job runs any more (finished, or pending after a requeue)."""
+    return sj is None or sj.state.is_finished or sj.state is SlurmJobState.PENDING
+
+
+class Applier:
+    def __init__(self, backend: SlurmBackend, journal: Journal, cfg: SiteConfig, stop: threading.Event,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 poll_s: float = 0.5) -> None:
+        self.backend, self.journal, self.cfg, self.stop = backend, journal, cfg, stop
+        self.clock, self.sleep, self.poll_s = clock, sleep, poll_s
+        self._stopped_at: dict[str, float] = {}  # job -> when its last run was stopped by this process
+        self._signalled_at: dict[str, float] = {}  # job -> when this process sent it the checkpoint signal
+
+    # ---- observation during the protocol ----------------------------------------------------------
+    def _jobs(self) -> dict[str, SlurmJob] | None:
+        try:
+            return {str(j.job_id): j for j in self.backend.list_jobs(self.cfg.slurm.partition)}
+        except SlurmError as exc:
+            log.warning("cannot list jobs while applying: %s", exc)
+            return None
+
+    def _wait(self, ids: Iterable[str], done: Callable[[SlurmJob | None], bool],
+              deadline: float) -> dict[str, SlurmJob]:
+        """Poll squeue until ``done`` holds for every id, ``deadline`` passes or the daemon is asked to
+        stop (SIGTERM is heeded within one poll); returns the last view."""
+        ids = list(ids)
+        view: dict[str, SlurmJob] = {}
+        while True:
+            jobs = self._jobs()
+            if jobs is not None:
+                view = jobs
+                if all(done(jobs.get(j)) for j in ids):
+                    return view
+            if self.clock() >= deadline or self.stop.is_set():
+                return view
+            self.stop.wait(min(self.poll_s, max(0.0, deadline - self.clock())))
+
+    # ---- phase 1: stop ----------------------------------------------------------------------------
+    def stop_jobs(self, round_id: int, items: Sequence[StopItem], slurm: Mapping[str, SlurmJob],
+                  result: ApplyResult) -> None:
+        """Signal, wait out the grace period, requeue-hold: both halves at once (reconciliation's stops)."""
+        self.finish_stops(self.begin_stops(round_id, items, slurm, result), result)
+
+    def begin_stops(self, round_id: int, items: Sequence[StopItem], slurm: Mapping[str, SlurmJob],
+                    result: ApplyResult) -> Stopping:
+        """Record the intents and send the checkpoint signal; the caller may start other jobs meanwhile."""
+        if not items:
+            return Stopping(round_id, (), {}, ())
+        now = self.clock()
+        intents = [Intent(it.kind, it.job_id,
+                          {"from": format_gpus(it.previous or {}), "to": format_gpus(it.target or {})},
+                          JobUpdate(state=PREEMPTING)) for it in items]
+        action_ids = dict(zip((it.job_id for it in items), self.journal.record_intents(round_id, intents, now),
+                              strict=True))
+        failpoints.hit("after-intent")
+
+        to_hold: list[str] = []
+        for it in items:
+            sj = slurm.get(it.job_id)
+            if sj is not None and sj.state is SlurmJobState.PENDING and not sj.held:
+                to_hold.append(it.job_id)  # released but not started yet: just hold it again
+            elif sj is not None and sj.state.is_active:
+                if it.job_id in self._signalled_at:
+                    continue  # a stop carried over from an earlier round: its grace runs from the first signal
+                try:
+                    self.backend.signal(int(it.job_id), self.cfg.preemption.signal, batch_only=True)
+                    self._signalled_at[it.job_id] = self.clock()
+                    failpoints.hit("after-signal")
+                except SlurmCommandError as exc:  # it ended meanwhile: the requeue-hold below leaves it ended
+                    log.info("signal to job %s refused (%s): it has ended", it.job_id, exc)
+                except SlurmError as exc:
+                    log.warning("could not signal job %s: %s", it.job_id, exc)
+        signalled = [it.job_id for it in items if it.job_id in self._signalled_at]
+        if signalled:
+            log.info("round %d: signalled %s; grace period up to %gs", round_id, ",".join(signalled),
+                     self.cfg.preemption.grace_seconds)
+        return Stopping(round_id, tuple(items), action_ids, tuple(to_hold))
+
+    def finish_stops(self, st: Stopping, result: ApplyResult) -> None:
+        """Wait out the grace period (a job that exits in it has ended: the job side keeps a checkpointed
+        job alive until the requeue-hold), then ``requeuehold Incomplete``, which Slurm applies only to
+        jobs still running: an ended job stays ended. A job not gone within the bounded settle time is
+        carried over: it stays PREEMPTING, its GPUs stay booked, and the next round finishes it."""
+        if not st.items:
+            return
+        grace = self.cfg.preemption.grace_seconds
+        signalled = [it.job_id for it in st.items if it.job_id in self._signalled_at]
+        if signalled:
+            deadline = max(self._signalled_at[j] for j in signalled) + grace
+            self._wait(signalled, lambda sj: sj is None or not sj.state.is_active, deadline)
+        if self.stop.is_set():  # SIGTERM mid-grace: the next start finishes these preemptions
+            for it in st.items:
+                why = "daemon stopping: the preemption is finished by the next start"
+                result.skipped[it.job_id] = why
+                self.journal.finish_action(st.action_ids[it.job_id], "skipped", self.clock(), why)
+            return
+
+        requeued: list[str] = []
+        for it in st.items:
+            if it.job_id in st.to_hold:
+                continue
+            try:
+                self.backend.requeue_hold(int(it.job_id))  # Incomplete: never brings an ended job back
+                requeued.append(it.job_id)
+                failpoints.hit("after-requeue")
+            except SlurmCommandError as exc:
+                if "pending" in str(exc).lower():  # requeued already (by us before a crash, or by hand)
+                    requeued.append(it.job_id)
+                else:
+                    result.failed[it.job_id] = str(exc)
+            except SlurmError as exc:
+                result.failed[it.job_id] = str(exc)
+        if st.to_hold:
+            try:
+                self.backend.hold([int(j) for j in st.to_hold])
+                requeued.extend(st.to_hold)
+            except SlurmError as exc:
+                result.failed.update({j: str(exc) for j in st.to_hold})
+        view = self._wait(requeued, _gone, self.clock() + REQUEUE_SETTLE_S) if requeued else {}
+
+        now = self.clock()
+        for it in st.items:
+            aid = st.action_ids[it.job_id]
+            sj = view.get(it.job_id)
+            if it.job_id in result.failed:
+                self.journal.finish_action(aid, "failed", now, result.failed[it.job_id])
+                continue
+            facts = self.journal.facts([it.job_id])[it.job_id]
+            if sj is not None and sj.state.is_finished:  # ended on its own: recorded as ended, never run again
+                state = finished_state(sj)
+                counted = account(facts, sj, now)._replace(run_start=None, run_counted=0.0)
+                why = f"ended ({state.lower()}) before the requeue-hold: not requeued"
+                result.ended[it.job_id] = state
+                self._signalled_at.pop(it.job_id, None)
+                self.journal.finish_action(aid, "done", now, why, job_id=it.job_id, job_update=counted.onto(JobUpdate(
+                    state=state, slurm_state=sj.state.value, reason=why, exit_code=sj.exit_code,
+                    finished_at=float(sj.end_time or now)), facts.num_gpus).cleared())
+                continue
+            if not _gone(sj):
+                why = "still running after requeue-hold: carried over to the next round (its GPUs stay booked)"
+                result.carried[it.job_id] = why
+                self.journal.finish_action(aid, "skipped", now, why)
+                continue
+            self._signalled_at.pop(it.job_id, None)
+            update = close_run(facts, now).onto(JobUpdate(
+                state=PENDING, reason={"migrate": f"migrating (round {st.round_id})",
+                                       "preempt": f"preempted in round {st.round_id}"}.get(it.kind, "requeue-held")),
+                facts.num_gpus).cleared()
+            if it.kind == "migrate":
+                update = replace(update, migrations_added=1)
+            elif it.kind == "preempt":
+                update = replace(update, preemptions_added=1)
+            self.journal.finish_action(aid, "done", now, job_id=it.job_id, job_update=update)
+            result.stopped.add(it.job_id)
+            self._stopped_at[it.job_id] = now
+
+    # ---- phase 2: start ---------------------------------------------------------------------------
+    def start_jobs(self, round_id: int, actions: Sequence[Action], occupied: Mapping[tuple[str, int], set[str]],
+                   result: ApplyResult) -> None:
+        ready: list[tuple[Action, Target]] = []  # with the target each one starts on
+        skipped: dict[str, str] = {}
+        for a in actions:
+            t = a.target
+            assert t is not None  # the plan gives every start and migration a target
+            if a.job_id in result.ended:
+                continue  # it ended while being stopped to move: recorded as ended, never started again
+            if a.kind == "migrate" and a.job_id not in result.stopped:
+                skipped[a.job_id] = "could not be stopped on its old GPUs"
+                continue
+            clash = sorted({j for n, idx in t.gpus.items() for g in idx
+                            for j in occupied.get((n, g), set()) if j not in (t.partner, a.job_id)})
+            if clash:
+                skipped[a.job_id] = f"GPUs still held by job(s) {','.join(clash)}"
+                continue
+            ready.append((a, t))
+        result.skipped.update(skipped)
+        for job, why in skipped.items():
+            log.warning("round %d: not starting job %s: %s", round_id, job, why)
+            self.journal.event(self.clock(), "skipped", why, job, round_id)
+        if not ready:
+            return
+        now = self.clock()
+        pct = self.cfg.mps.thread_percentage
+        fb = self.cfg.feedback  # where and how often the job reports its throughput (harness/report.py)
+        extra = {REPORTS_KEY: fb.reports_dir, EVERY_KEY: f"{fb.report_every_s:g}"} if fb.enabled else {}
+        assignments = {a.job_id: a.assignment(round_id, pct, extra).encode() for a, _ in ready}
+        intents = [Intent("start" if a.kind == "start" else "migrate-start", a.job_id,
+                          {"gpus": format_gpus(t.gpus), "partner": t.partner, "strategy": t.strategy,
+                           "assignment": assignments[a.job_id]},
+                          JobUpdate(state=STARTING, assignment=assignments[a.job_id], assign_round=round_id,
+                                    gpus=format_gpus(t.gpus), nodes=",".join(t.nodes), packed_with=t.partner,
+                                    strategy=t.strategy, speed=t.speed, placed_at=now, reason=""))
+                   for a, t in ready]
+        action_ids = dict(zip((a.job_id for a, _ in ready), self.journal.record_intents(round_id, intents, now),
+                              strict=True))
+        failpoints.hit("after-intent")
+
+        placed: list[Action] = []
+        for a, t in ready:
+            if self.stop.is_set():
+                result.skipped[a.job_id] = "daemon stopping"
+                continue
+            try:
+                self.backend.update_comment(int(a.job_id), admin_comment=assignments[a.job_id])
+                failpoints.hit("after-comment")
+                nodes = t.nodes
+                self.backend.place(int(a.job_id), nodes, {"NumNodes": str(len(nodes))})
+                failpoints.hit("after-place")
+                placed.append(a)
+            except SlurmError as exc:
+                result.failed[a.job_id] = str(exc)
+        recent = [self._stopped_at[a.job_id] for a in placed if a.job_id in self._stopped_at]
+        if recent:
+            wait = max(recent) + RELAUNCH_GAP_S - self.clock()
+            if wait > 0:
+                log.info("round %d: waiting %.1fs before relaunching requeued jobs (Slurm credential revocation)",
+                         round_id, wait)
+                self.sleep(wait)
+        released = self._release([int(a.job_id) for a in placed], result)
+        if released:
+            failpoints.hit("after-release")
+
+        now = self.clock()
+        for a, _ in ready:
+            aid = action_ids[a.job_id]
+            if a.job_id in released:
+                self.journal.finish_action(aid, "done", now)
+                result.started.add(a.job_id)
+            else:
+                why = result.failed.get(a.job_id) or result.skipped.get(a.job_id, "not released")
+                status = "skipped" if a.job_id in result.skipped else "failed"
+                self.journal.finish_action(aid, status, now, why, job_id=a.job_id,
+                                           job_update=JobUpdate(state=PENDING, reason=f"start failed: {why}").cleared())
+
+    def _release(self, ids: list[int], result: ApplyResult) -> set[str]:
+        if not ids:
+            return set()
+        try:
+            self.backend.release(ids)
+            return {str(i) for i in ids}
+        except SlurmError as exc:
+            log.warning("batched release failed (%s); releasing one by one", exc)
+        done: set[str] = set()
+        for i in ids:
+            try:
+                self.backend.release([i])
+                done.add(str(i))
+            except SlurmError as exc:
+                result.failed[str(i)] = str(exc)
+        return done

@@ -1,0 +1,3 @@
+"""What the daemon knows between rounds, in one SQLite file: the tables (``store``), the writes of each
+step of the protocol (``journal``), the schema's versions (``schema``, Alembic's ``schema_versions/``),
+pruning (``retention``) and the text form of GPU sets (``gpuset``)."""

@@ -1,0 +1,237 @@
+"""The daemon's writes to its state database, one transaction per step of the protocol.
+
+Intent goes in before a Slurm call (action rows with status ``intent`` *and* the job's new state in
+the same transaction); the outcome goes in after. So after a crash every job is either in its old
+state or in the intended one, and its ``intent`` actions say which calls may or may not have run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from ...model import InputError, Placement, RoundDecision
+from ...model.codec import decision_to_json, placement_from_json, placement_to_json
+from ...model.meta import JobMeta
+from ...slurm import SlurmJob
+from ..service.calls import CallRecord
+from .gpuset import format_gpus
+from .store import (
+    TERMINAL_STATES,
+    ActionRow,
+    EventRow,
+    JobRow,
+    JobUpdate,
+    PlacementRow,
+    RoundRow,
+    SlurmCallRow,
+    Store,
+    dumps,
+)
+
+_log = logging.getLogger("tesserae_slurm.daemon.actions")
+
+
+NEW = "NEW"  # a job not in the database yet
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the database says about a job (a frozen copy of the row's relevant columns)."""
+
+    job_id: str
+    state: str = NEW
+    assignment: str = ""
+    placed_at: float | None = None
+    num_gpus: int = 1
+    executed_time: float = 0.0
+    run_start: float | None = None
+    run_counted: float = 0.0
+    speed: float = 1.0  # normalized speed of its current placement (the round's decision)
+    work_done: float = 0.0
+
+
+@dataclass(frozen=True)
+class Intent:
+    kind: str
+    job_id: str
+    detail: Mapping[str, Any]
+    job_update: JobUpdate = JobUpdate()  # columns of the job row set in the same transaction
+
+
+@dataclass(frozen=True)
+class RoundCounts:
+    """What a round decided, in numbers and stage times, for its row."""
+
+    scheduling_ms: float = 0.0
+    placement_ms: float = 0.0
+    packing_ms: float = 0.0
+    migration_ms: float = 0.0
+    jobs_active: int = 0
+    running: int = 0
+    kept: int = 0
+    started: int = 0
+    preempted: int = 0
+    migrated: int = 0
+    packed_pairs: int = 0
+    pending: int = 0
+
+
+class Journal:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # ---- rounds ----------------------------------------------------------------------------------
+    def begin_round(self, now: float, policy: str, dry_run: bool) -> int:
+        with self.store.session() as s:
+            row = RoundRow(started_at=now, policy=policy, dry_run=dry_run, status="observing")
+            s.add(row)
+            s.flush()
+            return int(row.round_id)
+
+    def update_round(self, round_id: int, *, status: str | None = None, error: str | None = None,
+                     finished_at: float | None = None, observe_ms: float | None = None,
+                     apply_ms: float | None = None) -> None:
+        """Set the given columns of the round's row (None: left alone)."""
+        values = {k: v for k, v in (("status", status), ("error", error), ("finished_at", finished_at),
+                                    ("observe_ms", observe_ms), ("apply_ms", apply_ms)) if v is not None}
+        with self.store.session() as s:
+            s.execute(update(RoundRow).where(RoundRow.round_id == round_id).values(**values))
+
+    def record_decision(self, round_id: int, decision: RoundDecision, targets: Mapping[str, Any],
+                        counts: RoundCounts, order: Sequence[str] = (),
+                        sources: Mapping[str, Any] | None = None) -> None:
+        # the policy's order and where each placed job's speed came from, for `tesserae explain`
+        body = {**decision_to_json(decision), "order": list(order), "sources": dict(sources or {})}
+        with self.store.session() as s:
+            s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
+                      .values(decision_json=dumps(body), **asdict(counts)))
+            for job, t in targets.items():
+                s.add(PlacementRow(round_id=round_id, job_id=job, gpus=format_gpus(t.gpus), partner=t.partner,
+                                   strategy=t.strategy, speed=t.speed))
+
+    # ---- jobs ------------------------------------------------------------------------------------
+    def facts(self, ids: Iterable[str]) -> dict[str, JobFacts]:
+        """Rows of the given ids and of every job not finished yet, as frozen facts."""
+        wanted = list(ids)
+        with self.store.session() as s:
+            rows = list(s.scalars(select(JobRow).where(JobRow.state.not_in(TERMINAL_STATES))))
+            for chunk in range(0, len(wanted), 500):
+                rows += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
+        return {r.job_id: JobFacts(r.job_id, r.state, r.assignment, r.placed_at, r.num_gpus, r.executed_time,
+                                   r.run_start, r.run_counted, r.speed, r.work_done) for r in rows}
+
+    def rows(self, states: Sequence[str]) -> list[JobRow]:
+        return self.store.jobs(states)
+
+    def insert_job(self, sj: SlurmJob, meta: JobMeta | None, now: float) -> None:
+        """A row for a managed job seen for the first time (``meta`` None: its Comment does not parse)."""
+        job_id = str(sj.job_id)
+        with self.store.session() as s:
+            s.add(JobRow(
+                job_id=job_id, name=sj.name, user=sj.user, num_gpus=meta.num_gpus if meta else 0,
+                model=(meta.job(job_id).model if meta else ""), batch_size=(meta.batch_size if meta else ""),
+                parallelism=json.dumps(list(meta.parallelism) if meta else []),
+                no_pack=bool(meta and (meta.no_pack or meta.no_profile)), meta=sj.comment,
+                submit_time=float(sj.submit_time or now), state=NEW, last_seen=now,
+            ))
+
+    def update_job(self, job_id: str, up: JobUpdate) -> None:
+        self.update_jobs({job_id: up})
+
+    def update_jobs(self, updates: Mapping[str, JobUpdate]) -> None:
+        if not updates:
+            return
+        with self.store.session() as s:
+            for job_id, up in updates.items():
+                values = up.columns()
+                if values:
+                    s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
+
+    def count_rounds_run(self, ids: Sequence[str]) -> None:
+        """One more round run for each of these jobs."""
+        if ids:
+            with self.store.session() as s:
+                s.execute(update(JobRow).where(JobRow.job_id.in_(ids)).values(rounds_run=JobRow.rounds_run + 1))
+
+    def count_by_state(self) -> dict[str, int]:
+        with self.store.session() as s:
+            return {st: n for st, n in s.execute(select(JobRow.state, func.count()).group_by(JobRow.state))}
+
+    # ---- actions ---------------------------------------------------------------------------------
+    def record_intents(self, round_id: int, intents: Sequence[Intent], now: float) -> list[int]:
+        with self.store.session() as s:
+            seq0 = s.scalar(select(func.count()).select_from(ActionRow).where(ActionRow.round_id == round_id)) or 0
+            rows = []
+            for i, it in enumerate(intents):
+                row = ActionRow(round_id=round_id, seq=seq0 + i, job_id=it.job_id, kind=it.kind, status="intent",
+                                detail=dumps(dict(it.detail)), created_at=now)
+                s.add(row)
+                rows.append(row)
+                if values := it.job_update.columns():
+                    s.execute(update(JobRow).where(JobRow.job_id == it.job_id).values(**values))
+            s.flush()
+            return [int(r.id) for r in rows]
+
+    def finish_action(self, action_id: int, status: str, now: float, error: str = "",
+                      job_id: str = "", job_update: JobUpdate | None = None) -> None:
+        with self.store.session() as s:
+            s.execute(update(ActionRow).where(ActionRow.id == action_id)
+                      .values(status=status, finished_at=now, error=error))
+            if job_id and job_update is not None and (values := job_update.columns()):
+                s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
+            row = s.get(ActionRow, action_id)
+        if row is not None:  # one line per action outcome (round, job, action, outcome: --log-format json)
+            _log.log(logging.WARNING if status == "failed" else logging.INFO, "round %d: %s of job %s %s%s",
+                     row.round_id, row.kind, row.job_id, status, f": {error}" if error else "",
+                     extra={"round": row.round_id, "job": row.job_id, "action": row.kind, "outcome": status})
+
+    def interrupt_stale_intents(self, now: float) -> list[ActionRow]:
+        """Intents left by a previous process that died mid-round; reconciliation decides their effect."""
+        with self.store.session() as s:
+            rows = list(s.scalars(select(ActionRow).where(ActionRow.status == "intent")))
+            for r in rows:
+                r.status, r.finished_at = "interrupted", now
+                r.error = "the daemon stopped before recording the outcome; reconciled with Slurm on restart"
+            s.execute(update(RoundRow).where(RoundRow.status.in_(("observing", "deciding", "applying")))
+                      .values(status="interrupted", finished_at=now))
+            return rows
+
+    # ---- calls, events, small state --------------------------------------------------------------
+    def record_calls(self, round_id: int | None, records: Sequence[CallRecord]) -> None:
+        if not records:
+            return
+        with self.store.session() as s:
+            for r in records:
+                s.add(SlurmCallRow(round_id=round_id, time=r.time, method=r.method, job_ids=",".join(r.job_ids),
+                                   ok=r.ok, error=r.error, ms=r.ms))
+
+    def event(self, now: float, kind: str, message: str, job_id: str = "", round_id: int | None = None) -> None:
+        with self.store.session() as s:
+            s.add(EventRow(time=now, kind=kind, job_id=job_id, round_id=round_id, message=message))
+
+    def load_policy_state(self, policy_key: str) -> Any:
+        raw = self.store.get_kv(f"policy_state:{policy_key}")
+        if raw is None:
+            return None
+        from ...policies import state_codec
+        try:
+            return state_codec.decode(raw)  # JSON only: reading the database never runs code
+        except InputError:  # code changed under a stored state: start the policy afresh
+            return None
+
+    def save_policy_state(self, policy_key: str, state: Any) -> None:
+        from ...policies import state_codec
+        self.store.set_kv(f"policy_state:{policy_key}", state_codec.encode(state))
+
+    def load_shadow(self) -> Placement | None:
+        raw = self.store.get_kv("shadow_placement")
+        return None if raw is None else placement_from_json(json.loads(raw.decode()), "shadow placement")
+
+    def save_shadow(self, p: Placement) -> None:
+        self.store.set_kv("shadow_placement", dumps(placement_to_json(p)).encode())

@@ -1,1 +1,0 @@
-"""The web page's assets (plain HTML, CSS and JS; no build step, no CDN), served by daemon/web.py."""

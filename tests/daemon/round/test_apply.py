@@ -1,0 +1,57 @@
+"""apply: a start onto GPUs no stopping job holds goes ahead while the stopping job checkpoints; a start
+onto a stopping job's GPUs waits until it is requeue-held; a daemon asked to stop starts nothing more.
+(Each call's own protocol: test_applier.py.)"""
+
+from __future__ import annotations
+
+from tesserae_slurm.daemon.round.actions import Action, RoundPlan, Target
+from tesserae_slurm.daemon.round.apply import apply_plan
+from tesserae_slurm.daemon.service.metrics import Metrics
+from tesserae_slurm.daemon.state.store import JobRow
+from tesserae_slurm.harness.assignment import Assignment
+from tesserae_slurm.slurm import SlurmJobState as S
+
+from ..fake_slurm import managed
+from .world import look
+
+A_ON = {"node1": (0,)}
+
+
+def _world(world) -> RoundPlan:
+    """A runs on node1 GPU 0 and is preempted; B starts on GPU 1, C on A's GPU 0."""
+    ours = Assignment("1", 1, A_ON)
+    world.slurm.jobs = {"1": managed(1, state=S.RUNNING, assignment=ours), "2": managed(2), "3": managed(3)}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node1:0",
+                     assignment=ours.encode()))
+        for j in "23":
+            s.add(JobRow(job_id=j, num_gpus=1, submit_time=0.0, state="PENDING"))
+    b, c = Target({"node1": (1,)}), Target({"node1": (0,)})
+    return RoundPlan({"2": b, "3": c}, (Action("preempt", "1", previous=A_ON), Action("start", "2", target=b),
+                                       Action("start", "3", target=c)), ())
+
+
+def test_a_free_start_overlaps_the_checkpoint_and_one_on_the_stopping_jobs_gpu_waits(world) -> None:
+    plan, metrics = _world(world), Metrics()
+    rid = world.begin_round()
+    result = apply_plan(rid, plan, look(world), {"1": A_ON}, world.applier(), world.guard(), world.journal, metrics,
+                        world.stop)
+    assert world.slurm.writes() == [
+        ("signal", ("1",)), ("update_comment", ("2",)), ("place", ("2",)), ("release", ("2",)),
+        ("requeue_hold", ("1",)), ("update_comment", ("3",)), ("place", ("3",)), ("release", ("3",)),
+        ("admin_hold", ("1",))]  # the preempted job's requeue-hold made the daemon's
+    assert result.stopped == {"1"} and result.started == {"2", "3"} and not result.failed
+    assert metrics.actions == {"preempt": 1, "start": 2}
+    assert world.store.round(rid).status == "applying" and world.store.round(rid).apply_ms > 0
+    assert {j: world.store.job(j).state for j in "123"} == {"1": "PENDING", "2": "STARTING", "3": "STARTING"}
+
+
+def test_a_daemon_asked_to_stop_leaves_the_starts_and_the_preemption_to_its_next_start(world) -> None:
+    plan = _world(world)
+    world.stop.set()
+    result = apply_plan(world.begin_round(), plan, look(world), {"1": A_ON}, world.applier(), world.guard(),
+                        world.journal, Metrics(), world.stop)
+    assert world.slurm.methods() == ["signal"]
+    assert result.skipped == {"1": "daemon stopping: the preemption is finished by the next start",
+                              "2": "daemon stopping", "3": "daemon stopping"}
+    assert world.store.job("1").state == "PREEMPTING"

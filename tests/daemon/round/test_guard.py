@@ -1,0 +1,58 @@
+"""guard: jobs started or released by hand are stopped and held, user holds become administrator holds
+recorded as the daemon's own, and a failure is the round's to report. Against real Slurm:
+tests/daemon/test_bypass_live.py."""
+
+from __future__ import annotations
+
+from tesserae_slurm.daemon.round.actions import StopItem
+from tesserae_slurm.daemon.round.stop_start import ApplyResult
+from tesserae_slurm.daemon.round.guard import load_holds
+from tesserae_slurm.daemon.round.observe import build_snapshot
+from tesserae_slurm.daemon.round.reconcile import Followups
+from tesserae_slurm.daemon.state.store import JobRow
+from tesserae_slurm.slurm import SlurmJobState as S
+
+from ..fake_slurm import managed
+
+
+def _snap(world):
+    return build_snapshot(1000.0, tuple(world.slurm.jobs.values()), world.slurm.nodes, world.cfg)
+
+
+def test_secure_evicts_holds_and_turns_user_holds_into_the_daemons_admin_holds(world) -> None:
+    world.slurm.jobs = {"1": managed(1, state=S.RUNNING), "2": managed(2, held=False), "3": managed(3)}
+    for j in "123":
+        world.journal.insert_job(world.slurm.jobs[j], None, 0.0)
+    rid = world.begin_round()
+    result = ApplyResult()
+    world.guard().secure(rid, _snap(world), Followups(evict=["1"], hold=["2"]), result)
+    assert world.slurm.writes() == [("evict", ("1",)), ("admin_hold", ("1",)), ("admin_hold", ("2",)),
+                                    ("admin_hold", ("3",))]
+    assert all(world.slurm.jobs[j].admin_held for j in "123") and not result.failed
+    assert load_holds(world.store) == {"1", "2", "3"}
+    kinds = [(a.kind, a.job_id, a.status) for a in world.store.actions(rid)]
+    assert kinds == [("evict", "1", "done"), ("hold", "1", "done"), ("hold", "2", "done"), ("secure", "3", "done")]
+
+
+def test_own_holds_are_dropped_once_slurm_no_longer_shows_them(world) -> None:
+    world.slurm.jobs = {"1": managed(1), "2": managed(2)}
+    guard = world.guard()
+    guard.hold(None, ["1", "2"], "hold", ApplyResult())
+    assert guard.own_holds(_snap(world)) == {"1", "2"}
+    world.slurm.release([1])  # released (by an operator or the daemon's start): no longer the daemon's hold
+    assert guard.own_holds(_snap(world)) == {"2"} and load_holds(world.store) == {"2"}
+    assert world.store.actions() == []  # between rounds (no round id): no action rows
+
+
+def test_enforce_finishes_carried_over_preemptions_and_reports_what_failed(world) -> None:
+    world.slurm.jobs = {"1": managed(1, state=S.RUNNING), "2": managed(2, held=False)}
+    world.slurm.fail = {("admin_hold", "2")}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="PREEMPTING", gpus="node1:0"))
+        s.add(JobRow(job_id="2", num_gpus=1, submit_time=0.0, state="PENDING"))
+    rid = world.begin_round()
+    failed = world.guard().enforce(rid, _snap(world), Followups([StopItem("requeue", "1", {"node1": (0,)})], ["2"]),
+                                   world.applier())
+    assert failed == "job 2: admin_hold 2: refused"
+    assert world.slurm.methods() == ["admin_hold", "signal", "requeue_hold"]
+    assert world.store.job("1").state == "PENDING" and world.slurm.jobs["1"].held

@@ -1,0 +1,67 @@
+"""reconcile: each row follows what Slurm shows (the rules themselves: test_transitions.py), new managed
+jobs get a row, and what the rows cannot settle comes back as followups for the guard."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tesserae_slurm.daemon.round.observe import build_snapshot
+from tesserae_slurm.daemon.round.reconcile import reconcile
+from tesserae_slurm.daemon.state.store import JobRow
+from tesserae_slurm.harness.assignment import Assignment
+from tesserae_slurm.slurm import SlurmJobState as S
+
+from ..fake_slurm import managed
+
+
+def _reconcile(world, now: float = 1000.0, own: set[str] = frozenset()):
+    snap = build_snapshot(now, tuple(world.slurm.jobs.values()), world.slurm.nodes, world.cfg)
+    return reconcile(world.journal, snap, set(own), world.cfg.slurm.start_timeout_s, None)
+
+
+def test_new_jobs_get_a_row_and_one_released_by_hand_is_held_again(world) -> None:
+    world.slurm.jobs = {"1": managed(1, submit_time=50), "2": managed(2, held=False),
+                        "3": managed(3, state=S.COMPLETED)}
+    out = _reconcile(world)
+    rows = {r.job_id: r for r in world.store.jobs()}
+    assert set(rows) == {"1", "2"}  # finished before the daemon saw it: no row
+    assert rows["1"].state == "PENDING" and rows["1"].submit_time == 50.0 and rows["1"].model == "DCGAN"
+    assert out.hold == ["2"] and not out.requeue and not out.evict
+    assert [e.message for e in world.store.events("2")] == ["released outside tesserae: held again"]
+
+
+def test_a_job_running_on_its_recorded_assignment_is_counted_and_one_without_is_evicted(world) -> None:
+    ours = Assignment("1", 3, {"node1": (0,)})
+    world.slurm.jobs = {"1": managed(1, state=S.RUNNING, assignment=ours, start_time=900),
+                        "2": managed(2, state=S.RUNNING, start_time=900)}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="STARTING", assignment=ours.encode(),
+                     gpus="node1:0", placed_at=890.0))
+        s.add(JobRow(job_id="2", num_gpus=1, submit_time=0.0, state="PENDING"))
+    out = _reconcile(world, now=1000.0)
+    one, two = world.store.job("1"), world.store.job("2")
+    assert one.state == "RUNNING" and one.executed_time == 100.0 and one.first_start == 900.0
+    assert two.state == "PENDING" and two.reason == "started outside tesserae: stopped and held"
+    assert out.evict == ["2"] and not out.hold
+
+
+def test_a_preemption_carried_over_comes_back_as_a_requeue_with_its_gpus(world) -> None:
+    ours = Assignment("1", 3, {"node2": (1, 2)})
+    world.slurm.jobs = {"1": managed(1, 2, state=S.RUNNING, assignment=ours, start_time=900)}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=2, submit_time=0.0, state="PREEMPTING", assignment=ours.encode(),
+                     gpus="node2:1-2"))
+    out = _reconcile(world)
+    assert [(r.kind, r.job_id, r.previous) for r in out.requeue] == [("requeue", "1", {"node2": (1, 2)})]
+    assert world.store.job("1").state == "PREEMPTING"
+
+
+def test_a_job_that_vanished_is_lost_and_one_that_finished_keeps_its_exit(world) -> None:
+    world.slurm.jobs = {"2": replace(managed(2, state=S.FAILED, start_time=900), end_time=950, exit_code=3)}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node1:0"))
+        s.add(JobRow(job_id="2", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node1:1"))
+    assert not _reconcile(world)
+    one, two = world.store.job("1"), world.store.job("2")
+    assert one.state == "LOST" and one.gpus == ""
+    assert two.state == "FAILED" and two.exit_code == 3 and two.finished_at == 950.0 and two.gpus == ""

@@ -1,0 +1,47 @@
+"""record: the decision is in the database before any Slurm call: the round's numbers, a placement row per
+placed job, each job's reason to wait; a dry run's actions as skipped intents and its placement as the shadow."""
+
+from __future__ import annotations
+
+import json
+
+from tesserae_slurm.daemon.round.decide import decide_round
+from tesserae_slurm.daemon.round.record import record_decision, record_dry_run
+from tesserae_slurm.site.partition import scheduling_profile
+from tesserae_slurm.site.scheduler import engine_config, site_policy
+
+from ..fake_slurm import managed
+from .world import inputs_of
+
+
+def _decided(world, *jobs, dry_run: bool = False):
+    snap, inp = inputs_of(world, *jobs, dry_run=dry_run)
+    policy = site_policy(world.cfg)
+    d = decide_round(policy, policy.initial_state(), inp, snap, scheduling_profile("a100"), world.cfg,
+                     engine_config(world.cfg), {})
+    return inp, d
+
+
+def test_the_round_row_the_placements_and_the_reasons(world) -> None:
+    inp, d = _decided(world, managed(1, 8, submit_time=1), managed(2, 4, submit_time=2),
+                      managed(3, 16, submit_time=3))
+    rid = world.begin_round()
+    record_decision(world.journal, rid, inp, d, {"1": {"speed": "profiled"}}, dry_run=False)
+    row = world.store.round(rid)
+    assert (row.jobs_active, row.running, row.started, row.pending, row.kept) == (2, 1, 1, 1, 0)
+    body = json.loads(row.decision_json)
+    assert body["order"] == ["1", "2"] and body["sources"] == {"1": {"speed": "profiled"}}
+    assert [(p.job_id, p.gpus) for p in world.store.placements(rid)] == [("1", "node1:0-3;node2:0-3")]
+    assert world.store.job("2").reason.startswith("Priority")
+    assert world.store.job("3").reason.startswith("invalid tesserae metadata: --gpus 16")  # excluded by inputs
+
+
+def test_a_dry_run_records_intents_it_skips_and_keeps_its_placement(world) -> None:
+    inp, d = _decided(world, managed(1, 2), dry_run=True)
+    rid = world.begin_round()
+    record_decision(world.journal, rid, inp, d, {}, dry_run=True)
+    record_dry_run(world.journal, rid, d.plan, d.decision.placement, 1000.0, 1001.0)
+    (a,) = world.store.actions(rid)
+    assert (a.kind, a.job_id, a.status, a.finished_at) == ("start", "1", "skipped", 1001.0)
+    assert world.journal.load_shadow() == d.decision.placement
+    assert world.store.job("1").reason == ""  # a dry run leaves the jobs' rows to the real daemon

@@ -1,0 +1,119 @@
+"""The applier against the in-memory Slurm (tests/daemon/fake_slurm.py): the order of the protocol's calls.
+
+Every call the Applier makes is recorded together with what the state database said at that moment,
+so the tests check the protocol's order itself: intent recorded before any Slurm call, place before
+release, no release after a failed place, and the stop phase's signal -> wait -> requeue-hold.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+from tesserae_slurm.daemon.round.actions import StopItem
+from tesserae_slurm.daemon.round.stop_start import Applier, ApplyResult
+from tesserae_slurm.site.load import config_from_mapping
+from tesserae_slurm.daemon.state.journal import Journal
+from tesserae_slurm.daemon.round.actions import Action, Target
+from tesserae_slurm.daemon.state.store import JobRow, Store
+from tesserae_slurm.slurm import SlurmJob, SlurmJobState
+
+from ..fake_slurm import FakeSlurm, managed
+
+
+class Script:
+    """Records, at each Slurm call, the action statuses the database held at that moment, and moves each
+    scripted job to its next state at each listing (the last state stays)."""
+
+    def __init__(self, slurm: FakeSlurm, store: Store, states: dict[str, list[SlurmJobState]]) -> None:
+        self.slurm, self.store, self.states = slurm, store, states
+        self.calls: list[tuple[str, tuple[str, ...], dict[str, str]]] = []
+
+    def __call__(self, method: str, ids: tuple[str, ...]) -> None:
+        self.calls.append((method, ids, {f"{a.kind}:{a.job_id}": a.status for a in self.store.actions()}))
+        if method != "list_jobs":
+            return
+        for j, seq in self.states.items():
+            state = seq.pop(0) if len(seq) > 1 else seq[0]
+            job = self.slurm.jobs[j]
+            if job.state is not state:
+                held = state is SlurmJobState.PENDING
+                self.slurm.jobs[j] = replace(job, state=state, reason="job requeued in held state" if held else "",
+                                             priority=0 if held else job.priority)
+
+
+def _setup(tmp_path: Path, states: dict[str, list[SlurmJobState]], fail: set[tuple[str, str]] = frozenset(),
+           grace: float = 0.2) -> tuple[Applier, Script, Journal]:
+    store = Store.open(tmp_path / "state.db")
+    with store.session() as s:
+        for j in ("1", "2", "3"):
+            s.add(JobRow(job_id=j, num_gpus=1, submit_time=0.0, state="RUNNING", gpus="n1:0"))
+    cfg = config_from_mapping({"preemption": {"grace_seconds": grace}, "state": {"database": str(tmp_path / "x")}},
+                              check_policy=False)
+    slurm = FakeSlurm([managed(int(j), state=seq[0]) for j, seq in states.items()] +
+                      [managed(int(j)) for j in ("1", "2", "3") if j not in states], fail=fail)
+    script = Script(slurm, store, states)
+    slurm.on_call = script
+    journal = Journal(store)
+    round_id = journal.begin_round(0.0, "fifo", False)
+    assert round_id == 1
+    return Applier(slurm, journal, cfg, threading.Event(), poll_s=0.01), script, journal
+
+
+def _start(job: str, gpu: int) -> Action:
+    return Action("start", job, target=Target({"n1": (gpu,)}))
+
+
+def test_start_records_intent_first_places_before_release_and_never_releases_a_failed_place(tmp_path: Path) -> None:
+    applier, backend, journal = _setup(tmp_path, {}, fail={("place", "2")})
+    result = ApplyResult()
+    applier.start_jobs(1, [_start("1", 0), _start("2", 1), _start("3", 2)], {}, result)
+    calls = [(m, ids) for m, ids, _ in backend.calls]
+    for method, _ids, seen in backend.calls:  # every Slurm call saw all three intents already recorded
+        assert {k: v for k, v in seen.items() if k.startswith("start:")} == {
+            "start:1": "intent", "start:2": "intent", "start:3": "intent"}, method
+    for j in ("1", "3"):
+        assert calls.index(("update_comment", (j,))) < calls.index(("place", (j,))) < calls.index(
+            ("release", ("1", "3")))
+    assert not any(m == "release" and "2" in ids for m, ids in calls)
+    assert result.started == {"1", "3"} and "2" in result.failed
+    statuses = {a.job_id: a.status for a in journal.store.actions()}
+    assert statuses == {"1": "done", "2": "failed", "3": "done"}
+    assert journal.store.job("2").state == "PENDING"
+
+
+def test_stop_phase_signals_waits_then_requeue_holds_incomplete(tmp_path: Path) -> None:
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running] * 6 + [SlurmJobState.PENDING]})
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    methods = [m for m, _, _ in backend.calls]
+    assert methods[0] == "signal" and backend.calls[0][2] == {"preempt:1": "intent"}
+    first_requeue = methods.index("requeue_hold")
+    assert "list_jobs" in methods[1:first_requeue]  # the grace period was waited out before the requeue-hold
+    assert methods.count("requeue_hold") == 1 and methods.count("signal") == 1
+    assert result.stopped == {"1"} and journal.store.job("1").state == "PENDING"
+    from tesserae_slurm.slurm import commands
+    # the backend's requeue-hold is Slurm's race-free form: an ended job stays ended
+    assert commands.scontrol_requeuehold_incomplete(1) == ["scontrol", "requeuehold", "Incomplete", "1"]
+
+
+def test_a_job_that_ends_in_the_grace_period_is_recorded_as_ended(tmp_path: Path) -> None:
+    running, done = SlurmJobState.RUNNING, SlurmJobState.COMPLETED
+    applier, backend, journal = _setup(tmp_path, {"1": [running, done]}, grace=5.0)
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    assert result.ended == {"1": "COMPLETED"} and result.stopped == set()
+    row = journal.store.job("1")
+    assert row.state == "COMPLETED" and row.gpus == "" and "not requeued" in row.reason
+
+
+def test_sigterm_in_the_grace_period_leaves_the_preemption_to_the_next_start(tmp_path: Path) -> None:
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running]}, grace=60.0)
+    threading.Timer(0.2, applier.stop.set).start()
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    assert "requeue_hold" not in [m for m, _, _ in backend.calls]
+    assert journal.store.job("1").state == "PREEMPTING" and "daemon stopping" in result.skipped["1"]
