@@ -19,20 +19,34 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from ..model import InputError, Job
-from .keys import JobClass, PairOption, embedded_batch, fold_strategy
+from .index import ProfileIndex
+from .keys import JobClass, PairOption, ProfileKey, embedded_batch, fold_strategy
 
-if TYPE_CHECKING:
-    from .table import ThroughputProfile
+
+class IndexedProfile(Protocol):
+    """What the class tables read of a profile; ``table.ThroughputProfile`` is the one implementation,
+    which builds its class table from itself (a Protocol, so neither module imports the other)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def index(self) -> ProfileIndex: ...
+    @property
+    def gpu_types(self) -> tuple[str, ...]: ...
+    def key(self, model: str, batch_size: str = "", num_gpus: int = 1) -> ProfileKey: ...
+    def is_strategied(self, model: str) -> bool: ...
+    def strategies(self, model: str, num_gpus: int, gpu_type: str | None = None) -> tuple[str, ...]: ...
+    def measured(self, key: ProfileKey) -> bool: ...
 
 RESOLUTION = 1e-6  # a packing gain below this is no gain (float noise, not throughput)
 
 
-def resolve_class(profile: ThroughputProfile, job: Job) -> JobClass:
+def resolve_class(profile: IndexedProfile, job: Job) -> JobClass:
     """The job's class: its canonical key and its strategy restriction (InputError if unknown)."""
     key = profile.key(job.model, job.batch_size, job.num_gpus)
     candidates: tuple[str, ...] = ()
@@ -56,15 +70,15 @@ def resolve_class(profile: ThroughputProfile, job: Job) -> JobClass:
     return JobClass(key, candidates)
 
 
-def _runs(profile: ThroughputProfile, cls: JobClass, gpu: str) -> tuple[tuple[str | None, float], ...]:
+def _runs(profile: IndexedProfile, cls: JobClass, gpu: str) -> tuple[tuple[str | None, float], ...]:
     """Isolated (strategy, speed) the class may use on ``gpu``; empty = unmeasured (fallback)."""
-    runs = profile._ix.runs.get((gpu, cls.key), ())
+    runs = profile.index.runs.get((gpu, cls.key), ())
     if cls.candidates:
         runs = tuple(r for r in runs if r[0] in cls.candidates)
     return runs
 
 
-def class_isolated(profile: ThroughputProfile, cls: JobClass, gpu: str) -> tuple[float, str | None]:
+def class_isolated(profile: IndexedProfile, cls: JobClass, gpu: str) -> tuple[float, str | None]:
     """(best normalized speed alone, its strategy) on canonical GPU type ``gpu``; ties go to the
     strategy listed first."""
     runs = _runs(profile, cls, gpu)
@@ -74,12 +88,12 @@ def class_isolated(profile: ThroughputProfile, cls: JobClass, gpu: str) -> tuple
     return runs[best][1], runs[best][0]
 
 
-def class_best_pair(profile: ThroughputProfile, a: JobClass, b: JobClass, gpu: str) -> PairOption | None:
+def class_best_pair(profile: IndexedProfile, a: JobClass, b: JobClass, gpu: str) -> PairOption | None:
     """Feasible option with the largest speed sum the two classes may use on canonical GPU type
     ``gpu``; ties: first listed."""
     best: PairOption | None = None
     if a.key.num_gpus == b.key.num_gpus and _runs(profile, a, gpu) and _runs(profile, b, gpu):
-        for opt in profile._ix.options.get((gpu, a.key, b.key), ()):
+        for opt in profile.index.options.get((gpu, a.key, b.key), ()):
             if not opt.feasible:
                 continue
             if a.candidates and opt.a_strategy not in a.candidates:
@@ -164,7 +178,7 @@ class ClassTable:
         return PairMatrix(gpu_type, tuple(classes), self.total[t][np.ix_(ix, ix)], self.option[t][np.ix_(ix, ix)],
                           self.options, self.isolated[t, ix], tuple(self.isolated_strategy[t][i] for i in ix.tolist()))
 
-    def with_extra(self, profile: ThroughputProfile, extra: Sequence[JobClass]) -> ClassTable:
+    def with_extra(self, profile: IndexedProfile, extra: Sequence[JobClass]) -> ClassTable:
         """This table plus ``extra`` classes, renumbered in canonical order (computed per call)."""
         new = [c for c in dict.fromkeys(extra) if c not in self.number]
         if not new:
@@ -172,20 +186,20 @@ class ClassTable:
         return _table(profile, sorted((*self.classes, *new), key=_sort_key), self)
 
 
-def build_table(profile: ThroughputProfile) -> ClassTable:
+def build_table(profile: IndexedProfile) -> ClassTable:
     """Every measured key's classes: unrestricted, and for keys with several strategies one class
     per strategy (what ``default-pp-always`` and single-strategy jobs use)."""
-    keys = sorted({k for (_, k) in profile._ix.runs}, key=lambda k: (k.model, k.batch_size, k.num_gpus))
+    keys = sorted({k for (_, k) in profile.index.runs}, key=lambda k: (k.model, k.batch_size, k.num_gpus))
     classes: list[JobClass] = []
     for k in keys:
         classes.append(JobClass(k))
-        known = profile._ix.strategies.get((k.model, k.num_gpus), ())
+        known = profile.index.strategies.get((k.model, k.num_gpus), ())
         if len(known) > 1:
             classes += [JobClass(k, (s,)) for s in known]
     return _table(profile, sorted(classes, key=_sort_key), None)
 
 
-def _table(profile: ThroughputProfile, classes: list[JobClass], known: ClassTable | None) -> ClassTable:
+def _table(profile: IndexedProfile, classes: list[JobClass], known: ClassTable | None) -> ClassTable:
     """The table over ``classes``; entries of classes in ``known`` are copied from it."""
     gpus, n = profile.gpu_types, len(classes)
     number = {c: i for i, c in enumerate(classes)}
@@ -206,7 +220,7 @@ def _table(profile: ThroughputProfile, classes: list[JobClass], known: ClassTabl
             for i in at.tolist():
                 strategy[t][i] = known.isolated_strategy[t][old[i]]
     # a class whose key no GPU type measured never packs: no pair to look up
-    measured = [i for i, c in enumerate(classes) if any((g, c.key) in profile._ix.runs for g in gpus)]
+    measured = [i for i, c in enumerate(classes) if any((g, c.key) in profile.index.runs for g in gpus)]
     fresh = [i for i in measured if old[i] < 0]
     for t, gpu in enumerate(gpus):
         for i in measured:
@@ -236,7 +250,7 @@ def _table(profile: ThroughputProfile, classes: list[JobClass], known: ClassTabl
                       tuple(map(tuple, strategy)), *arrays[3:])
 
 
-def _spellings(profile: ThroughputProfile, classes: Sequence[JobClass]
+def _spellings(profile: IndexedProfile, classes: Sequence[JobClass]
                ) -> tuple[dict[str, int], dict[tuple[str, str], frozenset[int]]]:
     """``Job.class_key`` of the ways a trace or user names each class with the profile's own
     spelling -- the canonical model (or its family plus the batch, for Gavel's job types), the

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..model import InputError, Job
 from .classes import ClassTable, PairMatrix, build_table, class_best_pair, class_isolated, resolve_class
+from .index import ProfileIndex, build_index
 from .keys import (
     IsolatedRecord,
     JobClass,
@@ -30,81 +31,6 @@ from .keys import (
 
 
 @dataclass(frozen=True)
-class _Index:
-    """Dictionaries derived from the records; rebuilt whenever a profile is constructed."""
-
-    gpu_types: tuple[str, ...]
-    models: dict[str, str]  # fold(name) -> canonical name
-    model_order: tuple[str, ...]
-    batches: dict[str, tuple[str, ...]]  # model -> measured batches (any GPU count / type)
-    fixed_batch: dict[tuple[str, int], str]  # (strategied model, gpus) -> its one batch
-    strategied: frozenset[str]
-    runs: dict[tuple[str, ProfileKey], tuple[tuple[str | None, float], ...]]  # isolated, by strategy
-    throughput: dict[tuple[str, ProfileKey], float]
-    strategies: dict[tuple[str, int], tuple[str, ...]]  # (model, gpus) -> strategies, any GPU type
-    options: dict[tuple[str, ProfileKey, ProfileKey], tuple[PairOption, ...]]  # both orientations
-    gpu_counts: dict[str, tuple[int, ...]]
-
-
-def _index(isolated: Sequence[IsolatedRecord], pairs: Sequence[PairRecord], name: str) -> _Index:
-    models: dict[str, str] = {}
-    batches: dict[str, list[str]] = {}
-    runs: dict[tuple[str, ProfileKey], list[tuple[str | None, float]]] = {}
-    throughput: dict[tuple[str, ProfileKey], float] = {}
-    strategies: dict[tuple[str, int], list[str]] = {}
-    fixed: dict[tuple[str, int], str] = {}
-    strategied: set[str] = set()
-    counts: dict[str, set[int]] = {}
-    gpus: list[str] = []
-    for r in isolated:
-        k = r.key
-        models.setdefault(fold(k.model), k.model)
-        if r.gpu_type not in gpus:
-            gpus.append(r.gpu_type)
-        bl = batches.setdefault(k.model, [])
-        if k.batch_size not in bl:
-            bl.append(k.batch_size)
-        counts.setdefault(k.model, set()).add(k.num_gpus)
-        rl = runs.setdefault((r.gpu_type, k), [])
-        if any(s == r.strategy for s, _ in rl):
-            raise InputError(
-                f"profile {name}: duplicate isolated entry for {k} strategy {r.strategy!r} on {r.gpu_type}")
-        rl.append((r.strategy, r.speed))
-        if r.throughput is not None:
-            throughput.setdefault((r.gpu_type, k), r.throughput)
-        if r.strategy is not None:
-            strategied.add(k.model)
-            if fixed.setdefault((k.model, k.num_gpus), k.batch_size) != k.batch_size:
-                raise InputError(f"profile {name}: {k.model} on {k.num_gpus} GPUs has two batch sizes "
-                                 f"({fixed[(k.model, k.num_gpus)]!r}, {k.batch_size!r}); an LLM has one")
-            sl = strategies.setdefault((k.model, k.num_gpus), [])
-            if r.strategy not in sl:
-                sl.append(r.strategy)
-    mixed = sorted({r.key.model for r in isolated if r.strategy is None} & strategied)
-    if mixed:
-        raise InputError(f"profile {name}: {mixed[0]} has entries with and without a parallelism strategy")
-    options: dict[tuple[str, ProfileKey, ProfileKey], list[PairOption]] = {}
-    for p in pairs:
-        for side, key, strat in (("a", p.a, p.option.a_strategy), ("b", p.b, p.option.b_strategy)):
-            known = runs.get((p.gpu_type, key))
-            if known is None or all(s != strat for s, _ in known):
-                raise InputError(f"profile {name}: pair side {side} {key} strategy {strat!r} on {p.gpu_type} "
-                                 "has no isolated entry")
-        options.setdefault((p.gpu_type, p.a, p.b), []).append(p.option)
-        mirror = p.option.swapped()
-        if p.a != p.b or mirror != p.option:
-            options.setdefault((p.gpu_type, p.b, p.a), []).append(mirror)
-    return _Index(
-        gpu_types=tuple(gpus), models=models, model_order=tuple(models.values()),
-        batches={m: tuple(b) for m, b in batches.items()}, fixed_batch=fixed, strategied=frozenset(strategied),
-        runs={k: tuple(v) for k, v in runs.items()}, throughput=throughput,
-        strategies={k: tuple(v) for k, v in strategies.items()},
-        options={k: tuple(v) for k, v in options.items()},
-        gpu_counts={m: tuple(sorted(c)) for m, c in counts.items()},
-    )
-
-
-@dataclass(frozen=True)
 class ThroughputProfile:
     """Normalized isolated and packed speeds per GPU type; build one with a loader (``loaders.py``).
 
@@ -116,17 +42,22 @@ class ThroughputProfile:
     isolated: tuple[IsolatedRecord, ...]
     pairs: tuple[PairRecord, ...]
     datasets: Mapping[str, str] = field(default_factory=dict, compare=False)  # model -> CSV dataset column
-    _ix: _Index = field(init=False, repr=False, compare=False)
+    _ix: ProfileIndex = field(init=False, repr=False, compare=False)
     classes: ClassTable = field(init=False, repr=False, compare=False)  # built from the records, once
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_ix", _index(self.isolated, self.pairs, self.name))
+        object.__setattr__(self, "_ix", build_index(self.isolated, self.pairs, self.name))
         object.__setattr__(self, "classes", build_table(self))
 
     # ---- what the profile knows -------------------------------------------------------------
     @property
     def gpu_types(self) -> tuple[str, ...]:
         return self._ix.gpu_types
+
+    @property
+    def index(self) -> ProfileIndex:
+        """The dictionaries derived from the records (``index.py``), which the class tables read."""
+        return self._ix
 
     def models(self) -> tuple[str, ...]:
         return self._ix.model_order
