@@ -32,17 +32,28 @@ def run_rounds(policy, jobs, gpus, rounds, arrivals=None, round_s=360.0):
 
 
 def test_worked_round_by_round_sequence():
-    # policies.md §7: X = 2/3, 2/3, 1/3 on 2 GPUs, 360 s rounds, no reset in between
+    # policies.md §7: X = 2/3, 2/3, 1/3 on 2 GPUs, 360 s rounds, no reset in between. By hand: every
+    # combination starts at half a round (180 s) and the type's total at 3 x 180; a round adds 360 s
+    # to each combination that ran and to the total. Priority = X / (time / total); the two GPUs go
+    # to A and B or to C, whichever pair of priorities is higher.
+    #   round  A     B     C    total  ran (priorities A, C)
+    #   1      180   180   180  540    A B  (2, 1)
+    #   2      540   540   180  1260   C    (14/9, 7/3)
+    #   3      540   540   540  1620   A B  (2, 1)
+    #   4      900   900   540  2340   A B  (26/15, 13/9)
+    #   5      1260  1260  540  3060   C    (34/21, 17/9)
+    times = {1: (180, 180, 180, 540), 2: (540, 540, 180, 1260), 3: (540, 540, 540, 1620),
+             4: (900, 900, 540, 2340), 5: (1260, 1260, 540, 3060)}
+    prio = {1: (2, 1), 2: (14 / 9, 7 / 3), 3: (2, 1), 4: (26 / 15, 13 / 9), 5: (34 / 21, 17 / 9)}
+    ran = {1: ["A", "B"], 2: ["C"], 3: ["A", "B"], 4: ["A", "B"], 5: ["C"]}
     policy = GavelLasPolicy(packing=False)
-    seen = {}
     for r, _, state, placed in run_rounds(policy, {"A": 1, "B": 1, "C": 2}, 2, 5):
-        seen[r] = (sorted(placed), {e[0]: p[0] for e, p in priorities(state.rounds).items()})
-    assert [seen[r][0] for r in range(1, 6)] == [["A", "B"], ["C"], ["A", "B"], ["A", "B"], ["C"]]
-    assert seen[1][1] == pytest.approx({"A": 2.0, "B": 2.0, "C": 1.0})
-    assert seen[2][1] == pytest.approx({"A": 14 / 9, "B": 14 / 9, "C": 7 / 3})  # 1.556, 2.333
-    assert seen[4][1]["A"] == pytest.approx(1.7333, abs=1e-4)
-    assert seen[4][1]["C"] == pytest.approx(1.4444, abs=1e-4)
-    assert seen[5][1]["C"] == pytest.approx(34 / 18, abs=1e-9)  # (1/3) / (540 / 3060)
+        a, b, c, total = times[r]
+        assert {e[0]: t[0] for e, t in state.rounds.job_time.items()} == {"A": a, "B": b, "C": c}, r
+        assert state.rounds.worker_time == (total,) and state.rounds.resets == 1
+        got = {e[0]: p[0] for e, p in priorities(state.rounds).items()}
+        assert (got["A"], got["B"], got["C"]) == pytest.approx((prio[r][0], prio[r][0], prio[r][1])), r
+        assert sorted(placed) == ran[r], r
 
 
 def test_a_new_job_waits_for_the_next_reset():
