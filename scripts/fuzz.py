@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     if args.examples < 1 or args.runs < 1:
         print("fuzz: examples and runs must be >= 1", file=sys.stderr)
         return 2
-    env = dict(os.environ, TESSERAE_FUZZ_EXAMPLES=str(args.examples))
+    env = dict(os.environ, TESSERAE_EXAMPLES=str(args.examples))
     env.pop("CI", None)  # the fuzz profile, not CI's fixed examples
     seeds = [args.seed if args.seed is not None and k == 0 else random.SystemRandom().randrange(2**32)
              for k in range(args.runs)]
