@@ -201,6 +201,31 @@ def test_squeue_partition_filter(fixture_text):
     assert parse.parse_squeue_json(text, partition="other") == ()
 
 
+def test_partition_filter_matches_whole_partition_names_not_substrings(fixture_text):
+    # a job submitted to several partitions lists them comma-separated; "gpu" is not "gpu2"
+    doc = json.loads(fixture_text("squeue_22.05.json"))
+    for j, part in zip(doc["jobs"], ["gpu2", "gpu", "big,gpu", "gpu2,cpu", "agpu"]):
+        j["partition"] = part
+    got = parse.parse_squeue_json(json.dumps(doc), partition="gpu")
+    assert sorted(j.partition for j in got) == ["big,gpu", "gpu"]
+    nodes = json.loads(fixture_text("sinfo_22.05.json"))
+    for n, part in zip(nodes["nodes"], ["gpu2", "gpu,big", "agpu"]):
+        n["partitions"] = part.split(",")
+    names = [n.partitions for n in parse.parse_sinfo_json(json.dumps(nodes), partition="gpu")]
+    assert names == [("gpu", "big")]
+
+
+@pytest.mark.parametrize("status, code_signal", [
+    (0x80 | 9, (0, 9)),  # SIGKILL with the core-dump bit: the signal is the low 7 bits
+    (0x80 | 11, (0, 11)),
+    (3 << 8, (3, 0)),
+    ((255 << 8), (255, 0)),
+    ({"set": True, "number": 0x80 | 6}, (0, 6)),  # 23.02's {set, number}
+])
+def test_exit_status_reads_the_signal_without_the_core_dump_bit(status, code_signal):
+    assert parse.exit_status(status) == code_signal
+
+
 def test_unknown_job_state_is_an_error_naming_version_and_job(fixture_text):
     doc = json.loads(fixture_text("squeue_22.05.json"))
     doc["jobs"] = doc["jobs"][:1]

@@ -1,0 +1,43 @@
+"""Pinned placement (placement/beside.py): running jobs keep their GPUs, new ones go onto what is free,
+and a job that waits says why the way Slurm's select/cons_tres would."""
+
+from __future__ import annotations
+
+from tesserae_slurm.model import Cluster, Job, PendingReason, Placement
+from tesserae_slurm.placement.beside import place_beside
+
+MIXED = Cluster.from_spec("1x4:a100,1x4:v100")
+
+
+def job(jid: str, gpus: int) -> Job:
+    return Job(jid, gpus, "resnet50", "64")
+
+
+def _running(x_gpus: int, y_gpus: int) -> Placement:
+    """X on the a100 node's first GPUs, Y on the v100 node's."""
+    names = [n.name for n in MIXED.nodes]
+    return Placement({names[0]: tuple(frozenset({"X"}) if i < x_gpus else frozenset() for i in range(4)),
+                      names[1]: tuple(frozenset({"Y"}) if i < y_gpus else frozenset() for i in range(4))})
+
+
+def test_running_jobs_keep_their_gpus_and_new_ones_take_the_free_ones():
+    current = _running(2, 2)
+    res = place_beside(MIXED, current, [job("X", 2), job("Y", 2), job("Z", 2)])
+    assert res.placed == ("X", "Y", "Z") and res.pending == ()
+    gpus = res.placement.job_gpus()
+    assert gpus["X"] == current.job_gpus()["X"] and gpus["Y"] == current.job_gpus()["Y"]
+    assert not set(gpus["Z"]) & (set(gpus["X"]) | set(gpus["Y"]))
+
+
+def test_a_job_with_exactly_enough_free_gpus_of_two_types_waits_for_consolidation():
+    # 2 a100 and 2 v100 free: 4 GPUs, as many as Z asks, but a job runs on one GPU type
+    res = place_beside(MIXED, _running(2, 2), [job("X", 2), job("Y", 2), job("Z", 4)])
+    assert [(p.job_id, p.reason, p.detail) for p in res.pending] == [
+        ("Z", PendingReason.CONSOLIDATION, "needs 4 GPUs; 4 free")]
+
+
+def test_a_job_with_too_few_free_gpus_waits_for_resources_and_one_too_big_is_unsatisfiable():
+    res = place_beside(MIXED, _running(2, 3), [job("X", 2), job("Y", 3), job("Z", 4), job("W", 8)])
+    assert [(p.job_id, p.reason, p.detail) for p in res.pending] == [
+        ("Z", PendingReason.RESOURCES, "needs 4 GPUs; 3 free"),
+        ("W", PendingReason.UNSATISFIABLE, "needs 8 GPUs; 3 free")]
