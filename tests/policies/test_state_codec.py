@@ -20,7 +20,7 @@ from tesserae_slurm.bench.synthetic import synthetic_jobs
 from tesserae_slurm.model import Cluster, InputError, JobView
 from tesserae_slurm.policies import state_codec
 from tesserae_slurm.policies.gavel_rounds import RoundState
-from tesserae_slurm.policies.tiresias import TiresiasState
+from tesserae_slurm.policies.tiresias import QueuedJob, TiresiasState
 from tesserae_slurm.policies.base import SchedulingInput
 from tesserae_slurm.policies.registry import POLICIES, make_policy
 from tesserae_slurm.profiles import DEFAULT_PROFILE, load_profile
@@ -176,3 +176,51 @@ def test_reading_never_runs_code():
         state_codec.decode(b'{"version":1,"state":{"c":"Popen","f":{}}}')
     with pytest.raises(InputError, match="version"):
         state_codec.decode(b'{"version":99,"state":null}')
+
+
+def test_a_legacy_pickle_of_tiresias_column_store_reads_as_its_jobs():
+    """Before the JSON format, Tiresias' queues pickled as ``_Queues(ids, bounds, seqs, service bases,
+    executed bases, pending times)``, rows grouped by queue (``bounds``): each row comes back as the
+    QueuedJob of its queue."""
+    from tesserae_slurm.policies import tiresias
+
+    class _Queues:  # stands in for the old class while pickling: the stream names it, nothing more
+        def __init__(self, *columns):
+            self.columns = columns
+
+        def __reduce__(self):
+            return _Queues, self.columns
+    _Queues.__module__, _Queues.__qualname__ = tiresias.__name__, "_Queues"
+    tiresias._Queues = _Queues
+    try:
+        raw = pickle.dumps(TiresiasState(jobs=_Queues(("a", "b", "c", "d"), (0, 1, 1, 4), [5, 6, 7, 8],
+                                                      [0.5, 1.5, 2.5, 3.5], [10.0, 11.0, 12.0, 13.0],
+                                                      [0.0, 1.0, 2.0, 3.0])))
+    finally:
+        del tiresias._Queues
+    got = state_codec.unpickle_legacy(raw)
+    assert dict(got.jobs) == {"a": QueuedJob(0, 5, 0.5, 10.0, 0.0), "b": QueuedJob(2, 6, 1.5, 11.0, 1.0),
+                              "c": QueuedJob(2, 7, 2.5, 12.0, 2.0), "d": QueuedJob(2, 8, 3.5, 13.0, 3.0)}
+    assert list(got.jobs) == ["a", "b", "c", "d"]
+
+
+def test_the_stored_form_is_compact_json_and_lists_stay_lists():
+    assert state_codec.encode(None) == b'{"version":1,"state":null}'
+    value = [1, (2, [3.0]), MappingProxyType({"k": [True]})]
+    assert state_codec.encode(value) == b'{"version":1,"state":[1,{"t":[2,[3.0]]},{"m":[["k",[true]]]}]}'
+    _same(value, state_codec.decode(state_codec.encode(value)))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: state_codec.encode(object()), "^policy state: cannot store a object$"),
+    (lambda: state_codec.encode([{1, 2}]), "^policy state: cannot store a set$"),
+    (lambda: state_codec.decode(b'{"version":1,"state":{"x":1}}'),
+     r"^policy state: does not fit this tesserae's classes \(policy state: unreadable value \"\{'x': 1\}\"\)$"),
+    (lambda: state_codec.decode(b'\x80\x04K\x01.'),
+     r"^policy state: not JSON \(a pickled state from before schema 0002\?\)$"),
+    (lambda: state_codec.decode(b'{"version":2,"state":null}'), "^policy state: version 2, this tesserae reads 1$"),
+    (lambda: state_codec.decode(b'[1]'), "^policy state: version None, this tesserae reads 1$"),
+])
+def test_what_cannot_be_stored_or_read_is_one_line(call, message):
+    with pytest.raises(InputError, match=message):
+        call()
