@@ -1,6 +1,6 @@
 """Mutation testing: `./dev mutate [--rev REV] [--examples N] [MODULE...]` (mutmut).
 
-For each module (default: every one in MODULES) the tree is copied to a scratch directory (the
+For each module (default: DEFAULT) the tree is copied to a scratch directory (the
 working tree's files, or commit REV's, so the tests of that commit are measured), mutmut mutates
 the module's functions and runs the module's own tests against each mutant, and the kill ratio is
 printed with the surviving mutants' names (``mutmut show NAME`` in that directory shows one; the
@@ -33,7 +33,13 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "slurm/parse": (["tesserae_slurm/slurm/parse.py"], ["tests/slurm/test_parse.py", "tests/slurm/test_parse_versions.py"]),
     "tsbatch/gpus": (["tesserae_slurm/tsbatch/gpus.py"], ["tests/tsbatch"]),
     "policies/state_codec": (["tesserae_slurm/policies/state_codec.py"], ["tests/policies/test_state_codec.py"]),
+    # single files of the two big modules, each against its module's tests (a whole module's run takes hours)
+    "placement/beside": (["tesserae_slurm/placement/beside.py"], ["tests/placement", "tests/policies/test_slurm_backfill.py"]),
+    "placement/limits": (["tesserae_slurm/placement/limits.py"], ["tests/placement", "tests/test_engine.py"]),
+    "policies/slurm_backfill": (["tesserae_slurm/policies/slurm_backfill.py"], ["tests/policies"]),
+    "policies/gavel_rounds": (["tesserae_slurm/policies/gavel_rounds.py"], ["tests/policies"]),
 }
+DEFAULT = ["placement", "policies", "slurm/parse", "tsbatch/gpus", "policies/state_codec"]
 # never mutated: the state codec has its own entry; mypy-only code and the compiled cores are skipped
 SKIP = {"policies": ["tesserae_slurm/policies/state_codec.py"]}
 
@@ -94,7 +100,7 @@ def _run_module(name: str, work: Path, rev: str | None, examples: int) -> dict[s
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="./dev mutate", description=__doc__.split("\n\n")[0])
-    ap.add_argument("modules", nargs="*", help=f"of: {', '.join(MODULES)} (default: all)")
+    ap.add_argument("modules", nargs="*", help=f"of: {', '.join(MODULES)} (default: {', '.join(DEFAULT)})")
     ap.add_argument("--rev", help="measure this commit's code and tests (default: the working tree)")
     ap.add_argument("--examples", type=int, default=25, help="examples per property test (25)")
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -105,7 +111,7 @@ def main(argv: list[str]) -> int:
         return 2
     root = Path(tempfile.mkdtemp(prefix="tesserae-mutate-"))
     results = []
-    for name in args.modules or list(MODULES):
+    for name in args.modules or DEFAULT:
         work = root / name.replace("/", "-")
         work.mkdir()
         print(f"== mutate {name}{f' at {args.rev}' if args.rev else ''} in {work}", flush=True)

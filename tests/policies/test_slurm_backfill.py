@@ -125,7 +125,8 @@ def test_limit_model_is_the_documented_hash_round_values_and_never_below_the_dur
     assert modeled_limit(900_000.0, "j1", 0, 3.0, 7 * 86400.0) == 900_000.0  # beyond MaxTime: the duration
     # the draw depends on the seed and the job: not one factor for every job
     assert len({modeled_limit(3000.0, f"j{i}", 0, 3.0, 7 * 86400.0) for i in range(20)}) > 1
-    assert any(modeled_limit(3000.0, f"j{i}", 0, 3.0, 7 * 86400.0) != modeled_limit(3000.0, f"j{i}", 1, 3.0, 7 * 86400.0)
+    week = 7 * 86400.0
+    assert any(modeled_limit(3000.0, f"j{i}", 0, 3.0, week) != modeled_limit(3000.0, f"j{i}", 1, 3.0, week)
                for i in range(20))
     ratios = [3000.0 / modeled_limit(3000.0, f"j{i}", 0, 3.0, 7 * 86400.0) for i in range(400)]
     assert 0.2 < sum(ratios) / len(ratios) < 0.46  # users ask several times what they use

@@ -1,5 +1,6 @@
 """Policy state as versioned JSON: every policy's state survives a round trip between any two rounds
-(the same classes, values and types, not only the same encoding), and reading never runs code (an old pickle is read only through the whitelisting unpickler)."""
+(the same classes, values and types, not only the same encoding), and reading never runs code (an old
+pickle is read only through the whitelisting unpickler)."""
 
 from __future__ import annotations
 
