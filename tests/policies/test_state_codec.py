@@ -10,6 +10,7 @@ import io
 import json
 import os
 import pickle
+import re
 import types
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -225,3 +226,9 @@ def test_the_stored_form_is_compact_json_and_lists_stay_lists():
 def test_what_cannot_be_stored_or_read_is_one_line(call, message):
     with pytest.raises(InputError, match=message):
         call()
+
+
+def test_an_unreadable_value_is_shown_cut_to_40_characters():
+    value = {"x": "y" * 100}
+    with pytest.raises(InputError, match=re.escape(f"unreadable value {str(value)[:40]!r})")):
+        state_codec.decode(json.dumps({"version": 1, "state": value}).encode())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -468,3 +469,48 @@ def test_a_nodes_document_without_nodes_says_where_they_are():
 def test_nice_printed_as_uint32_reads_signed(raw, nice):
     [j] = parse.parse_squeue_json(json.dumps({"jobs": [_job(nice=raw)]}))
     assert j.nice == nice
+
+
+def test_nested_brackets_and_stray_closers_in_lists():
+    assert parse.split_top_level("a((b),c),d") == ["a((b),c)", "d"]
+    for bad in ("no]de1", "n[1]x]"):
+        with pytest.raises(SlurmParseError, match=rf"^bad node list {re.escape(repr(bad))}$"):
+            parse.parse_nodelist(bad)
+
+
+def test_messages_name_the_version_the_command_and_the_job():
+    with pytest.raises(SlurmParseError, match=r"^Slurm 24\.11: squeue --json: output is not JSON \("):
+        parse.parse_squeue_json("{", version=(24, 11))
+    with pytest.raises(SlurmParseError, match=r"^Slurm 24\.11: scontrol show node --json: output is not JSON \("):
+        parse.parse_scontrol_nodes_json("{", version=(24, 11))
+    long_id = {"job_id": None, "comment": "c" * 100}
+    with pytest.raises(SlurmParseError, match=r"^Slurm 24\.11: squeue --json job without a valid job_id: "
+                                              + re.escape(str(long_id)[:80]) + "$"):
+        parse.parse_squeue_json(json.dumps({"jobs": [long_id]}), version=(24, 11))
+    nameless = {"state": "idle", "reason": "r" * 100}
+    with pytest.raises(SlurmParseError, match=r"^Slurm 24\.11: scontrol show node --json node without a name: "
+                                              + re.escape(str(nameless)[:80]) + "$"):
+        parse.parse_scontrol_nodes_json(json.dumps({"nodes": [nameless]}), version=(24, 11))
+    with pytest.raises(SlurmParseError, match=r"^Slurm 24\.11: squeue --json job 7: cannot read exit_code 'x'$"):
+        parse.parse_squeue_json(json.dumps({"jobs": [_job(exit_code="x")]}), version=(24, 11))
+    with pytest.raises(SlurmParseError, match=r"^Slurm 24\.11: squeue --json job 7: cannot read priority 'high'$"):
+        parse.parse_squeue_json(json.dumps({"jobs": [_job(priority="high")]}), version=(24, 11))
+    for call, where in ((parse.exit_status, "exit_code"), (parse.job_priority, "priority")):
+        with pytest.raises(SlurmParseError, match=rf"^job: cannot read {where} 'x'$"):
+            call("x")
+    with pytest.raises(SlurmParseError, match=r"^job: cannot read job_state 'x'$"):
+        parse.job_state("x")
+
+
+def test_scontrol_nodes_are_filtered_by_partition_too():
+    doc = json.dumps({"nodes": [_node(name="a", partitions=["gpu"]), _node(name="b", partitions=["cpu"])]})
+    assert [n.name for n in parse.parse_scontrol_nodes_json(doc, partition="gpu")] == ["a"]
+
+
+def test_numbers_as_strings_unset_numbers_and_zero_times():
+    [j] = parse.parse_squeue_json(json.dumps({"jobs": [_job(
+        restart_cnt="3", submit_time=0, eligible_time={"set": False, "number": 5},
+        priority={"set": False, "infinite": False, "number": 5})]}))
+    assert (j.restart_count, j.submit_time, j.eligible_time, j.priority) == (3, None, None, 0)
+    [n] = parse.parse_scontrol_nodes_json(json.dumps({"nodes": [_node(cpus="16", alloc_cpus="x")]}))
+    assert (n.cpus, n.alloc_cpus) == (16, 0)
