@@ -41,3 +41,16 @@ def test_a_job_with_too_few_free_gpus_waits_for_resources_and_one_too_big_is_uns
     assert [(p.job_id, p.reason, p.detail) for p in res.pending] == [
         ("Z", PendingReason.RESOURCES, "needs 4 GPUs; 3 free"),
         ("W", PendingReason.UNSATISFIABLE, "needs 8 GPUs; 3 free")]
+
+
+def test_a_node_with_one_free_gpu_takes_a_one_gpu_job_and_a_waiting_job_does_not_stop_the_walk():
+    res = place_beside(MIXED, _running(3, 2), [job("X", 3), job("Y", 2), job("Z", 4), job("A", 1), job("B", 2)])
+    assert res.placed == ("X", "Y", "A", "B") and [p.job_id for p in res.pending] == ["Z"]
+    nodes = {j: {node for node, _ in g} for j, g in res.placement.job_gpus().items()}
+    assert nodes["A"] == {MIXED.nodes[0].name} and nodes["B"] == {MIXED.nodes[1].name}
+
+
+def test_an_empty_cluster_without_a_current_plan_places_in_order():
+    res = place_beside(MIXED, None, [job("A", 4), job("B", 4), job("C", 1)])
+    assert res.placed == ("A", "B") and [(p.job_id, p.reason) for p in res.pending] == [
+        ("C", PendingReason.RESOURCES)]
