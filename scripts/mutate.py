@@ -33,11 +33,13 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "slurm/parse": (["tesserae_slurm/slurm/parse.py"], ["tests/slurm/test_parse.py", "tests/slurm/test_parse_versions.py"]),
     "tsbatch/gpus": (["tesserae_slurm/tsbatch/gpus.py"], ["tests/tsbatch"]),
     "policies/state_codec": (["tesserae_slurm/policies/state_codec.py"], ["tests/policies/test_state_codec.py"]),
-    # single files of the two big modules, each against its module's tests (a whole module's run takes hours)
-    "placement/beside": (["tesserae_slurm/placement/beside.py"], ["tests/placement", "tests/policies/test_slurm_backfill.py"]),
-    "placement/limits": (["tesserae_slurm/placement/limits.py"], ["tests/placement", "tests/test_engine.py"]),
-    "policies/slurm_backfill": (["tesserae_slurm/policies/slurm_backfill.py"], ["tests/policies"]),
-    "policies/gavel_rounds": (["tesserae_slurm/policies/gavel_rounds.py"], ["tests/policies"]),
+    # single files of the two big modules (whole, each takes hours here), against the tests that name them
+    "placement/beside": (["tesserae_slurm/placement/beside.py"],
+                         ["tests/placement", "tests/policies/test_slurm_backfill.py"]),
+    "placement/limits": (["tesserae_slurm/placement/limits.py"],
+                         ["tests/placement/test_limits.py", "tests/placement/test_rules_and_limits.py"]),
+    "policies/slurm_backfill": (["tesserae_slurm/policies/slurm_backfill.py"], ["tests/policies/test_slurm_backfill.py"]),
+    "policies/gavel_rounds": (["tesserae_slurm/policies/gavel_rounds.py"], ["tests/policies/test_gavel_rounds.py"]),
 }
 DEFAULT = ["placement", "policies", "slurm/parse", "tsbatch/gpus", "policies/state_codec"]
 # never mutated: the state codec has its own entry; mypy-only code and the compiled cores are skipped
