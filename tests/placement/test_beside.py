@@ -54,3 +54,11 @@ def test_an_empty_cluster_without_a_current_plan_places_in_order():
     res = place_beside(MIXED, None, [job("A", 4), job("B", 4), job("C", 1)])
     assert res.placed == ("A", "B") and [(p.job_id, p.reason) for p in res.pending] == [
         ("C", PendingReason.RESOURCES)]
+
+
+def test_a_job_larger_than_every_gpu_type_is_unsatisfiable_on_three_types():
+    # 8 a100, 4 v100, 4 k80: 10 GPUs exceed the largest type (8) though the cluster has 16
+    cluster = Cluster.from_spec("2x4:a100,1x4:v100,1x4:k80")
+    res = place_beside(cluster, None, [job("big", 10), job("eight", 8)])
+    assert res.placed == ("eight",)
+    assert [(p.job_id, p.reason) for p in res.pending] == [("big", PendingReason.UNSATISFIABLE)]
