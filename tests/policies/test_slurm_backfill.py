@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles.easy_backfill import easy_starts
@@ -14,7 +15,7 @@ from policies.policy_helpers import ConstantSpeeds
 
 from tesserae_slurm.configs import get_config
 from tesserae_slurm.engine import RoundRequest, decide
-from tesserae_slurm.model import Cluster, Job, JobView, Placement
+from tesserae_slurm.model import Cluster, InputError, Job, JobView, Placement
 from tesserae_slurm.policies.base import SchedulingInput
 from tesserae_slurm.policies.registry import make_policy
 from tesserae_slurm.policies.slurm_backfill import LIMIT_STEPS, SlurmBackfillPolicy, modeled_limit
@@ -239,3 +240,38 @@ def test_reserved_job_never_starts_later_than_reserved(raw, cluster):
         assert at >= t
         assert at <= first.setdefault(jid, at), f"{jid}'s reservation moved later: {first[jid]} -> {at}"
         assert start[jid] <= first[jid]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"limit": "x"}, "^slurm-backfill: limit must be one of trace, model, exact, got 'x'$"),
+    ({"max_age_s": 0}, "max_age_s and limit_max_s must be > 0"), ({"limit_f": -0.5}, "limit_f >= 0"),
+    ({"limit_max_s": 0}, "limit_max_s must be > 0"), ({"max_job_test": 0}, "max_job_test >= 1$"),
+])
+def test_bad_options_are_one_line(options, message):
+    with pytest.raises(InputError, match=message):
+        SlurmBackfillPolicy(**options)
+    for fine in ({"max_age_s": 1}, {"limit_f": 0.0}, {"limit_max_s": 1}, {"max_job_test": 1}):
+        SlurmBackfillPolicy(**fine)  # the smallest allowed values
+
+
+def test_job_size_favoring_small_jobs_and_age_that_has_not_started():
+    # PriorityFavorSmall on 8 GPUs: size = 1 - (GPUs - 1) / 7; a job submitted after `now` has age 0
+    p = SlurmBackfillPolicy(weight_job_size=1000, favor_small=True)
+    assert [p.priority(view("x", n, H), 0.0, 8) for n in (1, 4, 8)] == [1000, int(1000 * (1 - 3 / 7)), 0]
+    assert SlurmBackfillPolicy(weight_job_size=1000, favor_small=True).priority(view("x", 1, H), 0.0, 1) == 1000
+    aged = SlurmBackfillPolicy(weight_age=1000, max_age_s=1000.0)
+    assert aged.priority(view("x", 1, H, submit=50.0), 10.0, 8) == 0 and aged.priority(view("x", 1, H), 10.0, 8) == 10
+
+
+def test_the_ranking_holds_while_every_running_job_stays_within_its_limit():
+    # 360 s rounds: R1 has 3600 - 700 = 2900 s of its limit left, 8 whole rounds, and the ranking holds for
+    # one fewer (7); R2 past its limit: 0; with an age weight priorities move every round: 0
+    def rounds(policy, views, max_rounds=50):
+        inp = SchedulingInput(0.0, 360.0, tuple(views), Cluster.from_spec("1x8"), ConstantSpeeds(), 0, None)
+        return policy.stable_rounds(inp, None, None, max_rounds)
+    r1 = view("R1", 2, H, ran=700.0)
+    assert rounds(SlurmBackfillPolicy(), [r1, view("A", 8, H)]) == 7
+    assert rounds(SlurmBackfillPolicy(), [r1], max_rounds=5) == 5
+    assert rounds(SlurmBackfillPolicy(), [r1, view("R2", 2, H, ran=2 * H)]) == 0
+    assert rounds(SlurmBackfillPolicy(weight_age=1.0), [r1]) == 0
+    assert rounds(SlurmBackfillPolicy(limit="exact"), [view("R3", 2, H, ran=700.0, duration=1800.0)]) == 2
