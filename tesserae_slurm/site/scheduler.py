@@ -1,7 +1,7 @@
 """The scheduler a site configures: its named configuration, the policy's options and the engine's
 settings, and the check that they exist and that the profile knows the partition's GPU types.
 
-The one place the site's configuration meets the named configurations (``configs.py``): the daemon
+The one place the site's configuration meets the named configurations (``presets.py``): the daemon
 schedules with what this module gives, and a configuration loads only when this module accepts it.
 """
 

@@ -52,9 +52,20 @@ def test_age_limit_and_an_unfinished_round_stays(tmp_path):
 
 
 def test_nothing_is_pruned_by_default(tmp_path):
+    # rounds and jobs that every limit would take: decades old, and jobs that ended decades ago
     store = Store.open(tmp_path / "state.db")
     _fill(store, 5, 0.0, 1.0)
-    assert prune(store, RetentionSection(), NOW).rounds == 0 and len(store.rounds()) == 5
+    with store.session() as s:
+        for jid, state in (("done", "COMPLETED"), ("failed", "FAILED"), ("lost", "LOST")):
+            s.add(JobRow(job_id=jid, num_gpus=1, submit_time=0.0, state=state, finished_at=10.0))
+            s.add(EventRow(time=10.0, kind="job", job_id=jid, message="x"))
+    done = prune(store, RetentionSection(), NOW)
+    assert done.done and (done.rounds, done.jobs) == (0, 0)
+    assert len(store.rounds(limit=100)) == 5 and sorted(j.job_id for j in store.jobs()) == ["done", "failed", "lost"]
+    for table, rows in ((PlacementRow, 5), (ActionRow, 5), (SlurmCallRow, 5), (EventRow, 8)):
+        assert _count(store, table) == rows, table
+    # and the same rows go once a limit is set: the default, not the data, kept them
+    assert prune(store, RetentionSection(rounds_days=1, jobs_days=1), NOW).jobs == 3
 
 
 def test_batches_stop_at_the_budget_and_at_the_next_round(tmp_path):
