@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from oracles.limits import exact_walk
 
 from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
-from tesserae_slurm.engine import EngineConfig, RoundRequest, _unit_rules, _units, decide
+from tesserae_slurm.engine import EngineConfig, RoundRequest, _units, decide
 from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placement
 from tesserae_slurm.model.gpu_limits import GpuLimits, limits_from
 from tesserae_slurm.placement.consolidate import place_consolidated, place_units
-from tesserae_slurm.placement.node_rules import NodeRules
+from tesserae_slurm.placement.node_rules import NodeRules, unit_rules
 from tesserae_slurm.placement import limit_gate as limits_module
 from tesserae_slurm.placement.limit_gate import gate
 from tesserae_slurm.profiles import load_profile
@@ -176,7 +176,7 @@ def _place(cluster, masks=None):
             rules = NodeRules(np.array([row.get(i, -1) for i in ids], dtype=np.int64),
                               np.array([masks[i] for i in ruled] or [[False] * len(cluster.shape[0])]),
                               tuple(f"rule of {i}" for i in ruled))
-            return place_units(cluster, units, _unit_rules(rules, units, ids))
+            return place_units(cluster, units, unit_rules(rules, [u.jobs for u in units], ids))
         return place_units(cluster, _units(jobs, pairs)) if pairs else place_consolidated(cluster, jobs)
     return place
 
