@@ -1,4 +1,4 @@
-"""SlurmCliBackend against the real local Slurm (session `devcluster` fixture, 4 nodes x 4 GPUs).
+"""The Slurm backend (the CLI's, or pyslurm's in the pyslurm lane) against the real local Slurm (session `devcluster` fixture, 4 nodes x 4 GPUs).
 
 Every job is submitted held and placed explicitly, as the daemon does; each test cancels its
 own jobs. Waiting uses generous deadlines only to bound a hang, never to assert speed.
@@ -10,6 +10,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
+from backend_under_test import slurm_backend
 from waiting import wait_for
 
 from tesserae_slurm.slurm import (
@@ -19,6 +20,7 @@ from tesserae_slurm.slurm import (
     SlurmJob,
     SlurmJobState,
     SlurmRunner,
+    make_backend,
 )
 
 # every_release: also run in the 24.11 and 26.05 lanes (./dev test), as the outcome depends on the release
@@ -37,7 +39,8 @@ while :; do sleep 300 & wait $!; done
 
 @pytest.fixture
 def backend(devcluster):
-    return SlurmCliBackend(devcluster.env())
+    """The backend under test: the CLI, or pyslurm in the pyslurm lane (TESSERAE_TEST_SLURM_BACKEND)."""
+    return make_backend(slurm_backend(), devcluster.env())
 
 
 @pytest.fixture
