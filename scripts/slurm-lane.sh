@@ -245,8 +245,8 @@ PySlurm/pyslurm's ${version/.0/.}.x branch, or its sdist). PyPI has none for Slu
     if [ "$want" = "$have" ] && in_root "$venv_in_root/bin/python" -m pip show -q pyslurm </dev/null >/dev/null 2>&1; then
         return 0
     fi
-    if ! in_root /usr/bin/dpkg-query -W -f='${Status}' libslurm-dev gcc python3-dev </dev/null 2>/dev/null \
-            | grep -q "^install ok installed.*install ok installed.*install ok installed$"; then
+    if [ "$(in_root /usr/bin/dpkg-query -W -f='${Status}\n' libslurm-dev gcc libc6-dev python3-dev </dev/null 2>/dev/null \
+            | grep -c '^install ok installed$')" -ne 4 ]; then
         echo "slurm-lane: installing libslurm-dev and a compiler into the $suite root"
         in_root /usr/bin/env DEBIAN_FRONTEND=noninteractive /bin/sh -c \
             'apt-get update -qq && apt-get install -y -qq --no-install-recommends libslurm-dev gcc libc6-dev python3-dev' \

@@ -8,12 +8,14 @@ text), then imports it bound to this backend's SLURM_CONF, and refuses a second 
 the same process.
 
 Through pyslurm: the job listing and the per-job calls whose meaning pyslurm keeps (release,
-holds, signals, requeue-hold, cancel, comment updates). On the CLI, and why:
+an administrator's hold, signals, requeue-hold, cancel, comment updates). On the CLI, and why:
 - a held job whose reason has a description: pyslurm reports the description in place of the
   reason code, so an administrator's hold on a requeue-held job ("job requeued in held state",
   which an update does not clear) looks like its owner's; those jobs are read again with squeue.
 - a placement with extra updates (NumNodes): pyslurm sets a node count only at submission.
 - an update to an empty comment: pyslurm treats an empty string as "unchanged".
+- the owner's hold (`scontrol uhold`): 24.11's Job.hold(mode="user") writes through a null pointer
+  (segmentation fault).
 - submission, node listing, ping and the version.
 Exit codes of 128 and above come back from pyslurm less 128 (its `_get_exit_code`).
 docs/slurm-versions.md lists the releases it passed the live tests on (`LIVE_TESTED`).
@@ -130,10 +132,6 @@ class PyslurmBackend(SlurmCliBackend):
     def release(self, job_ids: Iterable[int]) -> None:
         for jid in job_ids:  # priority INFINITE, as `scontrol release` sends
             self._on_job("release", jid, lambda job: job.release())
-
-    def hold(self, job_ids: Iterable[int]) -> None:
-        for jid in job_ids:  # priority 0 as the owner (`scontrol uhold`)
-            self._on_job("hold", jid, lambda job: job.hold(mode="user"))
 
     def admin_hold(self, job_ids: Iterable[int]) -> None:
         for jid in job_ids:  # priority 0 as root or an operator (`scontrol hold`)
@@ -289,7 +287,7 @@ def _job_from_pyslurm(job: Any) -> SlurmJob:
     return SlurmJob(
         job_id=int(job.id),
         name=job.name or "",
-        user=job.user_name or "",
+        user=_user_name(job),
         state=state,
         reason=reason,
         partition=job.partition or "",
@@ -316,6 +314,14 @@ def _job_from_pyslurm(job: Any) -> SlurmJob:
         account=job.account or "",
         nice=int(job.nice or 0),
     )
+
+
+def _user_name(job: Any) -> str:
+    """The owner's name; empty where the passwd database has none, as squeue --json prints it."""
+    try:
+        return str(job.user_name or "")
+    except KeyError:  # pyslurm raises for a uid without a passwd entry
+        return ""
 
 
 def _gpu_indices_from_gres_dict(gres: Mapping[str, Any]) -> tuple[int, ...]:
