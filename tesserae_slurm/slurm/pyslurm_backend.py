@@ -265,6 +265,13 @@ def _gres_name(key: Any) -> str:
     return name.split(":")[0]
 
 
+def _gres_key(key: Any) -> str:
+    """Slurm's own spelling of a `tres_per_node` entry: pyslurm 24.11 keeps `gres/gpu`, 22.5 gives
+    `gpu` for 22.05's `gres:gpu`."""
+    name = str(key)
+    return name if name.startswith(("gres/", "gres:")) else f"gres:{name}"
+
+
 def _job_from_pyslurm(job: Any) -> SlurmJob:
     """Map a pyslurm.Job onto SlurmJob as parse.job_from_json reads squeue --json."""
     state = parse.job_state(job.state, f"pyslurm job {job.id}")
@@ -301,7 +308,7 @@ def _job_from_pyslurm(job: Any) -> SlurmJob:
         eligible_time=job.eligible_time or None,
         start_time=None if state is SlurmJobState.PENDING else (job.start_time or None),
         end_time=(job.end_time or None) if state.is_finished else None,
-        tres_per_node=",".join(f"{k}:{v}" for k, v in tres.items()),
+        tres_per_node=",".join(f"{_gres_key(k)}:{v}" for k, v in tres.items()),
         gpus_per_node=per_node,
         required_nodes=parse.parse_nodelist(job.required_nodes or ""),
         batch_host=job.batch_host or "",
