@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = cluster.env()
         cli, py = make_backend("cli", env), make_backend("pyslurm", env)
-        print(f"Slurm {'.'.join(map(str, cli.slurm_version()))}, {args.nodes} nodes x {args.gpus} GPUs, "
+        major, minor = cli.slurm_version()
+        print(f"Slurm {major}.{minor:02d}, {args.nodes} nodes x {args.gpus} GPUs, "
               f"backends: {type(cli).__name__}, {type(py).__name__}")
         t0 = time.perf_counter()
         held = [_sbatch(env, i, hold=True) for i in range(args.jobs)]

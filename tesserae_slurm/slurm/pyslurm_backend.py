@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 # Slurm releases on which this backend passed every `every_release` live test; `auto` picks
 # pyslurm only on these (an explicit `pyslurm` is used on any matching release).
-LIVE_TESTED: frozenset[tuple[int, int]] = frozenset({(24, 11)})
+LIVE_TESTED: frozenset[tuple[int, int]] = frozenset({(22, 5), (24, 11)})
 
 # slurm.h, unchanged from 22.05 to 26.05.
 _JOB_RUNNING = 1  # enum job_states: with JOB_REQUEUE_HOLD, `requeuehold Incomplete`

@@ -88,13 +88,20 @@ def test_auto_chooses_matching_pyslurm_on_a_live_tested_release(fake_pyslurm, mo
 
 
 def test_auto_keeps_the_cli_where_pyslurm_was_not_live_tested(fake_pyslurm, monkeypatch):
-    fake_pyslurm("22.5.1")
+    fake_pyslurm("23.11.1")
     monkeypatch.delenv("SLURM_CONF", raising=False)
-    assert (22, 5) not in LIVE_TESTED
-    assert type(make_backend("auto", runner=FakeRunner())) is SlurmCliBackend
-    with pytest.raises(SlurmBackendError, match="has not passed the live tests on Slurm 22.05"):
-        PyslurmBackend.create(SlurmCliBackend(runner=FakeRunner()), live_tested_only=True)
-    assert isinstance(make_backend("pyslurm", runner=FakeRunner()), PyslurmBackend)  # asked for explicitly
+    runner = FakeRunner("slurm 23.11.10\n")
+    assert (23, 11) not in LIVE_TESTED
+    assert type(make_backend("auto", runner=runner)) is SlurmCliBackend
+    with pytest.raises(SlurmBackendError, match="has not passed the live tests on Slurm 23.11"):
+        PyslurmBackend.create(SlurmCliBackend(runner=runner), live_tested_only=True)
+    assert isinstance(make_backend("pyslurm", runner=runner), PyslurmBackend)  # asked for explicitly
+
+
+def test_auto_chooses_pyslurm_on_22_05_too(fake_pyslurm, monkeypatch):
+    fake_pyslurm("22.5.3")
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    assert isinstance(make_backend("auto", runner=FakeRunner()), PyslurmBackend)
 
 
 def test_matching_pyslurm_refused_when_bound_elsewhere(fake_pyslurm, monkeypatch):
