@@ -24,7 +24,6 @@ docs/slurm-versions.md lists the releases it passed the live tests on (`LIVE_TES
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import signal as _signal
 import subprocess
@@ -41,8 +40,6 @@ from .runner import SlurmCommandError, SlurmError, SlurmUnavailable, is_transien
 from .types import NodeGpus, SlurmJob, SlurmJobState
 
 T = TypeVar("T")
-
-log = logging.getLogger(__name__)
 
 # Slurm releases on which this backend passed every `every_release` live test; `auto` picks
 # pyslurm only on these (an explicit `pyslurm` is used on any matching release).
@@ -87,8 +84,7 @@ class PyslurmBackend(SlurmCliBackend):
         loaded = sys.modules.get("pyslurm", False)
         if loaded is None:  # a blocked import
             raise SlurmBackendError("pyslurm is not importable (import of pyslurm halted); use prefer=cli")
-        raw = str(getattr(loaded, "__version__", "")) if loaded else _probe(env, conf)
-        mine = parse.parse_version(raw)
+        mine = pyslurm_version(loaded) if loaded else parse.parse_version(_probe(env, conf))
         theirs = cli.slurm_version()
         if mine != theirs:
             raise SlurmBackendError(
