@@ -65,10 +65,12 @@ def signal_name(sig: int | str | _signal.Signals) -> str:
 # ---- queries ---------------------------------------------------------------------------------
 
 
-def squeue_json() -> list[str]:
+def squeue_json(job_ids: Iterable[int | str] = ()) -> list[str]:
     """All jobs Slurm still knows, finished ones included (23.02+ drop those without --states=all;
-    22.05 ignores -p/-j/-t with --json). The parser filters by partition."""
-    return ["squeue", "--json", "--states=all"]
+    22.05 ignores -p/-j/-t with --json), or only `job_ids` where the release heeds `--jobs`. The
+    parser filters by partition, and its caller by id."""
+    ids = [job_id_arg(j) for j in job_ids]
+    return ["squeue", "--json", "--states=all", *([f"--jobs={','.join(ids)}"] if ids else [])]
 
 
 def sinfo_json() -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from backend_under_test import slurm_backend
 from waiting import holds_for, wait_for  # noqa: F401 - the live daemon tests import them from here
 
 from tesserae_slurm.site.load import load_config
@@ -60,7 +61,8 @@ class Env:
 
     def write_config(self, **over: Any) -> Path:
         base = {
-            "slurm": {"partition": "tesserae", "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60},
+            "slurm": {"partition": "tesserae", "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60,
+                      "backend": slurm_backend()},
             "scheduler": {"policy": "tesserae-t", "round_seconds": 2, "policy_options": {"queue_limits": [1.0]}},
             "preemption": {"grace_seconds": 20},
             "mps": {"thread_percentage": 50},
