@@ -55,3 +55,24 @@ def test_a_daemon_asked_to_stop_leaves_the_starts_and_the_preemption_to_its_next
     assert result.skipped == {"1": "daemon stopping: the preemption is finished by the next start",
                               "2": "daemon stopping", "3": "daemon stopping"}
     assert world.store.job("1").state == "PREEMPTING"
+
+
+def test_a_job_packed_onto_a_running_partner_starts_on_its_gpus_and_any_other_holder_is_a_clash(world) -> None:
+    # 1 keeps node1 GPU 0 and 2 is packed beside it there: the GPU is held, by 2's partner, so 2 starts.
+    # 4 is to start on GPU 1, which 3 holds and keeps (a stale plan): 4 is not its partner, so 4 waits.
+    on0, on1 = Assignment("1", 1, A_ON), Assignment("3", 1, {"node1": (1,)})
+    world.slurm.jobs = {"1": managed(1, state=S.RUNNING, assignment=on0), "2": managed(2),
+                        "3": managed(3, state=S.RUNNING, assignment=on1), "4": managed(4)}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node1:0", assignment=on0.encode()))
+        s.add(JobRow(job_id="3", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node1:1", assignment=on1.encode()))
+        for j in "24":
+            s.add(JobRow(job_id=j, num_gpus=1, submit_time=0.0, state="PENDING"))
+    two, four = Target(A_ON, partner="1"), Target({"node1": (1,)})
+    plan = RoundPlan({"1": Target(A_ON, partner="2"), "2": two, "3": Target({"node1": (1,)}), "4": four},
+                     (Action("start", "2", target=two), Action("start", "4", target=four)), ("1", "3"))
+    result = apply_plan(world.begin_round(), plan, look(world), {"1": A_ON, "3": {"node1": (1,)}}, world.applier(),
+                        world.guard(), world.journal, Metrics(), world.stop)
+    assert result.started == {"2"} and result.skipped == {"4": "GPUs still held by job(s) 3"}
+    assert world.slurm.writes() == [("update_comment", ("2",)), ("place", ("2",)), ("release", ("2",))]
+    assert world.store.job("2").state == "STARTING" and world.store.job("2").packed_with == "1"

@@ -4,11 +4,13 @@ tests/daemon/test_bypass_live.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tesserae_slurm.daemon.round.actions import StopItem
 from tesserae_slurm.daemon.round.stop_start import ApplyResult
 from tesserae_slurm.daemon.round.guard import load_holds
 from tesserae_slurm.daemon.round.observe import build_snapshot
-from tesserae_slurm.daemon.round.reconcile import Followups
+from tesserae_slurm.daemon.round.reconcile import Followups, reconcile
 from tesserae_slurm.daemon.state.store import JobRow
 from tesserae_slurm.slurm import SlurmJobState as S
 
@@ -56,3 +58,31 @@ def test_enforce_finishes_carried_over_preemptions_and_reports_what_failed(world
     assert failed == "job 2: admin_hold 2: refused"
     assert world.slurm.methods() == ["admin_hold", "signal", "requeue_hold"]
     assert world.store.job("1").state == "PENDING" and world.slurm.jobs["1"].held
+
+
+def _admin_held(job_id: int):  # noqa: ANN202 - a SlurmJob
+    """A job an administrator holds (`scontrol hold` as root: JobHeldAdmin)."""
+    return replace(managed(job_id), reason="JobHeldAdmin", state_reason="JobHeldAdmin")
+
+
+def test_secure_leaves_an_administrators_hold_alone_and_never_records_it_as_the_daemons(world) -> None:
+    world.slurm.jobs = {"1": _admin_held(1), "2": managed(2)}
+    rid = world.begin_round()
+    world.guard().secure(rid, _snap(world), Followups(), ApplyResult())
+    assert world.slurm.writes() == [("admin_hold", ("2",))]  # only the user hold becomes the daemon's
+    assert load_holds(world.store) == {"2"}
+    assert [(a.kind, a.job_id) for a in world.store.actions(rid)] == [("secure", "2")]
+
+
+def test_a_job_an_administrator_holds_after_the_daemon_let_go_is_the_administrators(world) -> None:
+    world.slurm.jobs = {"1": managed(1)}
+    guard = world.guard()
+    guard.hold(None, ["1"], "hold", ApplyResult())
+    assert guard.own_holds(_snap(world)) == {"1"}
+    world.slurm.release([1])  # an operator lets it go
+    assert guard.own_holds(_snap(world)) == set()  # seen not admin-held once: no longer the daemon's hold
+    world.slurm.admin_hold([1])  # then an administrator holds it: that hold is theirs, and the round leaves it
+    own = guard.own_holds(_snap(world))
+    assert own == set()
+    reconcile(world.journal, _snap(world), own, world.cfg.slurm.start_timeout_s, None)
+    assert world.store.job("1").reason.startswith("held by an administrator")
