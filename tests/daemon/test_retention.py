@@ -156,6 +156,22 @@ def test_an_age_limit_under_a_day_counts(tmp_path):
     assert [r.round_id for r in store.rounds(limit=10)] == [4, 3]
 
 
+def test_a_round_or_a_job_exactly_at_the_age_limit_stays_and_a_finished_job_back_in_the_queue_stays(tmp_path):
+    store = Store.open(tmp_path / "state.db")
+    cut = NOW - 7 * DAY
+    with store.session() as s:
+        s.add(RoundRow(round_id=1, started_at=cut - 1, policy="p", status="applied"))
+        s.add(RoundRow(round_id=2, started_at=cut, policy="p", status="applied"))
+        for jid, state, fin in (("older", "COMPLETED", cut - 1), ("at", "COMPLETED", cut),
+                                ("requeued", "PENDING", cut - DAY)):  # finished, then requeued by hand
+            s.add(JobRow(job_id=jid, num_gpus=1, submit_time=0.0, state=state, finished_at=fin))
+        s.add(EventRow(time=cut, kind="reconcile", job_id="older", message="at the cut"))
+    done = prune(store, RetentionSection(rounds_days=7, jobs_days=7), NOW)
+    assert (done.rounds, done.jobs) == (1, 1)
+    assert [r.round_id for r in store.rounds()] == [2] and sorted(j.job_id for j in store.jobs()) == ["at", "requeued"]
+    assert [e.message for e in store.events()] == ["at the cut"]
+
+
 def test_config_section():
     cfg = config_from_mapping({"retention": {"rounds_days": 30, "max_rounds": 100000, "jobs_days": 90}},
                               check_policy=False)

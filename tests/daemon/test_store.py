@@ -192,6 +192,9 @@ def test_a_holder_that_wrote_no_pid_is_named_as_unknown(tmp_path: Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a holder between its flock and writing its pid
         with pytest.raises(DaemonRunning, match=r"another tesserae daemon \(pid \?\) is running"):
             acquire_lock(db)
+        os.pwrite(fd, b"\xff\xfe\n", 0)  # not even text: still one line
+        with pytest.raises(DaemonRunning, match="another tesserae daemon \\(pid \ufffd\ufffd\\) is running"):
+            acquire_lock(db)
     finally:
         os.close(fd)
 
@@ -287,26 +290,28 @@ def test_dumps_is_compact_and_sorted() -> None:
 
 # ---- queries -----------------------------------------------------------------------------------------------
 def _history(s: Store) -> None:
-    """Rounds 1-3 (3 failed); two actions in each of rounds 1 and 2, added out of order."""
+    """Rounds 1-3 (3 failed); actions in rounds 1 and 2, added in reverse order."""
     rows: list[object] = [RoundRow(round_id=r, started_at=10.0 * r, finished_at=10.0 * r + 5 if r < 3 else None,
                                    policy="p", status="failed" if r == 3 else "applied") for r in (1, 2, 3)]
     s.add_rows(rows)  # type: ignore[arg-type]
-    s.add_rows([ActionRow(round_id=2, seq=1, job_id="11", kind="start", status="done", created_at=0.0),
-                ActionRow(round_id=2, seq=0, job_id="1", kind="preempt", status="done", created_at=0.0),
-                ActionRow(round_id=1, seq=1, job_id="1", kind="start", status="failed", created_at=0.0),
-                ActionRow(round_id=1, seq=0, job_id="1", kind="migrate-start", status="done", created_at=0.0)])
+    s.add_rows([ActionRow(round_id=r, seq=q, job_id=j, kind=k, status=st, created_at=0.0) for r, q, j, k, st in (
+        (2, 2, "1", "migrate-start", "done"), (2, 1, "11", "start", "done"), (2, 0, "1", "preempt", "done"),
+        (1, 1, "1", "migrate-start", "done"), (1, 0, "1", "start", "failed"))])
 
 
 def test_actions_come_in_round_and_sequence_order_filtered_by_round_status_and_job(tmp_path: Path) -> None:
     s = Store.open(tmp_path / "state.db")
     _history(s)
-    assert [(a.round_id, a.seq) for a in s.actions()] == [(1, 0), (1, 1), (2, 0), (2, 1)]
-    assert [(a.round_id, a.seq) for a in s.actions(round_id=2)] == [(2, 0), (2, 1)]
-    assert [(a.round_id, a.seq) for a in s.actions(status="done")] == [(1, 0), (2, 0), (2, 1)]
-    assert [(a.round_id, a.seq) for a in s.actions(job_id="1")] == [(1, 0), (1, 1), (2, 0)]
-    assert [a.kind for a in s.done_actions(["1"], ("start", "migrate-start", "preempt"))] == [
-        "migrate-start", "preempt"]
-    assert [a.kind for a in s.done_actions(["1", "11"], ("start",))] == ["start"]
+    assert [(a.round_id, a.seq) for a in s.actions()] == [(1, 0), (1, 1), (2, 0), (2, 1), (2, 2)]
+    assert [(a.round_id, a.seq) for a in s.actions(round_id=2)] == [(2, 0), (2, 1), (2, 2)]
+    assert [(a.round_id, a.seq) for a in s.actions(status="done")] == [(1, 1), (2, 0), (2, 1), (2, 2)]
+    assert [(a.round_id, a.seq) for a in s.actions(job_id="11")] == [(2, 1)]
+    # what the feedback reads: each job's done starts and moves, in the order they happened
+    assert [(a.round_id, a.seq, a.kind) for a in s.done_actions(["1"], ("start", "migrate-start", "preempt"))] == [
+        (1, 1, "migrate-start"), (2, 0, "preempt"), (2, 2, "migrate-start")]
+    assert s.done_actions(["1"], ("start",)) == []  # its start failed; 11's is another job's
+    assert [(a.job_id, a.kind) for a in s.done_actions(["1", "11"], ("start", "preempt"))] == [
+        ("1", "preempt"), ("11", "start")]
 
 
 def test_rounds_are_newest_first_and_spans_are_in_order_of_the_statuses_asked(tmp_path: Path) -> None:
@@ -320,14 +325,16 @@ def test_rounds_are_newest_first_and_spans_are_in_order_of_the_statuses_asked(tm
 def test_queries_by_job_id_read_lists_longer_than_one_sqlite_statement_takes(tmp_path: Path) -> None:
     s = Store.open(tmp_path / "state.db")
     ids = [str(i) for i in range(1, 1202)]
-    s.add_rows([RoundRow(round_id=1, started_at=0.0, policy="p")])
-    s.add_rows([JobRow(job_id=j, num_gpus=1, submit_time=0.0) for j in ids])
-    s.add_rows([PlacementRow(round_id=1, job_id=j, gpus="n1:0") for j in ids])
+    s.add_rows([RoundRow(round_id=1, started_at=0.0, policy="p"), RoundRow(round_id=2, started_at=1.0, policy="p")])
+    s.add_rows([JobRow(job_id=j, num_gpus=1, submit_time=0.0) for j in [*ids, "0"]])
+    s.add_rows([PlacementRow(round_id=r, job_id=j, gpus="n1:0") for r in (1, 2) for j in [*ids, "0"]])
     s.add_rows([ActionRow(round_id=1, seq=i, job_id=j, kind="start", status="done", created_at=0.0)
-                for i, j in enumerate(ids)])
+                for i, j in enumerate([*ids, "0"])])
     assert sorted(int(r.job_id) for r in s.jobs_by_id(ids)) == list(range(1, 1202))
-    assert len(s.placements_of([1], ids)) == 1201 and s.placements_of([], ids) == []
-    assert len(s.done_actions(ids, ("start",))) == 1201
+    placed = s.placements_of([2], ids)
+    assert sorted(int(p.job_id) for p in placed) == list(range(1, 1202)) and {p.round_id for p in placed} == {2}
+    assert s.placements_of([], ids) == []
+    assert sorted(int(a.job_id) for a in s.done_actions(ids, ("start",))) == list(range(1, 1202))
 
 
 def test_jobs_come_in_arrival_order_and_by_state(tmp_path: Path) -> None:

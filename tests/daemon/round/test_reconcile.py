@@ -95,3 +95,30 @@ def test_a_released_job_gets_the_whole_start_timeout_and_is_held_again_only_past
     assert out.hold == ["1"] and not out.evict and not out.requeue
     assert (row.state, row.gpus, row.assignment) == ("PENDING", "", "")
     assert row.reason == f"Slurm did not start it within {timeout:g} s (Resources)"
+
+
+def test_followups_are_due_when_any_list_has_a_job() -> None:
+    from tesserae_slurm.daemon.round.actions import StopItem
+    from tesserae_slurm.daemon.round.reconcile import Followups
+
+    assert not Followups()
+    assert Followups(requeue=[StopItem("requeue", "1")]) and Followups(hold=["1"]) and Followups(evict=["1"])
+
+
+def test_a_running_job_the_database_lost_is_adopted_on_the_assignment_slurm_shows(world) -> None:
+    found = Assignment("1", 4, {"node2": (1, 2)}, partner="2", strategy="10,14")
+    world.slurm.jobs = {"1": managed(1, 2, state=S.RUNNING, assignment=found, start_time=900)}
+    assert not _reconcile(world)
+    row = world.store.job("1")
+    assert (row.state, row.assignment, row.assign_round, row.gpus, row.nodes, row.packed_with, row.strategy) == (
+        "RUNNING", found.encode(), 4, "node2:1-2", "node2", "2", "10,14")
+    assert row.reason == "adopted: running on the assignment found in Slurm"
+
+
+def test_a_hold_the_daemon_made_is_not_taken_for_an_administrators(world) -> None:
+    held = replace(managed(1), reason="JobHeldAdmin", state_reason="JobHeldAdmin")
+    world.slurm.jobs = {"1": held}
+    _reconcile(world, own={"1"})
+    assert world.store.job("1").reason == ""
+    _reconcile(world)
+    assert world.store.job("1").reason.startswith("held by an administrator")
