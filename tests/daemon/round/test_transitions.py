@@ -7,7 +7,7 @@ import pytest
 from tesserae_slurm.daemon.round.observe import managed_job
 from tesserae_slurm.daemon.round.transitions import account, close_run, transition
 from tesserae_slurm.daemon.state.journal import NEW, JobFacts
-from tesserae_slurm.daemon.state.store import JobUpdate
+from tesserae_slurm.daemon.state.store import TERMINAL_STATES, JobUpdate
 from tesserae_slurm.harness.assignment import Assignment
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S
 from tesserae_slurm.model.meta import JobMeta
@@ -70,7 +70,7 @@ def test_transition_table(state, assignment, slurm, want, followup, event):
     f = JobFacts("7", state, assignment, placed_at=NOW - 5)
     t = transition(f, managed_job(slurm) if slurm is not None else None, NOW, start_timeout_s=60)
     assert (t.state, t.followup, bool(t.event)) == (want, followup, event)
-    if want in ("PENDING", "LOST", "COMPLETED", "FAILED", "CANCELLED") and state != want:
+    if (want == "PENDING" or want in TERMINAL_STATES) and state != want:  # it holds no GPU any more
         assert t.clear_placement
 
 
