@@ -33,7 +33,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from ...model import InputError
@@ -273,7 +273,7 @@ class Store:
         path = Path(path).expanduser()
         try:
             return Store._open(path, read_only)
-        except OperationalError as exc:
+        except DatabaseError as exc:  # OperationalError, or a file that is not a database at all
             why = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         except OSError as exc:
             why = exc.strerror or str(exc)
