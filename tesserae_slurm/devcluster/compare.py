@@ -4,7 +4,7 @@ The dev cluster gets a second partition over the same nodes (``plain``), which t
 manage: there the jobs are submitted with sbatch and Slurm's own priority (priority/basic: submit
 order) and backfill start them on the GPUs Slurm picks. Then the same jobs, at the same offsets, go
 through tsbatch to the managed partition while `tesserae daemon` runs rounds. Each job runs the
-torch-free payload ``demo_job`` (sleeping steps that checkpoint and resume).
+torch-free payload ``demo_job.py`` (sleeping steps that checkpoint and resume).
 
 Measured per job from the caller's clock at submission, the payload's events (first start, node list
 of every run) and Slurm's end time: job completion time (submit to end), queueing delay (submit to
@@ -44,23 +44,36 @@ STEP_TIME_S = 0.5
 BATCH_SCRIPT = r"""#!/bin/bash
 trap 'echo USR1 >>"${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"' USR1
 trap 'echo TERM >>"${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"' TERM
-# One job of `tesserae devcluster compare`: demo.sbatch MODE OUTDIR STEPS STEP_TIME.
+# One demo job: demo.sbatch MODE PAYLOAD OUTDIR STEPS STEP_TIME [PAYLOAD OPTIONS...].
 # plain: submitted with sbatch, runs the payload directly on the GPUs Slurm gave it.
 # daemon: submitted with tsbatch; `tesserae launch` pins the daemon's GPUs and forwards the checkpoint signal.
-mode=$1; out=$2; steps=$3; step_time=$4
+mode=$1; payload=$2; out=$3; steps=$4; step_time=$5; shift 5
 py=${TESSERAE_PYTHON:-python3}
 if [ "$mode" = plain ]; then
-    exec "$py" -m tesserae_slurm.devcluster.demo_job --out "$out" --steps "$steps" --step-time "$step_time"
+    exec "$py" "$payload" --out "$out" --steps "$steps" --step-time "$step_time" "$@"
 fi
 export TESSERAE_SIGNAL_FILE="${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"
 ( trap '' USR1 TERM; exec "$py" -m tesserae_slurm.harness launch -- \
-    "$py" -m tesserae_slurm.devcluster.demo_job --managed --out "$out" --steps "$steps" --step-time "$step_time" ) &
+    "$py" "$payload" --out "$out" --steps "$steps" --step-time "$step_time" "$@" ) &
 _tl=$!
 while :; do wait "$_tl" && rc=0 || rc=$?; kill -0 "$_tl" 2>/dev/null || break; done
 wait "$_tl" && rc=0 || rc=$?
 rm -f "$TESSERAE_SIGNAL_FILE"
 exit "$rc"
 """
+
+
+def write_job_files(workdir: Path) -> tuple[Path, Path]:
+    """The batch script and a copy of the payload (``demo_job.py``, standard library only) in ``workdir``:
+    the jobs run this payload whichever checkout's launcher and daemon run them (``--checkout``)."""
+    from . import demo_job
+
+    script, payload = workdir / "demo.sbatch", workdir / "demo_job.py"
+    script.write_text(BATCH_SCRIPT)
+    payload.write_text(Path(demo_job.__file__).read_text())
+    for f in (script, payload):
+        f.chmod(0o755)
+    return script, payload
 
 
 # ---- the job set ---------------------------------------------------------------------------------------
@@ -214,6 +227,7 @@ class Settings:
     policy_options: dict[str, Any] = field(default_factory=dict)  # see policy_options()
     round_seconds: float = 5.0
     grace_seconds: float = 5.0
+    checkpoint_s: float = 0.0  # how long the payload takes to checkpoint on the signal
     timeout_s: float = 1800.0  # per mode
 
 
@@ -242,16 +256,32 @@ def _job_env() -> dict[str, str]:
     return env
 
 
-def _submit_plain(backend: SlurmBackend, settings: Settings, script: Path, out: Path) -> Callable[[DemoJob], str]:
+@dataclass(frozen=True)
+class JobFiles:
+    """Where a run's jobs come from and write to: the batch script, the payload, the output directory,
+    and options every job's payload gets (``--checkpoint-s``)."""
+
+    script: Path
+    payload: Path
+    out: Path
+    payload_options: tuple[str, ...] = ()
+
+    def argv(self, mode: str, job: DemoJob) -> list[str]:
+        return [str(self.script), mode, str(self.payload), str(self.out), str(job.steps), str(STEP_TIME_S),
+                *self.payload_options]
+
+
+def submit_plain(backend: SlurmBackend, partition: str, files: JobFiles) -> Callable[[DemoJob], str]:
+    """sbatch to the partition the daemon does not manage, asking Slurm for the GPUs."""
     def submit(job: DemoJob) -> str:
-        extra = ["-p", settings.plain_partition, f"--gpus={job.gpus}", "-J", job.name, "-t", str(job.time_limit_min),
-                 "-o", str(out / "%j.out")]
-        return str(backend.submit([str(script), PLAIN, str(out), str(job.steps), str(STEP_TIME_S)], extra,
-                                  env=_job_env()))
+        extra = ["-p", partition, f"--gpus={job.gpus}", "-J", job.name, "-t", str(job.time_limit_min),
+                 "-o", str(files.out / "%j.out")]
+        return str(backend.submit(files.argv(PLAIN, job), extra, env=_job_env()))
     return submit
 
 
-def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path) -> Callable[[DemoJob], str]:
+def submit_tsbatch(backend: SlurmBackend, config: Path, files: JobFiles) -> Callable[[DemoJob], str]:
+    """tsbatch's own code path (parse, validate, sbatch) in this process, to the managed partition."""
     from ..site.load import load_config
     from ..tsbatch.submit import prepare, submit
 
@@ -260,7 +290,7 @@ def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path
     def submit_one(job: DemoJob) -> str:
         argv = ["--config", str(config), "--gpus", str(job.gpus), "--model", job.model, "--batch-size",
                 str(job.batch_size), "--no-pack", "-J", job.name, "-t", str(job.time_limit_min),
-                "-o", str(out / "%j.out"), str(script), DAEMON, str(out), str(job.steps), str(STEP_TIME_S)]
+                "-o", str(files.out / "%j.out"), *files.argv(DAEMON, job)]
         prepared, _ = prepare(argv, lambda _c: backend, lambda _p: cfg)
         prepared.env.update(_job_env())
         return str(submit(prepared, backend))
@@ -298,7 +328,7 @@ def _wait_all_ended(backend: SlurmBackend, partition: str, ids: set[str], deadli
         time.sleep(1.0)
 
 
-class _DaemonProcess:
+class DaemonProcess:
     """`tesserae daemon --config CONFIG` as a child, its output in ``log``."""
 
     def __init__(self, config: Path, log: Path, env: Mapping[str, str]) -> None:
@@ -323,7 +353,7 @@ class _DaemonProcess:
                 self.proc.wait(timeout=10)
 
 
-def _wait_round(db: Path, daemon: _DaemonProcess, *, after: float = 0.0, timeout_s: float = 120.0) -> None:
+def wait_round(db: Path, daemon: DaemonProcess, *, after: float = 0.0, timeout_s: float = 120.0) -> None:
     """Wait until the daemon has finished a round that began at or after ``after`` (its first, by default)."""
     from ..daemon.state.store import Store
 
@@ -353,32 +383,31 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
     out = workdir / "jobs"
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)
-    script = workdir / "demo.sbatch"
-    script.write_text(BATCH_SCRIPT)
-    script.chmod(0o755)
+    script, payload = write_job_files(workdir)
+    files = JobFiles(script, payload, out, ("--checkpoint-s", f"{settings.checkpoint_s:g}"))
     backend = SlurmCliBackend(cluster_env)
-    daemon: _DaemonProcess | None = None
+    daemon: DaemonProcess | None = None
     counts: dict[str, tuple[int, int]] = {}
     submitted: dict[str, tuple[str, float]] = {}
     finished = False
     try:
         if mode == PLAIN:
             partition = settings.plain_partition
-            submit = _submit_plain(backend, settings, script, out)
+            submit = submit_plain(backend, settings.plain_partition, files)
         else:
             partition = settings.partition
             config = workdir / "tesserae.yaml"
             config.write_text(json.dumps(daemon_config(settings, workdir), indent=1) + "\n")  # JSON is YAML
-            daemon = _DaemonProcess(config, workdir / "daemon.log", cluster_env)
-            _wait_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
-            submit = _submit_tsbatch(backend, config, script, out)
+            daemon = DaemonProcess(config, workdir / "daemon.log", cluster_env)
+            wait_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
+            submit = submit_tsbatch(backend, config, files)
         submit_all(jobs, submit, into=submitted)
         ids = {jid for jid, _ in submitted.values()}
         alive = daemon.problem if daemon is not None else (lambda: "")
         ended = _wait_all_ended(backend, partition, ids, time.time() + settings.timeout_s, alive)
         if daemon is not None:
             # one more whole round records the last ends (a round under load can outlast round_seconds)
-            _wait_round(workdir / "state.db", daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
+            wait_round(workdir / "state.db", daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
             counts = _daemon_counts(workdir / "state.db", ids)
         finished = True
     finally:
