@@ -37,6 +37,8 @@ class SlurmBackend(Protocol):
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]: ...
 
+    def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]: ...
+
     def submit(
         self, script: Script, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
     ) -> int: ...
@@ -89,6 +91,10 @@ class SlurmCliBackend:
         version = self.slurm_version()
         out = self.runner.run(commands.squeue_json())
         return _reported_as_unavailable(lambda: parse.parse_squeue_json(out, partition, version))
+
+    def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]:
+        """(job id, compact state) of the partition's active jobs: the cheap look between rounds."""
+        return parse.parse_squeue_poll(self.runner.run(commands.squeue_poll(partition)))
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
         """22.05: `sinfo --json`; 23.02 and later: `scontrol show node --json` (docs/slurm-versions.md)."""

@@ -71,6 +71,14 @@ def squeue_json() -> list[str]:
     return ["squeue", "--json", "--states=all"]
 
 
+def squeue_poll(partition: str) -> list[str]:
+    """The partition's jobs and their compact states, nothing else: the daemon's poll between rounds.
+    Plain text filtered by Slurm (unlike --json on 22.05), the same on 22.05 to 26.05."""
+    if not partition or any(c.isspace() or c == "," for c in partition):
+        raise InputError(f"not one partition name: {partition!r}")
+    return ["squeue", "-h", "-p", partition, "-o", "%i %t"]
+
+
 def sinfo_json() -> list[str]:
     return ["sinfo", "--json"]
 

@@ -90,6 +90,13 @@ class FakeSlurm:
         self._call("list_jobs")
         return tuple(j for j in self.jobs.values() if partition is None or j.partition == partition)
 
+    def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]:
+        """squeue's compact states of the active jobs (finished ones drop out, as squeue's default)."""
+        self._call("poll_jobs")
+        code = {S.PENDING: "PD", S.RUNNING: "R", S.COMPLETING: "CG"}
+        return tuple((j, code.get(job.state, "?")) for j, job in self.jobs.items()
+                     if job.partition == partition and not job.state.is_finished)
+
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
         self._call("list_nodes")
         return self.nodes
