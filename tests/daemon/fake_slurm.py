@@ -21,6 +21,7 @@ from tesserae_slurm.slurm.backend import Script, Signal
 
 S = SlurmJobState
 PARTITION = "tesserae"
+READS = ("list_jobs", "poll_jobs", "list_nodes")
 
 
 def managed(job_id: int, gpus: int = 1, *, model: str = "DCGAN", batch: str = "32", state: S = S.PENDING,
@@ -57,10 +58,10 @@ class FakeSlurm:
 
     # ---- what tests look at -------------------------------------------------------------------------
     def methods(self, *, reads: bool = False) -> list[str]:
-        return [m for m, _ in self.calls if reads or m not in ("list_jobs", "list_nodes")]
+        return [m for m, _ in self.calls if reads or m not in READS]
 
     def writes(self) -> list[tuple[str, tuple[str, ...]]]:
-        return [(m, ids) for m, ids in self.calls if m not in ("list_jobs", "list_nodes")]
+        return [(m, ids) for m, ids in self.calls if m not in READS]
 
     def run(self, job_id: str, nodes: Sequence[str] = ("node1",)) -> None:
         """Slurm starts a released job (what the controller does after `release`)."""
