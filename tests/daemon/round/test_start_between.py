@@ -93,8 +93,28 @@ def test_a_job_submitted_between_rounds_starts_where_the_round_would_put_it(tmp_
                 [("start", "2", "done")]
             assert d.journal.store.job("1").rounds_run == 1  # a pass is no round
             assert d.metrics.start_passes == {"applied": 1} and d.metrics.rounds == {"applied": 1}
+            _explains_the_start(d, result.round_id)
     assert results["pass"] == results["round"]
     assert results["pass"][0].split(":")[0] == results["pass"][1].split(":")[0]  # consolidated beside job 1
+
+
+def _explains_the_start(d: Daemon, pass_id: int) -> None:
+    """`tesserae explain`, `rounds` and `round show` tell the pass from a round."""
+    from tesserae_slurm.cli.admin.explain import _text
+    from tesserae_slurm.daemon.operators.readers import ROUND_COLUMNS, explain, round_details
+
+    store = d.journal.store
+    row = store.job("2")
+    assert row is not None
+    e = explain(store, row)
+    assert e["last_round"]["round"] == pass_id and e["last_round"]["kind"] == "start"
+    assert [(m["kind"], m["round"], m["between_rounds"]) for m in e["history"]] == [("start", pass_id, True)]
+    text = _text(e)
+    assert f"started between rounds (round {pass_id}, kind start): on {row.gpus}" in text
+    assert "start (between rounds)" in text
+    pass_row = store.round(pass_id)
+    assert pass_row is not None and round_details(store, pass_row)["kind"] == "start"
+    assert next(c for c in ROUND_COLUMNS if c.key == "kind").get(pass_row) == "start"
 
 
 def test_a_job_ranked_ahead_keeps_the_gpus_the_decision_gave_it(tmp_path: Path) -> None:
