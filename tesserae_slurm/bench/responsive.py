@@ -39,6 +39,7 @@ from ..devcluster.compare import (
     Settings,
     daemon_config,
     read_events,
+    stop_seconds,
     submit_plain,
     submit_tsbatch,
     wait_round,
@@ -89,22 +90,24 @@ class Result:
     poll: list[PollCost] = field(default_factory=list)
 
 
-def checkout_features(python: str, env: dict[str, str]) -> dict[str, bool]:
+def checkout_features(python: str, env: dict[str, str], cwd: Path) -> dict[str, bool]:
     """Which of the responsiveness settings the daemon under test knows (an older checkout rejects
     unknown keys, so they are written only where known)."""
     probe = ("import dataclasses, json; from tesserae_slurm.site import config as c; "
              "print(json.dumps({'poll_seconds': 'poll_seconds' in {f.name for f in dataclasses.fields(c.SlurmSection)},"
              " 'stop_records_dir': 'stop_records_dir' in {f.name for f in dataclasses.fields(c.PreemptionSection)}}))")
-    out = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=True,
+                         cwd=cwd)  # not this checkout's directory: `-c` looks in the working directory first
     return {str(k): bool(v) for k, v in json.loads(out.stdout).items()}
 
 
 def bench_config(settings: Settings, workdir: Path, features: dict[str, bool], poll_seconds: float) -> dict[str, Any]:
+    """compare's daemon configuration, without the settings the code under test does not know."""
     cfg = daemon_config(settings, workdir)
-    if features.get("poll_seconds"):
-        cfg["slurm"]["poll_seconds"] = poll_seconds
-    if features.get("stop_records_dir"):
-        cfg["preemption"]["stop_records_dir"] = str(workdir / "stops")
+    cfg["slurm"]["poll_seconds"] = poll_seconds
+    for section, key in (("slurm", "poll_seconds"), ("preemption", "stop_records_dir")):
+        if not features.get(key):
+            cfg[section].pop(key, None)
     return cfg
 
 
@@ -147,25 +150,11 @@ def submit_to_start(submit: Callable[[DemoJob], str], backend: SlurmCliBackend, 
     return Latencies(f"{label}: submit -> start (s)", tuple(samples))
 
 
-def _stop_times(db: Path, job: str, after: float) -> tuple[float, float] | None:
-    """(the daemon's checkpoint signal to ``job``, the end of its requeue recorded) once both are there."""
-    from ..daemon.state.store import Store
-
-    store = Store.open(db, read_only=True)
-    try:
-        stops = [a for a in store.actions(job_id=job) if a.kind == "requeue" and a.created_at >= after
-                 and a.status in ("done", "failed") and a.finished_at is not None]
-        if not stops:
-            return None
-        calls = [c.time for rid in {a.round_id for a in stops} for c in store.slurm_calls(rid)
-                 if c.method == "signal" and job in c.job_ids.split(",") and c.ok]
-        if not calls:  # the round records its Slurm calls when it ends
-            return None
-        if stops[0].status != "done":
-            raise BenchError(f"the requeue of job {job} failed: {stops[0].error} ({db})")
-        return min(calls), float(stops[0].finished_at or 0.0)
-    finally:
-        store.close()
+def _stop_time(db: Path, job: str, after: float) -> float | None:
+    """Seconds from the daemon's checkpoint signal to ``job`` to the end of the requeue it recorded, once
+    both are on record (the round records its Slurm calls when it ends)."""
+    got = stop_seconds(db, [job], after).get(job)
+    return got[0] if got else None
 
 
 def signal_to_free(submit: Callable[[DemoJob], str], backend: SlurmCliBackend, out: Path, db: Path,
@@ -182,12 +171,12 @@ def signal_to_free(submit: Callable[[DemoJob], str], backend: SlurmCliBackend, o
         deadline = time.time() + timeout_s
         got = None
         while got is None and time.time() < deadline:
-            got = _stop_times(db, job, asked)
+            got = _stop_time(db, job, asked)
             time.sleep(0.2)
         if got is None:
-            raise BenchError(f"job {job} (started at {started:.1f}) was not requeued within {timeout_s:g}s")
-        samples.append(got[1] - got[0])
-        progress(f"stop: job {job}: signal -> GPUs free {got[1] - got[0]:.2f}s")
+            raise BenchError(f"job {job} (started at {started:.1f}) was not requeued within {timeout_s:g}s ({db})")
+        samples.append(got)
+        progress(f"stop: job {job}: signal -> GPUs free {got:.2f}s")
         backend.cancel(int(job))
         _wait_ended(backend, job, 120)
     return Latencies("signal -> GPUs free (s)", tuple(samples))
@@ -223,7 +212,7 @@ def run(cluster: DevCluster, work: Path, parts: Sequence[str], repeats: int, rou
     if checkout:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(checkout).resolve()), env.get("PYTHONPATH", "")) if p)
         os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the jobs' launcher (compare._job_env) runs that code too
-    features = checkout_features(sys.executable, env)
+    features = checkout_features(sys.executable, env, work)
     result = Result(checkout or "", round_seconds, grace_seconds, checkpoint_seconds, features)
     backend = SlurmCliBackend(cluster.env())
     timeout = round_seconds + 120

@@ -20,6 +20,7 @@ from ..site.config import SiteConfig
 from ..site.partition import scheduling_profile
 from ..site.scheduler import engine_config, policy_options, site_policy
 from ..slurm import SlurmBackend, SlurmError
+from .feedback import stop_records
 from .feedback.online import OnlineFeedback
 from .operators import admin
 from .round.apply import apply_plan, occupied
@@ -71,6 +72,8 @@ class Daemon:
         self.profile = scheduling_profile(cfg.scheduler.profile)
         self.feedback = OnlineFeedback(cfg, self.journal.store, self.profile)
         self.applier = Applier(self.backend, self.journal, cfg, self.stop_event, self.clock, self.sleep)
+        if not self.dry_run:
+            stop_records.ensure_dir(cfg.preemption.stop_records_dir)
 
     def request_stop(self) -> None:
         self.stop_event.set()

@@ -135,6 +135,7 @@ class JobResult:
     preemptions: int = 0  # the daemon's records (0 under plain Slurm)
     migrations: int = 0
     nodelists: tuple[str, ...] = ()
+    stops_s: tuple[float, ...] = ()  # each stop of the job: the daemon's checkpoint signal to its GPUs free
 
     @property
     def jct(self) -> float | None:
@@ -165,6 +166,9 @@ class ModeSummary:
     preemptions: int
     migrations: int
     restarts: int
+    stops: int = 0  # stops timed (preemptions and migrations that requeued the job)
+    median_stop_s: float = math.nan  # checkpoint signal to GPUs free, median over the stops
+    mean_stop_s: float = math.nan
 
 
 def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
@@ -176,6 +180,7 @@ def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
     first = min((r.submit for r in results), default=0.0)
     last = max((r.end for r in results if r.end is not None), default=first)
     multi = [r for r in results if r.gpus > 1]
+    stops = [t for r in results for t in r.stops_s]
     return ModeSummary(
         mode=mode, jobs=len(results), completed=len(done),
         avg_jct_s=statistics.fmean(jcts) if jcts else math.nan, max_jct_s=max(jcts, default=math.nan),
@@ -183,6 +188,8 @@ def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
         multi_gpu_jobs=len(multi), split_jobs=sum(1 for r in multi if r.split),
         runs=sum(max(1, len(r.run_nodes)) for r in results), preemptions=sum(r.preemptions for r in results),
         migrations=sum(r.migrations for r in results), restarts=sum(r.restarts for r in results),
+        stops=len(stops), median_stop_s=statistics.median(stops) if stops else math.nan,
+        mean_stop_s=statistics.fmean(stops) if stops else math.nan,
     )
 
 
@@ -199,7 +206,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def job_result(job: DemoJob, job_id: str, submit: float, slurm: SlurmJob | None, events: Sequence[Mapping[str, Any]],
-               preemptions: int = 0, migrations: int = 0) -> JobResult:
+               preemptions: int = 0, migrations: int = 0, stops_s: Sequence[float] = ()) -> JobResult:
     starts = [e for e in events if e.get("event") == "start"]
     done = [float(e["time"]) for e in events if e.get("event") == "done"]
     end = float(slurm.end_time) if slurm is not None and slurm.end_time is not None else None
@@ -212,7 +219,7 @@ def job_result(job: DemoJob, job_id: str, submit: float, slurm: SlurmJob | None,
         state=slurm.state.value if slurm is not None else "LOST",
         run_nodes=tuple(int(e.get("num_nodes", 1)) for e in starts),
         restarts=slurm.restart_count if slurm is not None else 0,
-        preemptions=preemptions, migrations=migrations,
+        preemptions=preemptions, migrations=migrations, stops_s=tuple(stops_s),
         nodelists=tuple(str(e.get("nodelist", "")) for e in starts),
     )
 
@@ -240,7 +247,7 @@ def daemon_config(settings: Settings, workdir: Path) -> dict[str, Any]:
         "slurm": {"partition": settings.partition, "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60},
         "scheduler": {"policy": settings.policy, "round_seconds": settings.round_seconds,
                       "policy_options": settings.policy_options},
-        "preemption": {"grace_seconds": settings.grace_seconds},
+        "preemption": {"grace_seconds": settings.grace_seconds, "stop_records_dir": str(workdir / "stops")},
         "state": {"database": str(workdir / "state.db")},
         "metrics": {"listen": ""},
         "http": {"listen": ""},
@@ -258,8 +265,9 @@ def _job_env() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class JobFiles:
-    """Where a run's jobs come from and write to: the batch script, the payload, the output directory,
-    and options every job's payload gets (``--checkpoint-s``)."""
+    """Where a run's jobs come from and write to: the batch script, the payload, the output directory
+    (also their working directory: `python -m` looks there first, and a source tree there would
+    shadow the code under test), and options every job's payload gets (``--checkpoint-s``)."""
 
     script: Path
     payload: Path
@@ -275,7 +283,7 @@ def submit_plain(backend: SlurmBackend, partition: str, files: JobFiles) -> Call
     """sbatch to the partition the daemon does not manage, asking Slurm for the GPUs."""
     def submit(job: DemoJob) -> str:
         extra = ["-p", partition, f"--gpus={job.gpus}", "-J", job.name, "-t", str(job.time_limit_min),
-                 "-o", str(files.out / "%j.out")]
+                 "-o", str(files.out / "%j.out"), f"--chdir={files.out}"]
         return str(backend.submit(files.argv(PLAIN, job), extra, env=_job_env()))
     return submit
 
@@ -290,7 +298,7 @@ def submit_tsbatch(backend: SlurmBackend, config: Path, files: JobFiles) -> Call
     def submit_one(job: DemoJob) -> str:
         argv = ["--config", str(config), "--gpus", str(job.gpus), "--model", job.model, "--batch-size",
                 str(job.batch_size), "--no-pack", "-J", job.name, "-t", str(job.time_limit_min),
-                "-o", str(files.out / "%j.out"), *files.argv(DAEMON, job)]
+                "-o", str(files.out / "%j.out"), f"--chdir={files.out}", *files.argv(DAEMON, job)]
         prepared, _ = prepare(argv, lambda _c: backend, lambda _p: cfg)
         prepared.env.update(_job_env())
         return str(submit(prepared, backend))
@@ -333,11 +341,11 @@ class DaemonProcess:
 
     def __init__(self, config: Path, log: Path, env: Mapping[str, str]) -> None:
         self.log = log
-        with log.open("ab") as fh:
+        with log.open("ab") as fh:  # in the run's directory: `-m` looks in the working directory first
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tesserae_slurm.cli.main", "daemon", "--config", str(config)],
                 stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                start_new_session=True)
+                start_new_session=True, cwd=log.parent)
 
     def problem(self) -> str:
         code = self.proc.poll()
@@ -388,6 +396,7 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
     backend = SlurmCliBackend(cluster_env)
     daemon: DaemonProcess | None = None
     counts: dict[str, tuple[int, int]] = {}
+    stops: dict[str, list[float]] = {}
     submitted: dict[str, tuple[str, float]] = {}
     finished = False
     try:
@@ -409,6 +418,7 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
             # one more whole round records the last ends (a round under load can outlast round_seconds)
             wait_round(workdir / "state.db", daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
             counts = _daemon_counts(workdir / "state.db", ids)
+            stops = stop_seconds(workdir / "state.db", sorted(ids))
         finished = True
     finally:
         if daemon is not None:
@@ -423,8 +433,35 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
     for job in jobs:
         jid, at = submitted[job.name]
         p, m = counts.get(jid, (0, 0))
-        results.append(job_result(job, jid, at, ended.get(jid), read_events(out / f"events-{jid}.jsonl"), p, m))
+        results.append(job_result(job, jid, at, ended.get(jid), read_events(out / f"events-{jid}.jsonl"), p, m,
+                                  stops.get(jid, ())))
     return results
+
+
+STOP_KINDS = ("preempt", "migrate", "requeue")
+
+
+def stop_seconds(db: Path, ids: Sequence[str], after: float = 0.0) -> dict[str, list[float]]:
+    """Per job, each stop the daemon finished (the job requeue-held, not ended meanwhile): seconds from its
+    checkpoint signal (the ``signal`` call on record) to the stop's end in its records, when Slurm listed
+    the job pending and its GPUs were free. Stops finished before ``after`` are left out."""
+    from ..daemon.state.store import Store
+
+    store = Store.open(db, read_only=True)
+    out: dict[str, list[float]] = {}
+    try:
+        for job in ids:
+            signals = sorted(c.time for c in store.slurm_calls(job_id=job) if c.method == "signal" and c.ok)
+            for a in store.actions(job_id=job):
+                end = a.finished_at
+                if a.kind not in STOP_KINDS or a.status != "done" or end is None or end < after or a.error:
+                    continue  # an error on a done stop says the job ended instead: not a stop
+                sent = [t for t in signals if t <= end]
+                if sent:
+                    out.setdefault(job, []).append(end - sent[-1])
+    finally:
+        store.close()
+    return out
 
 
 def _daemon_counts(db: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
@@ -445,12 +482,14 @@ def _f(x: float | None, digits: int = 1) -> str:
 
 def render_summary(summaries: Sequence[ModeSummary]) -> str:
     head = ("| mode | completed | avg JCT (s) | max JCT (s) | makespan (s) | avg queueing (s) | "
-            "multi-GPU jobs split over nodes | runs | preemptions | migrations |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+            "multi-GPU jobs split over nodes | runs | preemptions | migrations | stop: signal -> GPUs free, "
+            "median / mean (s) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
+        stop = f"{_f(s.median_stop_s)} / {_f(s.mean_stop_s)} ({s.stops})" if s.stops else "-"
         lines.append(f"| {s.mode} | {s.completed}/{s.jobs} | {_f(s.avg_jct_s)} | {_f(s.max_jct_s)} | "
                      f"{_f(s.makespan_s)} | {_f(s.avg_queueing_s)} | {s.split_jobs}/{s.multi_gpu_jobs} | {s.runs} | "
-                     f"{s.preemptions} | {s.migrations} |")
+                     f"{s.preemptions} | {s.migrations} | {stop} |")
     return "\n".join(lines)
 
 
