@@ -62,7 +62,9 @@ class Env:
         base = {
             "slurm": {"partition": "tesserae", "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60},
             "scheduler": {"policy": "tesserae-t", "round_seconds": 2, "policy_options": {"queue_limits": [1.0]}},
-            "preemption": {"grace_seconds": 20},
+            # a stop ends once the payload has checkpointed and exited (the torch payload does; tick.py's
+            # default waits itself, so its stops take the grace)
+            "preemption": {"grace_seconds": 20, "stop_records_dir": str(self.tmp / "stops")},
             "mps": {"thread_percentage": 50},
             "state": {"database": str(self.db)},
             "metrics": {"listen": ""},
