@@ -105,3 +105,12 @@ def test_a_job_that_ended_before_its_record_was_read_is_not_requeued(world: Worl
     assert result.ended == {"5": "CANCELLED"} and not result.stopped
     assert world.slurm.jobs["5"].state is S.CANCELLED and world.slurm.jobs["5"].restart_count == 1
     assert world.store.job("5").state == "CANCELLED"
+
+
+def test_the_daemon_makes_the_shared_directory_as_a_sticky_one(tmp_path: Path) -> None:
+    from tesserae_slurm.daemon.loop import Daemon
+
+    stops = tmp_path / "shared" / "stops"
+    w = make_world(tmp_path, preemption={"stop_records_dir": str(stops)})
+    Daemon(w.cfg, w.slurm, w.store)
+    assert stops.is_dir() and stops.stat().st_mode & 0o7777 == 0o1777
