@@ -113,6 +113,7 @@ class Daemon:
         # 5. feedback: throughput reports of running jobs into the table the engine decides with
         if self.cfg.feedback.enabled and not self.dry_run:
             take_reports(self.feedback, self.journal, snap.time, rid)
+        self.watch.saw(snap)  # the round decides on this: what it shows needs no start between rounds
         self.journal.update_round(rid, status="deciding", observe_ms=(time.perf_counter() - t_round) * 1e3)
         # 6. inputs: the schedulable jobs and the GPUs the placed ones hold
         inp = self.inputs.build(snap, self.cfg, self.profile, self.admin, self.dry_run)
@@ -147,6 +148,7 @@ class Daemon:
             self.guard.secure(None, snap, followups, ApplyResult())  # finishing stops waits for the round
             if followups.evict or followups.hold:
                 snap, _ = self.look(None)
+            self.watch.saw(snap)
             inp = self.inputs.build(snap, self.cfg, self.profile, self.admin, False)
             rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}
             profile, _ = self.feedback.decision_profile()
@@ -174,7 +176,6 @@ class Daemon:
     def look(self, rid: int | None) -> tuple[Snapshot, Followups]:
         """Observe, then reconcile every job's row with what Slurm shows."""
         snap = observe(self.backend, self.cfg, self.clock(), admin.drain_reasons(self.admin))
-        self.watch.saw(snap)
         return snap, reconcile(self.journal, snap, self.guard.own_holds(snap), self.cfg.slurm.start_timeout_s, rid)
 
     def poll_between(self) -> None:

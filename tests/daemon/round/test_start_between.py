@@ -173,3 +173,17 @@ def test_the_poll_starts_a_pass_only_when_a_job_came_or_went(tmp_path: Path) -> 
     assert "list_jobs" in slurm.methods(reads=True) and slurm.writes() == []
     assert len(d.journal.store.rounds()) == rounds
     assert slurm.jobs["1"].state is S.COMPLETED
+
+
+def test_a_guard_check_between_two_polls_does_not_hide_a_new_job(tmp_path: Path) -> None:
+    """The guard check observes Slurm too (and secures the new job's hold); the job is still news for the
+    next poll, which starts it."""
+    d, slurm = _daemon(tmp_path, managed(1, 4, submit_time=1))
+    _round_and_run(d, slurm)
+    d.poll_between()
+    slurm.jobs["2"] = managed(2, 4, submit_time=5)
+    d.guard_check()
+    assert slurm.jobs["2"].admin_held
+    slurm.calls.clear()
+    d.poll_between()
+    assert ("release", ("2",)) in slurm.writes()
