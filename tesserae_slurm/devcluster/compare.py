@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..model import InputError
 from ..slurm import SlurmBackend, SlurmCliBackend, SlurmError, SlurmJob
 
 PLAIN, DAEMON = "plain", "daemon"
@@ -361,26 +360,32 @@ class DaemonProcess:
                 self.proc.wait(timeout=10)
 
 
+def _read(db: Path, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a query on the daemon's state database, read-only, in plain SQL over columns every schema
+    revision has: `tesserae bench responsive --checkout` reads databases of older code, which the
+    store's readers (at the newest revision) refuse. No rows while the daemon has not made its tables."""
+    import sqlite3
+
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute(sql, tuple(args)).fetchall()
+    except sqlite3.OperationalError:  # no such table yet
+        return []
+    finally:
+        conn.close()
+
+
 def wait_round(db: Path, daemon: DaemonProcess, *, after: float = 0.0, timeout_s: float = 120.0) -> None:
     """Wait until the daemon has finished a round that began at or after ``after`` (its first, by default)."""
-    from ..daemon.state.store import Store
-
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         problem = daemon.problem()
         if problem:
             raise CompareError(problem)
-        if db.exists():
-            try:
-                store = Store.open(db, read_only=True)
-            except InputError:  # the daemon has created the file but not its schema yet
-                store = None
-            if store is not None:
-                try:
-                    if any(r.finished_at is not None and r.started_at >= after for r in store.rounds(limit=2)):
-                        return
-                finally:
-                    store.close()
+        if _read(db, "SELECT 1 FROM rounds WHERE finished_at IS NOT NULL AND started_at >= ? LIMIT 1", [after]):
+            return
         time.sleep(0.5)
     raise CompareError(f"the daemon finished no round within {timeout_s:g}s (see {daemon.log})")
 
@@ -445,22 +450,21 @@ def stop_seconds(db: Path, ids: Sequence[str], after: float = 0.0) -> dict[str, 
     """Per job, each stop the daemon finished (the job requeue-held, not ended meanwhile): seconds from its
     checkpoint signal (the ``signal`` call on record) to the stop's end in its records, when Slurm listed
     the job pending and its GPUs were free. Stops finished before ``after`` are left out."""
-    from ..daemon.state.store import Store
-
-    store = Store.open(db, read_only=True)
+    wanted = set(ids)
+    signals: dict[str, list[float]] = {}
+    for when, jobs in _read(db, "SELECT time, job_ids FROM slurm_calls WHERE method = 'signal' AND ok"):
+        for job in str(jobs).split(","):
+            if job in wanted:
+                signals.setdefault(job, []).append(float(when))
+    marks = ",".join("?" * len(STOP_KINDS))
     out: dict[str, list[float]] = {}
-    try:
-        for job in ids:
-            signals = sorted(c.time for c in store.slurm_calls(job_id=job) if c.method == "signal" and c.ok)
-            for a in store.actions(job_id=job):
-                end = a.finished_at
-                if a.kind not in STOP_KINDS or a.status != "done" or end is None or end < after or a.error:
-                    continue  # an error on a done stop says the job ended instead: not a stop
-                sent = [t for t in signals if t <= end]
-                if sent:
-                    out.setdefault(job, []).append(end - sent[-1])
-    finally:
-        store.close()
+    for job, end, error in _read(db, f"SELECT job_id, finished_at, error FROM actions WHERE kind IN ({marks}) "
+                                     "AND status = 'done' AND finished_at IS NOT NULL ORDER BY id", STOP_KINDS):
+        if job not in wanted or float(end) < after or error:  # an error on a done stop: the job ended instead
+            continue
+        sent = [t for t in signals.get(job, ()) if t <= float(end)]
+        if sent:
+            out.setdefault(job, []).append(float(end) - max(sent))
     return out
 
 
