@@ -50,6 +50,8 @@ from ..slurm import SlurmCliBackend
 PARTS = ("plain", "start", "stop", "poll")
 POLL_ARGV = ["squeue", "-h", "-p", "{partition}", "-o", "%i %t"]  # as slurm/commands.squeue_poll
 ROUND_ARGV = ["squeue", "--json", "--states=all"]  # as slurm/commands.squeue_json
+# Slurm 24.05 and later: a lighter RPC (REQUEST_JOB_STATE), but of every job: it cannot filter by partition
+ONLY_STATE_ARGV = ["squeue", "-h", "--only-job-state", "-o", "%i %t"]
 QUEUED_COMMENT = '--comment=tesserae:v1:{"g":1,"nprof":true}'  # tsbatch's tag: job_submit.lua admits it
 
 
@@ -74,7 +76,7 @@ class PollCost:
     argv: tuple[str, ...]
     queued_jobs: int
     calls: int
-    rpcs: int  # REQUEST_JOB_INFO counted by sdiag over those calls
+    rpcs: int  # REQUEST_JOB_INFO / REQUEST_JOB_STATE counted by sdiag over those calls
     server_us_per_call: float
     client_ms_median: float
 
@@ -182,14 +184,21 @@ def signal_to_free(submit: Callable[[DemoJob], str], backend: SlurmCliBackend, o
     return Latencies("signal -> GPUs free (s)", tuple(samples))
 
 
-_SDIAG = re.compile(r"^\s*REQUEST_JOB_INFO\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)\s+total_time:(\d+)", re.M)
+_SDIAG = re.compile(r"^\s*REQUEST_JOB_(?:INFO|STATE)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)\s+"
+                    r"total_time:(\d+)", re.M)
 
 
 def _job_info_rpcs(env: dict[str, str]) -> tuple[int, int]:
-    """(count, total microseconds) of REQUEST_JOB_INFO since the last ``sdiag -r``."""
+    """(count, total microseconds) of the job listing RPCs (REQUEST_JOB_INFO, REQUEST_JOB_STATE) since the
+    last ``sdiag -r``."""
     out = subprocess.run(["sdiag"], env=env, capture_output=True, text=True, timeout=30, check=True).stdout
-    m = _SDIAG.search(out)
-    return (int(m.group(1)), int(m.group(3))) if m else (0, 0)
+    found = [(int(m.group(1)), int(m.group(3))) for m in _SDIAG.finditer(out)]
+    return sum(c for c, _ in found), sum(t for _, t in found)
+
+
+def _knows(env: dict[str, str], option: str) -> bool:
+    out = subprocess.run(["squeue", "--help"], env=env, capture_output=True, text=True, timeout=30, check=False)
+    return option in out.stdout
 
 
 def poll_cost(env: dict[str, str], argv: Sequence[str], calls: int, queued: int) -> PollCost:
@@ -253,7 +262,10 @@ def run(cluster: DevCluster, work: Path, parts: Sequence[str], repeats: int, rou
                 while len(held) < n:
                     held.append(backend.submit("#!/bin/sh\ntrue\n", ["-p", cluster.partition, "--hold", "-J", "q",
                                                                        "-o", "/dev/null", QUEUED_COMMENT]))
-                for argv in ([a.format(partition=cluster.partition) for a in POLL_ARGV], ROUND_ARGV):
+                listings = [[a.format(partition=cluster.partition) for a in POLL_ARGV], ROUND_ARGV]
+                if _knows(env, "--only-job-state"):
+                    listings.append(ONLY_STATE_ARGV)
+                for argv in listings:
                     result.poll.append(poll_cost(env, argv, poll_calls, n))
                     progress(f"poll: {' '.join(argv)} with {n} queued jobs: "
                              f"{result.poll[-1].server_us_per_call:.0f} us in slurmctld per call")

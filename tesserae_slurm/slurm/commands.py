@@ -79,6 +79,12 @@ def squeue_poll(partition: str) -> list[str]:
     return ["squeue", "-h", "-p", partition, "-o", "%i %t"]
 
 
+def squeue_job_states() -> list[str]:
+    """Every job's id and compact state through Slurm's lighter REQUEST_JOB_STATE (24.11 and later): no
+    partition filter (the partition reads "(null)"), so it only says whether anything came or went."""
+    return ["squeue", "-h", "--only-job-state", "-o", "%i %t"]
+
+
 def sinfo_json() -> list[str]:
     return ["sinfo", "--json"]
 

@@ -21,7 +21,7 @@ from tesserae_slurm.slurm.backend import Script, Signal
 
 S = SlurmJobState
 PARTITION = "tesserae"
-READS = ("list_jobs", "poll_jobs", "list_nodes")
+READS = ("list_jobs", "poll_jobs", "job_states", "list_nodes")
 
 
 def managed(job_id: int, gpus: int = 1, *, model: str = "DCGAN", batch: str = "32", state: S = S.PENDING,
@@ -55,6 +55,7 @@ class FakeSlurm:
         self.signals: list[tuple[str, str]] = []  # (job, signal)
         self.on_call: Callable[[str, tuple[str, ...]], None] | None = None
         self.now = 1000
+        self.light_states = False  # job_states() as on 24.11 and later
 
     # ---- what tests look at -------------------------------------------------------------------------
     def methods(self, *, reads: bool = False) -> list[str]:
@@ -97,6 +98,15 @@ class FakeSlurm:
         code = {S.PENDING: "PD", S.RUNNING: "R", S.COMPLETING: "CG"}
         return tuple((j, code.get(job.state, "?")) for j, job in self.jobs.items()
                      if job.partition == partition and not job.state.is_finished)
+
+    def job_states(self) -> tuple[tuple[str, str], ...] | None:
+        """Every partition's jobs, as 24.11's `squeue --only-job-state`; None when ``light_states`` is off
+        (22.05 has no such listing)."""
+        self._call("job_states")
+        if not self.light_states:
+            return None
+        code = {S.PENDING: "PD", S.RUNNING: "R", S.COMPLETING: "CG"}
+        return tuple((j, code.get(job.state, "?")) for j, job in self.jobs.items() if not job.state.is_finished)
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
         self._call("list_nodes")

@@ -3,6 +3,8 @@ so, where the round would put it, when the GPUs the round gives it are free now.
 
 ``Watch`` reads the daemon's cheap poll between rounds (``squeue -h -p PARTITION -o "%i %t"``, every
 ``slurm.poll_seconds``) and says when a pass is worth it: a job the daemon has not seen, or one gone.
+Where Slurm has the lighter ``squeue --only-job-state`` (24.11 and later), that is the poll, and the
+partition is listed only when some job of the cluster came or went.
 The pass runs the round's own steps (observe, reconcile, the guard's holds and evictions, inputs, and
 ``rank_and_decide`` on the current placement) and carries out only the decision's starts onto GPUs
 nobody holds now (no running job, no stop in progress) whose packing partner, if any, starts with
@@ -40,10 +42,19 @@ ENDED = frozenset({"CD", "CA", "F", "TO", "NF", "OOM", "PR", "BF", "DL", "RV", "
 @dataclass
 class Watch:
     """What the daemon has seen of the partition's jobs: ``known`` ids (listed or observed), ``listed``
-    the ones not ended at the last look. Pure: the loop feeds it listings and snapshots."""
+    the ones not ended at the last look; and ``everywhere``, every job not ended in the cluster at the
+    last light look (``moved``). Pure: the loop feeds it listings and snapshots."""
 
     known: set[str] = field(default_factory=set)
     listed: set[str] = field(default_factory=set)
+    everywhere: frozenset[str] | None = None
+
+    def moved(self, states: Iterable[tuple[str, str]]) -> bool:
+        """Whether any job of the cluster came, went or ended since the last light look (Slurm's
+        REQUEST_JOB_STATE, which cannot filter by partition): only then is the partition listed."""
+        now = frozenset(j for j, code in states if code not in ENDED)
+        moved, self.everywhere = now != self.everywhere, now
+        return moved
 
     def saw(self, snap: Snapshot) -> None:
         """A round or a pass observed Slurm: what it saw needs no pass."""

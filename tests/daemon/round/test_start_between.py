@@ -158,7 +158,7 @@ def test_the_poll_starts_a_pass_only_when_a_job_came_or_went(tmp_path: Path) -> 
     _round_and_run(d, slurm)
     slurm.calls.clear()
     d.poll_between()
-    assert slurm.methods(reads=True) == ["poll_jobs"]  # nothing new: no pass
+    assert slurm.methods(reads=True) == ["job_states", "poll_jobs"]  # nothing new: no pass (22.05: no light look)
     slurm.jobs["2"] = managed(2, 4, submit_time=5)
     d.poll_between()
     assert slurm.writes() == [("admin_hold", ("2",)), ("update_comment", ("2",)), ("place", ("2",)),
@@ -166,7 +166,7 @@ def test_the_poll_starts_a_pass_only_when_a_job_came_or_went(tmp_path: Path) -> 
     slurm.run("2", ("node2",))
     slurm.calls.clear()
     d.poll_between()
-    assert slurm.methods(reads=True) == ["poll_jobs"]
+    assert slurm.methods(reads=True) == ["job_states", "poll_jobs"]
     slurm.finish("1")  # it ended: GPUs free, but nobody waits: a pass that starts nothing records nothing
     rounds = len(d.journal.store.rounds())
     d.poll_between()
@@ -185,5 +185,23 @@ def test_a_guard_check_between_two_polls_does_not_hide_a_new_job(tmp_path: Path)
     d.guard_check()
     assert slurm.jobs["2"].admin_held
     slurm.calls.clear()
+    d.poll_between()
+    assert ("release", ("2",)) in slurm.writes()
+
+
+def test_where_slurm_has_the_light_listing_the_partition_is_listed_only_when_a_job_moved(tmp_path: Path) -> None:
+    """24.11 and later: `squeue --only-job-state` (every job, no partition) every poll; the partition's
+    listing only when some job came or went; a pass only when that was one of the partition's."""
+    d, slurm = _daemon(tmp_path, managed(1, 4, submit_time=1))
+    slurm.light_states = True
+    _round_and_run(d, slurm)
+    d.poll_between()  # the first light look has nothing to compare with
+    slurm.calls.clear()
+    d.poll_between()
+    assert slurm.methods(reads=True) == ["job_states"]
+    slurm.jobs["7"] = managed(7, 1, partition="other")  # another partition's job
+    d.poll_between()
+    assert slurm.methods(reads=True) == ["job_states", "job_states", "poll_jobs"] and slurm.writes() == []
+    slurm.jobs["2"] = managed(2, 4, submit_time=5)
     d.poll_between()
     assert ("release", ("2",)) in slurm.writes()
