@@ -165,11 +165,16 @@ class Daemon:
                                 self.metrics, self.stop_event)
             status, error = applied(self.journal, done.plan, result, count_rounds=False)
             return finish_round(self.journal, self.metrics, rid, status, done, error, t_pass, self.clock, kind="start")
-        except SlurmError as exc:
+        except (SlurmError, InputError) as exc:  # the round that follows says so (and records it)
             if rid is not None:
-                return self._skip(rid, f"Slurm unavailable: {exc}")
+                return self._skip(rid, f"Slurm unavailable: {exc}" if isinstance(exc, SlurmError) else str(exc),
+                                  status="skipped" if isinstance(exc, SlurmError) else "failed")
             log.debug("start between rounds skipped: %s", exc)
             return None
+        except Exception as exc:
+            if rid is not None:
+                self._skip(rid, f"internal error: {exc!r}", status="failed")
+            raise
         finally:
             self.journal.record_calls(rid, self.backend.drain())
 
