@@ -458,13 +458,17 @@ def stop_seconds(db: Path, ids: Sequence[str], after: float = 0.0) -> dict[str, 
                 signals.setdefault(job, []).append(float(when))
     marks = ",".join("?" * len(STOP_KINDS))
     out: dict[str, list[float]] = {}
+    done: dict[str, float] = {}  # job -> the end of its last stop: a signal belongs to the stop after it
     for job, end, error in _read(db, f"SELECT job_id, finished_at, error FROM actions WHERE kind IN ({marks}) "
                                      "AND status = 'done' AND finished_at IS NOT NULL ORDER BY id", STOP_KINDS):
-        if job not in wanted or float(end) < after or error:  # an error on a done stop: the job ended instead
+        if job not in wanted:
             continue
-        sent = [t for t in signals.get(job, ()) if t <= float(end)]
-        if sent:
-            out.setdefault(job, []).append(float(end) - max(sent))
+        end, since = float(end), done.get(job, -math.inf)
+        done[job] = end
+        sent = [t for t in signals.get(job, ()) if since < t <= end]
+        # an error on a done stop: the job ended instead; no signal: a released job held again, no stop
+        if sent and not error and end >= after:
+            out.setdefault(job, []).append(end - max(sent))
     return out
 
 

@@ -219,6 +219,8 @@ def test_stop_seconds_from_the_daemons_records_and_their_summary(tmp_path: Path)
     journal.finish_action(a6, "done", 131.5)
     journal.finish_action(a7, "done", 104.0, "ended (completed) before the requeue-hold: not requeued")
     journal.finish_action(b5, "done", 151.25)
+    (c5,) = journal.record_intents(rid, [Intent("migrate", "5", {})], 160.0)  # released, held again: no signal
+    journal.finish_action(c5, "done", 160.5)
     got = stop_seconds(tmp_path / "state.db", ["5", "6", "7", "8"])
     assert got == {"5": [2.0, 1.25], "6": [30.0]}
     assert stop_seconds(tmp_path / "state.db", ["5"], after=140.0) == {"5": [1.25]}
