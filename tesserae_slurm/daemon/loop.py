@@ -166,12 +166,14 @@ class Daemon:
             status, error = applied(self.journal, done.plan, result, count_rounds=False)
             return finish_round(self.journal, self.metrics, rid, status, done, error, t_pass, self.clock, kind="start")
         except (SlurmError, InputError) as exc:  # the round that follows says so (and records it)
+            self.watch.forget()  # the next poll tries again
             if rid is not None:
                 return self._skip(rid, f"Slurm unavailable: {exc}" if isinstance(exc, SlurmError) else str(exc),
                                   status="skipped" if isinstance(exc, SlurmError) else "failed")
             log.debug("start between rounds skipped: %s", exc)
             return None
         except Exception as exc:
+            self.watch.forget()
             if rid is not None:
                 self._skip(rid, f"internal error: {exc!r}", status="failed")
             raise
@@ -193,6 +195,7 @@ class Daemon:
                 return
             news = self.watch.news(self.backend.poll_jobs(self.cfg.slurm.partition))
         except SlurmError as exc:
+            self.watch.forget()  # what moved meanwhile is news at the next poll that works
             log.debug("poll between rounds failed: %s", exc)
             return
         if news:

@@ -56,6 +56,10 @@ class Watch:
         moved, self.everywhere = now != self.everywhere, now
         return moved
 
+    def forget(self) -> None:
+        """A look or a pass failed: whatever moved is news again at the next poll."""
+        self.known, self.listed, self.everywhere = set(), set(), None
+
     def saw(self, snap: Snapshot) -> None:
         """A round or a pass observed Slurm: what it saw needs no pass."""
         ids = {j for j, mj in snap.jobs.items() if not mj.slurm.state.is_finished}

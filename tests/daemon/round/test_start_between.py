@@ -205,3 +205,22 @@ def test_where_slurm_has_the_light_listing_the_partition_is_listed_only_when_a_j
     slurm.jobs["2"] = managed(2, 4, submit_time=5)
     d.poll_between()
     assert ("release", ("2",)) in slurm.writes()
+
+
+def test_a_pass_that_could_not_look_leaves_the_news_for_the_next_poll(tmp_path: Path) -> None:
+    from tesserae_slurm.slurm import SlurmUnavailable
+
+    d, slurm = _daemon(tmp_path, managed(1, 4, submit_time=1))
+    slurm.light_states = True
+    _round_and_run(d, slurm)
+    d.poll_between()
+    slurm.jobs["2"] = managed(2, 4, submit_time=5)
+
+    def down(partition: str | None = None) -> tuple:
+        raise SlurmUnavailable("slurm_load_jobs error: Unable to contact slurm controller")
+    slurm.list_jobs = down  # type: ignore[method-assign]
+    d.poll_between()  # the light look saw job 2 come; the pass could not observe
+    del slurm.list_jobs
+    slurm.calls.clear()
+    d.poll_between()
+    assert ("release", ("2",)) in slurm.writes()
