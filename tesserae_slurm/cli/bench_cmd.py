@@ -92,6 +92,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true", help="JSON output")
     r.set_defaults(func=run_retention)
 
+    v = bsub.add_parser("responsive", help="submit -> start and signal -> GPUs free on the dev cluster, and the cost "
+                                           "of the poll between rounds on slurmctld",
+                        description="On a dev cluster (2 nodes x 4 fake GPUs, with a plain partition): 1-GPU jobs "
+                                    "submitted to an idle cluster, timed to their start, under plain Slurm and "
+                                    "under the daemon; operators' requeues of running jobs, timed from the "
+                                    "checkpoint signal to the stop's end; the poll's cost in slurmctld (sdiag). "
+                                    "Medians. Needs root (Slurm) and the daemon extra.")
+    v.add_argument("--dir", default="/tmp/tesserae-bench-responsive", help="the dev cluster's directory")
+    v.add_argument("--ports", type=int, default=None, help="slurmctld's port (the slurmds take the next ones)")
+    v.add_argument("--out", default="out/bench-responsive", help="the runs' files and report.md/json")
+    v.add_argument("--parts", default="plain,start,stop,poll", help="which measures (default all of them)")
+    v.add_argument("--repeats", type=int, default=7, help="jobs per measure; medians are reported (default 7)")
+    v.add_argument("--round-seconds", type=float, default=360.0, help="the daemon's rounds for submit -> start "
+                                                                      "(default 360, as etc/tesserae.yaml)")
+    v.add_argument("--grace-seconds", type=float, default=30.0, help="preemption grace (default 30)")
+    v.add_argument("--checkpoint-seconds", type=float, default=1.0, help="time the payload takes to checkpoint "
+                                                                         "(default 1)")
+    v.add_argument("--queue", type=_ints, default=[1, 500], help="held jobs in the partition while the poll is "
+                                                                  "timed (default 1,500)")
+    v.add_argument("--poll-calls", type=int, default=50, help="calls per listing timed (default 50)")
+    v.add_argument("--checkout", metavar="DIR", default=None,
+                   help="run the daemon and the launcher from another source tree (before/after)")
+    v.add_argument("--keep-up", action="store_true", help="leave a cluster this command brought up running")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=run_responsive)
+
 
 def run_decision(args: argparse.Namespace) -> int:
     from ..bench.decision import as_json, bench_decision
@@ -249,4 +275,49 @@ def run_retention(args: argparse.Namespace) -> int:
         dump_json([dataclasses.asdict(r) for r in res])
     else:
         print(report(res, args.rounds, args.jobs, args.nodes, args.repeats))
+    return 0
+
+
+def run_responsive(args: argparse.Namespace) -> int:
+    from ..bench import responsive
+    from ..devcluster import DevCluster
+    from ..devcluster.errors import DevClusterError
+    from ..devcluster.install import ensure_slurm_installed
+    from ..slurm import SlurmError
+
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    bad = [p for p in parts if p not in responsive.PARTS]
+    if bad or not parts:
+        raise InputError(f"--parts takes {', '.join(responsive.PARTS)}, got {args.parts!r}")
+    if args.repeats < 1 or args.round_seconds <= 0 or args.grace_seconds < 0 or args.checkpoint_seconds < 0:
+        raise InputError("--repeats must be >= 1, --round-seconds > 0, --grace/--checkpoint-seconds >= 0")
+    if args.checkout and not (Path(args.checkout) / "tesserae_slurm" / "cli" / "main.py").is_file():
+        raise InputError(f"--checkout {args.checkout}: not a tesserae-slurm source tree")
+    cluster = DevCluster(args.dir, nodes=2, gpus_per_node=4, plain_partition="plain", bf_interval_s=1,
+                         ctld_port=args.ports, slurmd_base_port=args.ports + 1 if args.ports else None)
+    work = Path(args.out).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o755)
+    brought_up = False
+    try:
+        if not cluster.status().up:
+            ensure_slurm_installed()
+            cluster.up()
+            brought_up = True
+        result = responsive.run(cluster, work, parts, args.repeats, args.round_seconds, args.grace_seconds,
+                                args.checkpoint_seconds, args.checkout, args.queue, args.poll_calls,
+                                lambda t: print(f"bench responsive: {t}", file=sys.stderr, flush=True))
+    except (responsive.BenchError, DevClusterError, SlurmError) as exc:
+        print(f"tesserae bench responsive: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if brought_up and not args.keep_up:
+            cluster.down()
+    text = responsive.report(result)
+    (work / "report.md").write_text(text + "\n")
+    (work / "report.json").write_text(json.dumps(responsive.as_json(result), indent=1) + "\n")
+    if args.json:
+        dump_json(responsive.as_json(result))
+    else:
+        print(text)
     return 0

@@ -4,7 +4,7 @@ The dev cluster gets a second partition over the same nodes (``plain``), which t
 manage: there the jobs are submitted with sbatch and Slurm's own priority (priority/basic: submit
 order) and backfill start them on the GPUs Slurm picks. Then the same jobs, at the same offsets, go
 through tsbatch to the managed partition while `tesserae daemon` runs rounds. Each job runs the
-torch-free payload ``demo_job`` (sleeping steps that checkpoint and resume).
+torch-free payload ``demo_job.py`` (sleeping steps that checkpoint and resume).
 
 Measured per job from the caller's clock at submission, the payload's events (first start, node list
 of every run) and Slurm's end time: job completion time (submit to end), queueing delay (submit to
@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..model import InputError
 from ..slurm import SlurmBackend, SlurmCliBackend, SlurmError, SlurmJob
 
 PLAIN, DAEMON = "plain", "daemon"
@@ -44,23 +43,36 @@ STEP_TIME_S = 0.5
 BATCH_SCRIPT = r"""#!/bin/bash
 trap 'echo USR1 >>"${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"' USR1
 trap 'echo TERM >>"${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"' TERM
-# One job of `tesserae devcluster compare`: demo.sbatch MODE OUTDIR STEPS STEP_TIME.
+# One demo job: demo.sbatch MODE PAYLOAD OUTDIR STEPS STEP_TIME [PAYLOAD OPTIONS...].
 # plain: submitted with sbatch, runs the payload directly on the GPUs Slurm gave it.
 # daemon: submitted with tsbatch; `tesserae launch` pins the daemon's GPUs and forwards the checkpoint signal.
-mode=$1; out=$2; steps=$3; step_time=$4
+mode=$1; payload=$2; out=$3; steps=$4; step_time=$5; shift 5
 py=${TESSERAE_PYTHON:-python3}
 if [ "$mode" = plain ]; then
-    exec "$py" -m tesserae_slurm.devcluster.demo_job --out "$out" --steps "$steps" --step-time "$step_time"
+    exec "$py" "$payload" --out "$out" --steps "$steps" --step-time "$step_time" "$@"
 fi
 export TESSERAE_SIGNAL_FILE="${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"
 ( trap '' USR1 TERM; exec "$py" -m tesserae_slurm.harness launch -- \
-    "$py" -m tesserae_slurm.devcluster.demo_job --managed --out "$out" --steps "$steps" --step-time "$step_time" ) &
+    "$py" "$payload" --out "$out" --steps "$steps" --step-time "$step_time" "$@" ) &
 _tl=$!
 while :; do wait "$_tl" && rc=0 || rc=$?; kill -0 "$_tl" 2>/dev/null || break; done
 wait "$_tl" && rc=0 || rc=$?
 rm -f "$TESSERAE_SIGNAL_FILE"
 exit "$rc"
 """
+
+
+def write_job_files(workdir: Path) -> tuple[Path, Path]:
+    """The batch script and a copy of the payload (``demo_job.py``, standard library only) in ``workdir``:
+    the jobs run this payload whichever checkout's launcher and daemon run them (``--checkout``)."""
+    from . import demo_job
+
+    script, payload = workdir / "demo.sbatch", workdir / "demo_job.py"
+    script.write_text(BATCH_SCRIPT)
+    payload.write_text(Path(demo_job.__file__).read_text())
+    for f in (script, payload):
+        f.chmod(0o755)
+    return script, payload
 
 
 # ---- the job set ---------------------------------------------------------------------------------------
@@ -122,6 +134,7 @@ class JobResult:
     preemptions: int = 0  # the daemon's records (0 under plain Slurm)
     migrations: int = 0
     nodelists: tuple[str, ...] = ()
+    stops_s: tuple[float, ...] = ()  # each stop of the job: the daemon's checkpoint signal to its GPUs free
 
     @property
     def jct(self) -> float | None:
@@ -152,6 +165,9 @@ class ModeSummary:
     preemptions: int
     migrations: int
     restarts: int
+    stops: int = 0  # stops timed (preemptions and migrations that requeued the job)
+    median_stop_s: float = math.nan  # checkpoint signal to GPUs free, median over the stops
+    mean_stop_s: float = math.nan
 
 
 def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
@@ -163,6 +179,7 @@ def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
     first = min((r.submit for r in results), default=0.0)
     last = max((r.end for r in results if r.end is not None), default=first)
     multi = [r for r in results if r.gpus > 1]
+    stops = [t for r in results for t in r.stops_s]
     return ModeSummary(
         mode=mode, jobs=len(results), completed=len(done),
         avg_jct_s=statistics.fmean(jcts) if jcts else math.nan, max_jct_s=max(jcts, default=math.nan),
@@ -170,6 +187,8 @@ def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
         multi_gpu_jobs=len(multi), split_jobs=sum(1 for r in multi if r.split),
         runs=sum(max(1, len(r.run_nodes)) for r in results), preemptions=sum(r.preemptions for r in results),
         migrations=sum(r.migrations for r in results), restarts=sum(r.restarts for r in results),
+        stops=len(stops), median_stop_s=statistics.median(stops) if stops else math.nan,
+        mean_stop_s=statistics.fmean(stops) if stops else math.nan,
     )
 
 
@@ -186,7 +205,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def job_result(job: DemoJob, job_id: str, submit: float, slurm: SlurmJob | None, events: Sequence[Mapping[str, Any]],
-               preemptions: int = 0, migrations: int = 0) -> JobResult:
+               preemptions: int = 0, migrations: int = 0, stops_s: Sequence[float] = ()) -> JobResult:
     starts = [e for e in events if e.get("event") == "start"]
     done = [float(e["time"]) for e in events if e.get("event") == "done"]
     end = float(slurm.end_time) if slurm is not None and slurm.end_time is not None else None
@@ -199,7 +218,7 @@ def job_result(job: DemoJob, job_id: str, submit: float, slurm: SlurmJob | None,
         state=slurm.state.value if slurm is not None else "LOST",
         run_nodes=tuple(int(e.get("num_nodes", 1)) for e in starts),
         restarts=slurm.restart_count if slurm is not None else 0,
-        preemptions=preemptions, migrations=migrations,
+        preemptions=preemptions, migrations=migrations, stops_s=tuple(stops_s),
         nodelists=tuple(str(e.get("nodelist", "")) for e in starts),
     )
 
@@ -214,6 +233,7 @@ class Settings:
     policy_options: dict[str, Any] = field(default_factory=dict)  # see policy_options()
     round_seconds: float = 5.0
     grace_seconds: float = 5.0
+    checkpoint_s: float = 0.0  # how long the payload takes to checkpoint on the signal
     timeout_s: float = 1800.0  # per mode
 
 
@@ -226,7 +246,7 @@ def daemon_config(settings: Settings, workdir: Path) -> dict[str, Any]:
         "slurm": {"partition": settings.partition, "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60},
         "scheduler": {"policy": settings.policy, "round_seconds": settings.round_seconds,
                       "policy_options": settings.policy_options},
-        "preemption": {"grace_seconds": settings.grace_seconds},
+        "preemption": {"grace_seconds": settings.grace_seconds, "stop_records_dir": str(workdir / "stops")},
         "state": {"database": str(workdir / "state.db")},
         "metrics": {"listen": ""},
         "http": {"listen": ""},
@@ -242,16 +262,33 @@ def _job_env() -> dict[str, str]:
     return env
 
 
-def _submit_plain(backend: SlurmBackend, settings: Settings, script: Path, out: Path) -> Callable[[DemoJob], str]:
+@dataclass(frozen=True)
+class JobFiles:
+    """Where a run's jobs come from and write to: the batch script, the payload, the output directory
+    (also their working directory: `python -m` looks there first, and a source tree there would
+    shadow the code under test), and options every job's payload gets (``--checkpoint-s``)."""
+
+    script: Path
+    payload: Path
+    out: Path
+    payload_options: tuple[str, ...] = ()
+
+    def argv(self, mode: str, job: DemoJob) -> list[str]:
+        return [str(self.script), mode, str(self.payload), str(self.out), str(job.steps), str(STEP_TIME_S),
+                *self.payload_options]
+
+
+def submit_plain(backend: SlurmBackend, partition: str, files: JobFiles) -> Callable[[DemoJob], str]:
+    """sbatch to the partition the daemon does not manage, asking Slurm for the GPUs."""
     def submit(job: DemoJob) -> str:
-        extra = ["-p", settings.plain_partition, f"--gpus={job.gpus}", "-J", job.name, "-t", str(job.time_limit_min),
-                 "-o", str(out / "%j.out")]
-        return str(backend.submit([str(script), PLAIN, str(out), str(job.steps), str(STEP_TIME_S)], extra,
-                                  env=_job_env()))
+        extra = ["-p", partition, f"--gpus={job.gpus}", "-J", job.name, "-t", str(job.time_limit_min),
+                 "-o", str(files.out / "%j.out"), f"--chdir={files.out}"]
+        return str(backend.submit(files.argv(PLAIN, job), extra, env=_job_env()))
     return submit
 
 
-def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path) -> Callable[[DemoJob], str]:
+def submit_tsbatch(backend: SlurmBackend, config: Path, files: JobFiles) -> Callable[[DemoJob], str]:
+    """tsbatch's own code path (parse, validate, sbatch) in this process, to the managed partition."""
     from ..site.load import load_config
     from ..tsbatch.submit import prepare, submit
 
@@ -260,7 +297,7 @@ def _submit_tsbatch(backend: SlurmBackend, config: Path, script: Path, out: Path
     def submit_one(job: DemoJob) -> str:
         argv = ["--config", str(config), "--gpus", str(job.gpus), "--model", job.model, "--batch-size",
                 str(job.batch_size), "--no-pack", "-J", job.name, "-t", str(job.time_limit_min),
-                "-o", str(out / "%j.out"), str(script), DAEMON, str(out), str(job.steps), str(STEP_TIME_S)]
+                "-o", str(files.out / "%j.out"), f"--chdir={files.out}", *files.argv(DAEMON, job)]
         prepared, _ = prepare(argv, lambda _c: backend, lambda _p: cfg)
         prepared.env.update(_job_env())
         return str(submit(prepared, backend))
@@ -298,16 +335,16 @@ def _wait_all_ended(backend: SlurmBackend, partition: str, ids: set[str], deadli
         time.sleep(1.0)
 
 
-class _DaemonProcess:
+class DaemonProcess:
     """`tesserae daemon --config CONFIG` as a child, its output in ``log``."""
 
     def __init__(self, config: Path, log: Path, env: Mapping[str, str]) -> None:
         self.log = log
-        with log.open("ab") as fh:
+        with log.open("ab") as fh:  # in the run's directory: `-m` looks in the working directory first
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tesserae_slurm.cli.main", "daemon", "--config", str(config)],
                 stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                start_new_session=True)
+                start_new_session=True, cwd=log.parent)
 
     def problem(self) -> str:
         code = self.proc.poll()
@@ -323,26 +360,32 @@ class _DaemonProcess:
                 self.proc.wait(timeout=10)
 
 
-def _wait_round(db: Path, daemon: _DaemonProcess, *, after: float = 0.0, timeout_s: float = 120.0) -> None:
-    """Wait until the daemon has finished a round that began at or after ``after`` (its first, by default)."""
-    from ..daemon.state.store import Store
+def _read(db: Path, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a query on the daemon's state database, read-only, in plain SQL over columns every schema
+    revision has: `tesserae bench responsive --checkout` reads databases of older code, which the
+    store's readers (at the newest revision) refuse. No rows while the daemon has not made its tables."""
+    import sqlite3
 
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute(sql, tuple(args)).fetchall()
+    except sqlite3.OperationalError:  # no such table yet
+        return []
+    finally:
+        conn.close()
+
+
+def wait_round(db: Path, daemon: DaemonProcess, *, after: float = 0.0, timeout_s: float = 120.0) -> None:
+    """Wait until the daemon has finished a round that began at or after ``after`` (its first, by default)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         problem = daemon.problem()
         if problem:
             raise CompareError(problem)
-        if db.exists():
-            try:
-                store = Store.open(db, read_only=True)
-            except InputError:  # the daemon has created the file but not its schema yet
-                store = None
-            if store is not None:
-                try:
-                    if any(r.finished_at is not None and r.started_at >= after for r in store.rounds(limit=2)):
-                        return
-                finally:
-                    store.close()
+        if _read(db, "SELECT 1 FROM rounds WHERE finished_at IS NOT NULL AND started_at >= ? LIMIT 1", [after]):
+            return
         time.sleep(0.5)
     raise CompareError(f"the daemon finished no round within {timeout_s:g}s (see {daemon.log})")
 
@@ -353,33 +396,34 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
     out = workdir / "jobs"
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)
-    script = workdir / "demo.sbatch"
-    script.write_text(BATCH_SCRIPT)
-    script.chmod(0o755)
+    script, payload = write_job_files(workdir)
+    files = JobFiles(script, payload, out, ("--checkpoint-s", f"{settings.checkpoint_s:g}"))
     backend = SlurmCliBackend(cluster_env)
-    daemon: _DaemonProcess | None = None
+    daemon: DaemonProcess | None = None
     counts: dict[str, tuple[int, int]] = {}
+    stops: dict[str, list[float]] = {}
     submitted: dict[str, tuple[str, float]] = {}
     finished = False
     try:
         if mode == PLAIN:
             partition = settings.plain_partition
-            submit = _submit_plain(backend, settings, script, out)
+            submit = submit_plain(backend, settings.plain_partition, files)
         else:
             partition = settings.partition
             config = workdir / "tesserae.yaml"
             config.write_text(json.dumps(daemon_config(settings, workdir), indent=1) + "\n")  # JSON is YAML
-            daemon = _DaemonProcess(config, workdir / "daemon.log", cluster_env)
-            _wait_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
-            submit = _submit_tsbatch(backend, config, script, out)
+            daemon = DaemonProcess(config, workdir / "daemon.log", cluster_env)
+            wait_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
+            submit = submit_tsbatch(backend, config, files)
         submit_all(jobs, submit, into=submitted)
         ids = {jid for jid, _ in submitted.values()}
         alive = daemon.problem if daemon is not None else (lambda: "")
         ended = _wait_all_ended(backend, partition, ids, time.time() + settings.timeout_s, alive)
         if daemon is not None:
             # one more whole round records the last ends (a round under load can outlast round_seconds)
-            _wait_round(workdir / "state.db", daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
+            wait_round(workdir / "state.db", daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
             counts = _daemon_counts(workdir / "state.db", ids)
+            stops = stop_seconds(workdir / "state.db", sorted(ids))
         finished = True
     finally:
         if daemon is not None:
@@ -394,8 +438,38 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
     for job in jobs:
         jid, at = submitted[job.name]
         p, m = counts.get(jid, (0, 0))
-        results.append(job_result(job, jid, at, ended.get(jid), read_events(out / f"events-{jid}.jsonl"), p, m))
+        results.append(job_result(job, jid, at, ended.get(jid), read_events(out / f"events-{jid}.jsonl"), p, m,
+                                  stops.get(jid, ())))
     return results
+
+
+STOP_KINDS = ("preempt", "migrate", "requeue")
+
+
+def stop_seconds(db: Path, ids: Sequence[str], after: float = 0.0) -> dict[str, list[float]]:
+    """Per job, each stop the daemon finished (the job requeue-held, not ended meanwhile): seconds from its
+    checkpoint signal (the ``signal`` call on record) to the stop's end in its records, when Slurm listed
+    the job pending and its GPUs were free. Stops finished before ``after`` are left out."""
+    wanted = set(ids)
+    signals: dict[str, list[float]] = {}
+    for when, jobs in _read(db, "SELECT time, job_ids FROM slurm_calls WHERE method = 'signal' AND ok"):
+        for job in str(jobs).split(","):
+            if job in wanted:
+                signals.setdefault(job, []).append(float(when))
+    marks = ",".join("?" * len(STOP_KINDS))
+    out: dict[str, list[float]] = {}
+    done: dict[str, float] = {}  # job -> the end of its last stop: a signal belongs to the stop after it
+    for job, end, error in _read(db, f"SELECT job_id, finished_at, error FROM actions WHERE kind IN ({marks}) "
+                                     "AND status = 'done' AND finished_at IS NOT NULL ORDER BY id", STOP_KINDS):
+        if job not in wanted:
+            continue
+        end, since = float(end), done.get(job, -math.inf)
+        done[job] = end
+        sent = [t for t in signals.get(job, ()) if since < t <= end]
+        # an error on a done stop: the job ended instead; no signal: a released job held again, no stop
+        if sent and not error and end >= after:
+            out.setdefault(job, []).append(end - max(sent))
+    return out
 
 
 def _daemon_counts(db: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
@@ -416,12 +490,14 @@ def _f(x: float | None, digits: int = 1) -> str:
 
 def render_summary(summaries: Sequence[ModeSummary]) -> str:
     head = ("| mode | completed | avg JCT (s) | max JCT (s) | makespan (s) | avg queueing (s) | "
-            "multi-GPU jobs split over nodes | runs | preemptions | migrations |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+            "multi-GPU jobs split over nodes | runs | preemptions | migrations | stop: signal -> GPUs free, "
+            "median / mean (s) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
+        stop = f"{_f(s.median_stop_s)} / {_f(s.mean_stop_s)} ({s.stops})" if s.stops else "-"
         lines.append(f"| {s.mode} | {s.completed}/{s.jobs} | {_f(s.avg_jct_s)} | {_f(s.max_jct_s)} | "
                      f"{_f(s.makespan_s)} | {_f(s.avg_queueing_s)} | {s.split_jobs}/{s.multi_gpu_jobs} | {s.runs} | "
-                     f"{s.preemptions} | {s.migrations} |")
+                     f"{s.preemptions} | {s.migrations} | {stop} |")
     return "\n".join(lines)
 
 

@@ -1,10 +1,13 @@
-"""The payload of `tesserae devcluster compare`: a torch-free toy job that sleeps its steps.
+"""The payload of `tesserae devcluster compare` and `tesserae bench responsive`: a torch-free toy job
+that sleeps its steps.
 
-    python -m tesserae_slurm.devcluster.demo_job --out DIR --steps N --step-time S
+    python demo_job.py --out DIR --steps N --step-time S [--checkpoint-s C]
 
-It resumes from its checkpoint (``DIR/ckpt-<job>.json``), counts steps, and on the checkpoint signal
-(USR1) or TERM saves its step and stops. Under the daemon it then waits for the requeue-hold to end it
-(the job-side protocol, docs/daemon.md "Job side"; `tesserae launch` forwards the signal). Every run
+Standard library only: the commands copy this file beside their jobs and run it as a script, so it is
+the same payload whichever checkout's daemon and launcher run it. It resumes from its checkpoint
+(``DIR/ckpt-<job>.json``), counts steps, and on the checkpoint signal (USR1) or TERM saves its step
+(taking ``C`` seconds, as a real checkpoint takes time) and exits; under the daemon `tesserae launch`
+forwards the signal and outlives it until the requeue-hold (docs/daemon.md "Job side"). Every run
 appends JSON events to ``DIR/events-<job>.jsonl``: ``start`` (with the run's node list, node count,
 restart count and GPUs), ``checkpoint`` and ``done``, each with its wall time. The fake GPUs do nothing,
 so a step takes the same time wherever the job runs.
@@ -47,12 +50,11 @@ def log_event(path: Path, event: str, step: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGUSR1, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    p = argparse.ArgumentParser(prog="python -m tesserae_slurm.devcluster.demo_job")
+    p = argparse.ArgumentParser(prog="demo_job.py")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--steps", required=True, type=int)
     p.add_argument("--step-time", required=True, type=float)
-    p.add_argument("--managed", action="store_true",
-                   help="after a checkpoint, wait for the daemon's requeue-hold instead of exiting")
+    p.add_argument("--checkpoint-s", type=float, default=0.0, help="seconds a checkpoint takes (default 0)")
     a = p.parse_args(argv)
     job = os.environ.get("SLURM_JOB_ID", "x")
     ckpt, events = a.out / f"ckpt-{job}.json", a.out / f"events-{job}.jsonl"
@@ -61,14 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     while step < a.steps and not _stop:
         time.sleep(a.step_time)
         step += 1
+    if step < a.steps:
+        time.sleep(a.checkpoint_s)
     tmp = ckpt.with_suffix(".tmp")
     tmp.write_text(json.dumps({"step": step}))
     tmp.replace(ckpt)
     log_event(events, "done" if step >= a.steps else "checkpoint", step)
-    if step < a.steps and a.managed:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the requeue-hold's TERM ends the wait at once
-        while True:
-            time.sleep(1)
     return 0
 
 

@@ -19,6 +19,8 @@ class PendingReason(str, Enum):
     UNSATISFIABLE = "Unsatisfiable"  # the cluster can never hold the job (too many GPUs, unknown type)
     NODES = "Nodes"  # an operator pinned it to nodes (or kept it off nodes) that cannot hold it now
     LIMIT = "Limit"  # its user or account would go over a configured GPU limit (placement/limit_gate.py)
+    # the daemon between rounds: the decision runs it on GPUs running jobs hold now; only a round stops them
+    ROUND = "Round"
 
 
 class PendingJob(NamedTuple):

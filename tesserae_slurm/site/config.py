@@ -28,6 +28,9 @@ class SlurmSection:
     bin_dir: str = ""  # directory of squeue/scontrol/...; "" = PATH
     start_timeout_s: float = 120.0  # a released job Slurm has not started by then is held back again
     guard_seconds: float = 5.0  # between rounds: stop hand-started jobs, admin-hold new ones; 0 = rounds only
+    # between rounds: list the partition's jobs this often (one cheap squeue); a new job or one gone starts
+    # what fits free GPUs now (round/start_between.py); 0 = jobs start only at rounds
+    poll_seconds: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class PackingSection:
 class PreemptionSection:
     signal: str = "USR1"  # sent to the batch shell (tsbatch submits with --signal=B:USR1@grace)
     grace_seconds: float = 90.0  # time to checkpoint before requeue-hold
+    # shared directory (mode 1777) where a stopped job's launcher records that its payload checkpointed and
+    # exited: the daemon then requeue-holds it at once instead of waiting out the grace; "" = always the grace
+    stop_records_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,10 @@ def parse_config(raw: Any, where: str = "config") -> SiteConfig:
         import dataclasses
         fb = kwargs["feedback"]
         kwargs["feedback"] = dataclasses.replace(fb, reports_dir=str(Path(fb.reports_dir).expanduser()))
+    if kwargs.get("preemption") is not None and kwargs["preemption"].stop_records_dir.startswith("~"):
+        import dataclasses
+        pre = kwargs["preemption"]
+        kwargs["preemption"] = dataclasses.replace(pre, stop_records_dir=str(Path(pre.stop_records_dir).expanduser()))
     cfg = SiteConfig(**kwargs)
     _validate(cfg, where)
     return cfg
@@ -227,6 +237,8 @@ def _validate_values(cfg: SiteConfig, where: str) -> None:
         raise InputError(f"{where}: preemption.signal: {exc}") from None
     if cfg.slurm.guard_seconds < 0:
         raise InputError(f"{where}: slurm.guard_seconds must be >= 0")
+    if cfg.slurm.poll_seconds < 0:
+        raise InputError(f"{where}: slurm.poll_seconds must be >= 0 (0 = jobs start only at rounds)")
     if cfg.slurm.start_timeout_s <= 0:
         raise InputError(f"{where}: slurm.start_timeout_s must be > 0")
     if cfg.preemption.grace_seconds < 0:
@@ -245,6 +257,7 @@ def _validate_values(cfg: SiteConfig, where: str) -> None:
     if cfg.metrics.listen and cfg.metrics.listen == cfg.http.listen and not cfg.http.listen.endswith(":0"):
         raise InputError(f"{where}: http.listen and metrics.listen must differ, both are {cfg.http.listen!r}")
     _validate_feedback(cfg.feedback, where)
+    _shared_dir(cfg.preemption.stop_records_dir, "preemption.stop_records_dir", where)
     r = cfg.retention
     if r.rounds_days < 0 or r.max_rounds < 0 or r.jobs_days < 0:
         raise InputError(f"{where}: retention.rounds_days, max_rounds and jobs_days must be >= 0 (0 = keep all)")
@@ -252,12 +265,16 @@ def _validate_values(cfg: SiteConfig, where: str) -> None:
         raise InputError(f"{where}: retention.batch must be >= 1 and retention.budget_s > 0")
 
 
+def _shared_dir(path: str, name: str, where: str) -> None:
+    """A directory jobs write to and the daemon reads: named in each job's AdminComment."""
+    if path and not Path(path).is_absolute():
+        raise InputError(f"{where}: {name} must be an absolute path (jobs on other hosts open it), got {path!r}")
+    if any(c.isspace() or ord(c) < 32 for c in path):  # it travels in AdminComment, one token
+        raise InputError(f"{where}: {name} must not contain whitespace")
+
+
 def _validate_feedback(fb: FeedbackSection, where: str) -> None:
-    if fb.reports_dir and not Path(fb.reports_dir).is_absolute():
-        raise InputError(f"{where}: feedback.reports_dir must be an absolute path (jobs on other hosts open it), "
-                         f"got {fb.reports_dir!r}")
-    if any(c.isspace() or ord(c) < 32 for c in fb.reports_dir):  # it travels in AdminComment, one token
-        raise InputError(f"{where}: feedback.reports_dir must not contain whitespace")
+    _shared_dir(fb.reports_dir, "feedback.reports_dir", where)
     if not fb.report_every_s > 0:
         raise InputError(f"{where}: feedback.report_every_s must be > 0")
     if not 0.0 < fb.alpha <= 1.0:

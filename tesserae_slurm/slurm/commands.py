@@ -73,6 +73,20 @@ def squeue_json(job_ids: Iterable[int | str] = ()) -> list[str]:
     return ["squeue", "--json", "--states=all", *([f"--jobs={','.join(ids)}"] if ids else [])]
 
 
+def squeue_poll(partition: str) -> list[str]:
+    """The partition's jobs and their compact states, nothing else: the daemon's poll between rounds.
+    Plain text filtered by Slurm (unlike --json on 22.05), the same on 22.05 to 26.05."""
+    if not partition or any(c.isspace() or c == "," for c in partition):
+        raise InputError(f"not one partition name: {partition!r}")
+    return ["squeue", "-h", "-p", partition, "-o", "%i %t"]
+
+
+def squeue_job_states() -> list[str]:
+    """Every job's id and compact state through Slurm's lighter REQUEST_JOB_STATE (24.11 and later): no
+    partition filter (the partition reads "(null)"), so it only says whether anything came or went."""
+    return ["squeue", "-h", "--only-job-state", "-o", "%i %t"]
+
+
 def sinfo_json() -> list[str]:
     return ["sinfo", "--json"]
 

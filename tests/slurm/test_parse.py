@@ -106,6 +106,13 @@ def test_parse_sbatch_parsable(text, expected):
     assert parse.parse_sbatch_parsable(text) == expected
 
 
+def test_parse_squeue_poll():
+    assert parse.parse_squeue_poll("4711 PD\n  12 R\n\n13 CG\n") == (("4711", "PD"), ("12", "R"), ("13", "CG"))
+    assert parse.parse_squeue_poll("") == ()
+    with pytest.raises(SlurmParseError, match="expected 'JOBID STATE'"):
+        parse.parse_squeue_poll("squeue: error: Invalid partition name specified\n")
+
+
 def test_parse_sbatch_parsable_rejects_error_text():
     with pytest.raises(SlurmParseError, match="expected a job id"):
         parse.parse_sbatch_parsable("sbatch: error: Batch job submission failed\n")

@@ -44,7 +44,8 @@ def _text(e: dict[str, Any]) -> str:
         lines.append(f"  reason: {e['reason']}")
     lr = e.get("last_round")
     if lr:
-        lines.append(f"round {lr['round']} ({lr['policy']}): rank {lr['rank']} of {lr['of']} in the policy order")
+        what = lr["policy"] + (", a start between rounds" if lr.get("kind") == "start" else "")
+        lines.append(f"round {lr['round']} ({what}): rank {lr['rank']} of {lr['of']} in the policy order")
     if "why_pending" in e:
         w = e["why_pending"]
         lines.append(f"why pending: {w['reason']}" + (f" - {w['detail']}" if w["detail"] else ""))
@@ -63,11 +64,15 @@ def _text(e: dict[str, Any]) -> str:
         lines.append(f"why {verb} in round {m['round']}: the new consolidated placement "
                      + ("had no spot matching its old GPUs " if m["kind"] == "migrate" else "had no GPUs left for it ")
                      + f"{m['from']} -> {m['to'] or 'none'}{ctx} [{m['status']}]")
+    for m in e["history"]:
+        if m["kind"] == "start" and m.get("between_rounds"):
+            lines.append(f"started between rounds (round {m['round']}, kind start): on {m['to']}, GPUs free at that "
+                         "moment, where that pass's decision placed it [" + m["status"] + "]")
     if e["history"]:
         lines.append("\nhistory:")
         lines.append(table(["ROUND", "ACTION", "STATUS", "FROM", "TO", "ERROR"],
-                           [[m["round"], m["kind"], m["status"], m["from"], m["to"], m["error"]]
-                            for m in e["history"]]))
+                           [[m["round"], m["kind"] + (" (between rounds)" if m.get("between_rounds") else ""),
+                             m["status"], m["from"], m["to"], m["error"]] for m in e["history"]]))
     if e.get("admin"):
         lines.append("\noperator actions:")
         lines.extend(f"  {_local(a['time'])} {a['user']}: {a['command']}"

@@ -55,7 +55,8 @@ def run_round_show(args: argparse.Namespace) -> int:
     d["started_at"] = when(row.started_at)
     t = d["timings_ms"]
     print(f"round {row.round_id}  {d['started_at']}  {d['status']}  policy {row.policy}"
-          f"{'  (dry run: nothing sent to Slurm)' if row.dry_run else ''}")
+          f"{'  (dry run: nothing sent to Slurm)' if row.dry_run else ''}"
+          f"{'  (a start between rounds: jobs started on free GPUs only)' if row.kind == 'start' else ''}")
     if row.error:
         print(f"error: {row.error}")
     print(f"jobs {row.jobs_active}, running {row.running}, started {row.started}, preempted {row.preempted}, "

@@ -87,9 +87,10 @@ class Journal:
         self.store = store
 
     # ---- rounds ----------------------------------------------------------------------------------
-    def begin_round(self, now: float, policy: str, dry_run: bool) -> int:
+    def begin_round(self, now: float, policy: str, dry_run: bool, kind: str = "round") -> int:
+        """A new round row; ``kind`` "start" for a start between rounds."""
         with self.store.session() as s:
-            row = RoundRow(started_at=now, policy=policy, dry_run=dry_run, status="observing")
+            row = RoundRow(started_at=now, policy=policy, dry_run=dry_run, status="observing", kind=kind)
             s.add(row)
             s.flush()
             return int(row.round_id)

@@ -161,6 +161,8 @@ class RoundRow(Base):
     policy: Mapped[str] = mapped_column(String)
     dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[str] = mapped_column(String, default="planned")  # planned|applied|failed|skipped
+    # round | start: a start between rounds (round/start_between.py), which only starts jobs on free GPUs
+    kind: Mapped[str] = mapped_column(String, default="round", server_default="round")
     error: Mapped[str] = mapped_column(Text, default="")
     scheduling_ms: Mapped[float] = mapped_column(Float, default=0.0)
     placement_ms: Mapped[float] = mapped_column(Float, default=0.0)
