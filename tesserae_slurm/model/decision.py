@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
+from .moves import MoveReason
 from .placement import GpuRef, Placement
 
 
@@ -73,6 +74,8 @@ class RoundDecision:
     speeds: Mapping[str, float] = field(default_factory=dict)  # job -> normalized throughput
     migration_cost: float = 0.0
     timings: StageTimings = StageTimings()
+    # per migrated or preempted job: what the move bought and cost (cost-aware decisions, model/moves.py)
+    moves: tuple[MoveReason, ...] = ()
 
     def gpus_of(self, job_id: str) -> tuple[GpuRef, ...]:
         return self.placement.job_gpus().get(job_id, ())

@@ -1,0 +1,391 @@
+"""Moves that pay for themselves: what keeping, moving and preempting running jobs is worth in a round.
+
+The paper's placement rebuilds the plan from nothing every round (Listing 1) and migration
+minimization relabels it onto the GPUs in use; when the policy's order changes, best fit groups jobs
+onto nodes differently and jobs move although nothing new runs. Here (``EngineConfig.moves``) the
+engine walks the policy's order on the physical GPUs instead, each running job keeping its GPUs
+(``keep_walk``), and considers a plan that moves jobs only when it places a job the kept plan strands
+(waiting with enough GPUs free, on too many nodes): the kept plan with that job walked first (it takes
+the node where it displaces fewest GPUs), and the paper's plan. One of those replaces the kept plan
+only if it places a job of higher priority and what it gains exceeds what its extra moves cost.
+
+Units of account: GPU-seconds of work at a job's speed alone. Placing job j for its horizon (its
+remaining time when the shell knows it, else ``MoveCosts.horizon_s``, whichever is shorter) is worth
+``GPUs x speed x horizon``; moving or preempting it costs ``GPUs x speed now x MoveCosts.seconds(model)``,
+once more per move it made in the last ``recent_rounds`` rounds (hysteresis: a job that just moved
+is dearer to move again). A running job that would finish within its move cost is never displaced.
+A packed pair splits (its lower-ranked member moves away to run alone) only when the two members' gain
+in speed over the horizon exceeds that member's move cost; a partner stays with its host while both run.
+Every move left in the final plan gets a reason (``MoveReason``): whom it made room for, or the faster
+placement it bought; a move that bought nothing is undone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from ..model import Cluster, Job, PackedPair, Placement, PlanRows
+from ..model.moves import MoveCosts, MoveReason
+from ..model.placement import GpuRef
+from ..profiles import ThroughputProfile
+from ..profiles.keys import PairOption
+from .arrays import gpu_layout
+from .consolidate import Homes, Unit
+
+_EPS = 1e-9
+
+
+class Plan(NamedTuple):
+    """A candidate outcome of a round: the final physical plan, its pairs and who it moves."""
+
+    final: Placement
+    pairs: tuple[PackedPair, ...]
+    migrated: tuple[str, ...]
+    preempted: frozenset[str]
+
+
+def _rows_by_job(table: np.ndarray, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each job's GPU rows in ``table`` (job numbers into ``ids``), sorted."""
+    at = np.arange(len(table))
+    h0, h1 = table[:, 0] >= 0, table[:, 1] >= 0
+    job = np.concatenate((table[h0, 0], table[h1, 1]))
+    row = np.concatenate((at[h0], at[h1]))
+    order = np.lexsort((row, job))
+    job, row = job[order], row[order]
+    cut = np.flatnonzero(np.diff(job)) + 1
+    return dict(zip([ids[k] for k in job[np.r_[0, cut]].tolist()] if len(job) else [], np.split(row, cut)))
+
+
+class MoveValue:
+    """One round's view of the running jobs: where they are, what moving each costs, what placing a job
+    gains, and the decisions that follow (homes for the keep-first walk, pairs kept together, the
+    choice between plans, the reasons of the moves)."""
+
+    def __init__(self, cluster: Cluster, current: Placement, jobs: Sequence[Job], costs: MoveCosts,
+                 profile: ThroughputProfile, remaining: Mapping[str, float],
+                 recent: Mapping[str, Sequence[Sequence[GpuRef]]], held: frozenset[str],
+                 ruled: frozenset[str] = frozenset()) -> None:
+        self.cluster, self.costs, self.profile = cluster, costs, profile
+        self.by_id = {j.id: j for j in jobs}
+        self.rank = {j.id: k for k, j in enumerate(jobs)}
+        names, sizes = cluster.shape
+        self.layout = gpu_layout(names, sizes)
+        self.node_type = cluster.node_types
+        self.current = current
+        self.refs_now = current.job_gpus()
+        cur = current.rows()
+        table = _in_layout(cur, names, sizes, self.layout.row_of)
+        self.rows_now = _rows_by_job(table, cur.ids)
+        self.partner_now: dict[str, str] = {}
+        two = table[(table[:, 0] >= 0) & (table[:, 1] >= 0)]
+        for a, b in set(map(tuple, two.tolist())):
+            ja, jb = cur.ids[a], cur.ids[b]
+            if np.array_equal(self.rows_now[ja], self.rows_now[jb]):
+                self.partner_now[ja], self.partner_now[jb] = jb, ja
+        self.remaining, self.recent, self.held = remaining, recent, held
+        self.ruled = ruled  # jobs under an operator's node rule: a move the rule forces is never undone
+        self._speed: dict[str, float] = {}
+        self._cost: dict[str, float] = {}
+        self._alone_memo: dict[tuple[str, str], float] = {}
+        self._pair_memo: dict[tuple[str, str, str], PairOption | None] = {}
+        # a pair is split only where one member could run alone: a node with that many idle GPUs
+        idle = np.bincount(self.layout.node_of[(table[:, 0] < 0) & (table[:, 1] < 0)], minlength=len(names))
+        most = int(idle.max(initial=0))
+        active_pairs: set[tuple[str, str]] = set()
+        for a, b in self.partner_now.items():
+            if a in self.rank and b in self.rank and a not in held and b not in held:
+                active_pairs.add((a, b) if self.rank[a] < self.rank[b] else (b, a))
+        self.kept_pairs: tuple[tuple[str, str], ...] = tuple(sorted(
+            (p for p in active_pairs if self.by_id[p[0]].num_gpus <= most and not self._split_pays(*p)),
+            key=lambda p: self.rank[p[0]]))
+        self._in_kept = {j: p for p in self.kept_pairs for j in p}
+
+    # ---- worth and cost ---------------------------------------------------------------------------
+    def horizon(self, job: str) -> float:
+        rem = self.remaining.get(job)
+        return self.costs.horizon_s if rem is None else min(rem, self.costs.horizon_s)
+
+    def value(self, job: str, speed: float = 1.0) -> float:
+        """What running ``job`` at ``speed`` for its horizon is worth (GPU-seconds of work)."""
+        return self.by_id[job].num_gpus * speed * self.horizon(job)
+
+    def speed_now(self, job: str) -> float:
+        """Its normalized speed where it runs now (alone: its best strategy there; packed: the pair's)."""
+        s = self._speed.get(job)
+        if s is None:
+            s = self._speed[job] = self._speed_in(job, self.partner_now.get(job))
+        return s
+
+    def _gpu_type(self, job: str) -> str:
+        return self.node_type[self.refs_now[job][0][0]] if job in self.refs_now else self.cluster.gpu_types[0]
+
+    def _speed_in(self, job: str, partner: str | None) -> float:
+        j = self.by_id.get(job)
+        if j is None:
+            return 1.0
+        gpu_type = self._gpu_type(job)
+        if partner is not None and partner in self.by_id:
+            best = self.pair(j, self.by_id[partner], gpu_type)
+            return best.a_speed if best is not None else 0.0
+        return self.alone(j, gpu_type)
+
+    def alone(self, j: Job, gpu_type: str) -> float:
+        """Its best speed alone on ``gpu_type`` (looked up once a round per job class)."""
+        key = (j.class_key, gpu_type)
+        s = self._alone_memo.get(key)
+        if s is None:
+            s = self._alone_memo[key] = float(self.profile.best_isolated_many([j], [gpu_type])[0][0])
+        return s
+
+    def pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
+        """The profile's best option for ``a`` packed with ``b`` (once a round per pair of classes)."""
+        key = (a.class_key, b.class_key, gpu_type)
+        if key not in self._pair_memo:
+            self._pair_memo[key] = self.profile.best_pair(a, b, gpu_type)
+        return self._pair_memo[key]
+
+    def moves_recently(self, job: str) -> int:
+        """Placement changes of ``job`` over the last ``recent_rounds`` rounds (the shell's record)."""
+        before = [tuple(r) for r in self.recent.get(job, ())][:self.costs.recent_rounds]
+        seq = [s for s in [tuple(self.refs_now.get(job, ())), *before] if s]
+        return sum(1 for a, b in zip(seq, seq[1:]) if a != b)
+
+    def cost(self, job: str) -> float:
+        """What moving or preempting ``job`` costs it (GPU-seconds of work), dearer when it moved lately."""
+        c = self._cost.get(job)
+        if c is None:
+            j = self.by_id.get(job)
+            c = self._cost[job] = 0.0 if j is None else (j.num_gpus * self.speed_now(job) * self.costs.seconds(j.model)
+                                                         * (1 + self.moves_recently(job)))
+        return c
+
+    def protected(self, job: str) -> bool:
+        """It would finish before a move could pay off: displacing it never does."""
+        rem = self.remaining.get(job)
+        j = self.by_id.get(job)
+        return rem is not None and j is not None and rem <= self.costs.seconds(j.model)
+
+    def _split_pays(self, a: str, b: str) -> bool:
+        """Splitting the pair ``a`` (ranked higher) and ``b``: both run alone at full speed instead of
+        packed, for the cost of moving ``b``."""
+        gain = sum(self.by_id[x].num_gpus * (self.alone(self.by_id[x], self._gpu_type(x)) - self.speed_now(x))
+                   * self.horizon(x) for x in (a, b))
+        return gain > self.cost(b) + _EPS
+
+    # ---- the keep-first walk's units --------------------------------------------------------------
+    def units(self, js: Sequence[Job], types: Callable[[Job], tuple[str, ...] | None] | None,
+              promote: str | None = None) -> tuple[list[Unit], Homes]:
+        """The walk's units in ``js``'s order (a kept pair as one unit at its higher member's place;
+        ``promote`` walked first) and their homes."""
+        if self._in_kept:
+            present = {j.id for j in js}
+            units: list[Unit] = []
+            seen: set[str] = set()
+            for j in js:
+                if j.id in seen:
+                    continue
+                pair = self._in_kept.get(j.id)
+                if pair is not None and pair[0] in present and pair[1] in present:
+                    seen.update(pair)
+                    units.append(Unit((self.by_id[pair[0]], self.by_id[pair[1]]), -1,
+                                      types(j) if types is not None else None))
+                else:
+                    units.append(Unit((j,), -1, types(j) if types is not None else None))
+        elif types is None:
+            units = [Unit((j,)) for j in js]
+        else:
+            units = [Unit((j,), -1, types(j)) for j in js]
+        if promote is not None:
+            at = next((k for k, u in enumerate(units) if any(x.id == promote for x in u.jobs)), None)
+            if at is not None:
+                units.insert(0, units.pop(at))
+        first = [u.jobs[0].id for u in units]
+        none = np.zeros(0, dtype=np.int64)
+        homes = [self.rows_now.get(j, none) for j in first]
+        lengths = [len(h) if len(h) == u.jobs[0].num_gpus else 0 for h, u in zip(homes, units)]
+        for k in [k for k, u in enumerate(units) if len(u.jobs) == 2 and lengths[k]]:
+            if not np.array_equal(self.rows_now.get(units[k].jobs[1].id, homes[k]), homes[k]):
+                lengths[k] = 0
+        start = np.zeros(len(units) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=start[1:])
+        used = [h for h, n in zip(homes, lengths) if n]
+        flat = np.concatenate(used) if used else np.zeros(0, dtype=np.int64)
+        protect = np.zeros(len(units), dtype=np.bool_)
+        modest = np.zeros(len(units), dtype=np.bool_)
+        if self.remaining:
+            for k in np.flatnonzero(lengths).tolist():
+                protect[k] = all(self.protected(x.id) for x in units[k].jobs)
+        if self.partner_now:
+            rank = self.rank
+            for k, jid in enumerate(first):
+                partner = self.partner_now.get(jid)
+                modest[k] = partner is not None and partner in rank and rank[partner] < rank[jid] and \
+                    len(units[k].jobs) == 1
+        return units, Homes(start, flat, protect, modest)
+
+    def kept_pair_list(self, placed: Sequence[str]) -> list[tuple[str, str]]:
+        """The kept pairs both of whose members the walk placed."""
+        there = set(placed)
+        return [p for p in self.kept_pairs if p[0] in there and p[1] in there]
+
+    def sticky_pairs(self, placed: Sequence[Job], waiting: Sequence[Job]) -> list[tuple[str, str]]:
+        """(host, partner) of the pairs running now whose host the walk placed alone and whose partner
+        waits: they stay together (a partner changes hosts only when its host stops)."""
+        hosts = {j.id for j in placed}
+        out = []
+        for g in waiting:
+            h = self.partner_now.get(g.id)
+            if h is not None and h in hosts and g.id not in self._in_kept:
+                out.append((h, g.id))
+        return out
+
+    # ---- choosing among plans ---------------------------------------------------------------------
+    def _speeds_of(self, plan: Plan) -> dict[str, float]:
+        s: dict[str, float] = {}
+        for p in plan.pairs:
+            s[p.placed], s[p.partner] = p.placed_speed, p.partner_speed
+        return s
+
+    def _net(self, plan: Plan, base: Plan) -> tuple[bool, float, float]:
+        """(``plan`` places a job of higher priority than ``base`` does, its gain over ``base``, its extra
+        cost): the first job in policy order that one places and the other does not decides priority."""
+        a, b = plan.final.jobs(), base.final.jobs()
+        differ = sorted((a ^ b) & self.rank.keys(), key=self.rank.__getitem__)
+        ahead = bool(differ) and differ[0] in a
+        sa, sb = self._speeds_of(plan), self._speeds_of(base)
+        gain = (sum(self.value(j, sa.get(j, 1.0)) for j in a - b if j in self.by_id)
+                - sum(self.value(j, sb.get(j, 1.0)) for j in b - a if j in self.by_id))
+        moved_a = set(plan.migrated) | plan.preempted
+        moved_b = set(base.migrated) | base.preempted
+        cost = sum(map(self.cost, moved_a)) - sum(map(self.cost, moved_b))
+        return ahead, gain, cost
+
+    def choose(self, kept: Plan, others: Sequence[Plan]) -> tuple[Plan, int]:
+        """``kept``, unless another plan places a job of higher priority and gains more than its extra
+        moves cost (the best such by gain less cost). Returns the plan and its index (-1: ``kept``)."""
+        best, at, best_net = kept, -1, 0.0
+        for k, plan in enumerate(others):
+            ahead, gain, cost = self._net(plan, kept)
+            if ahead and gain - cost > best_net + _EPS:
+                best, at, best_net = plan, k, gain - cost
+        return best, at
+
+    # ---- what each move bought --------------------------------------------------------------------
+    def settle(self, final: Placement, migrated: Sequence[str]) -> Placement:
+        """``final`` with every move that bought nothing undone: a job alone before and after whose old
+        GPUs no job took goes back to them (so a shift between the GPUs of one node happens only when
+        a job needs those GPUs)."""
+        if not migrated:
+            return final
+        rows = final.rows()
+        names, sizes = self.cluster.shape
+        table = _in_layout(rows, names, sizes, self.layout.row_of)
+        ids = list(rows.ids)
+        number = {j: k for k, j in enumerate(ids)}
+        changed = False
+        for j in migrated:
+            old = self.rows_now.get(j)
+            if old is None or j in self.partner_now or j not in number or j in self.ruled:
+                continue
+            k = number[j]
+            new = np.flatnonzero((table[:, 0] == k) | (table[:, 1] == k))
+            if (table[new, 1] >= 0).any() or len(new) != len(old):  # packed now: not a bare move
+                continue
+            if (table[old] >= 0).any() and not np.isin(table[old], [-1, k]).all():
+                continue  # some job took its old GPUs: the move made room
+            table[new, 0] = -1
+            table[old, 0] = k
+            changed = True
+        if not changed:
+            return final
+        back = PlanRows(names, sizes, tuple(ids), table)
+        return Placement.from_rows(back) if rows.names == names else _reorder(back, rows.names)
+
+    def reasons(self, final: Placement, migrated: Sequence[str], preempted: Sequence[str],
+                pairs: Sequence[PackedPair], speeds: Mapping[str, float]) -> tuple[MoveReason, ...]:
+        """One reason per migrated or preempted job: whom it made room for, or the faster placement it
+        bought, with the gain and the cost (GPU-seconds of work over the horizon)."""
+        if not migrated and not preempted:
+            return ()
+        names, sizes = self.cluster.shape
+        after = _in_layout(final.rows(), names, sizes, self.layout.row_of)
+        ids_after = final.rows().ids
+        rows_after = _rows_by_job(after, ids_after)
+        partner_after: dict[str, str] = {}
+        for pair in pairs:
+            partner_after[pair.placed], partner_after[pair.partner] = pair.partner, pair.placed
+        before_jobs = self.current.jobs()
+        out: list[MoveReason] = []
+        for action, jobs in (("migrate", migrated), ("preempt", preempted)):
+            for j in jobs:
+                old = self.rows_now.get(j)
+                if old is None:
+                    continue
+                there = {ids_after[x] for x in after[old].ravel().tolist() if x >= 0} - {j}
+                took = sorted((b for b in there if not self._shared_before(b, old)),
+                              key=lambda b: self.rank.get(b, len(self.rank)))
+                cost = self.cost(j)
+                before = self.speed_now(j)
+                now_speed = speeds.get(j, 0.0) if action == "migrate" else 0.0
+                if took:
+                    gain = sum(self.value(b, speeds.get(b, 1.0)) for b in took if b not in before_jobs)
+                    started = [b for b in took if b not in before_jobs]
+                    detail = (f"made room for {', '.join(took)}"
+                              + (f" (started: {', '.join(started)})" if started else "")
+                              + f"; gain {gain:.0f} GPU-s over {self._horizon_text(took)}, cost {cost:.0f} GPU-s")
+                    out.append(MoveReason(j, action, "room", tuple(took), gain, cost, before, now_speed, detail))
+                elif action == "migrate" and j in self.partner_now and j not in partner_after:
+                    other = self.partner_now[j]
+                    gain = sum(self.by_id[x].num_gpus * (speeds.get(x, 1.0) - self.speed_now(x)) * self.horizon(x)
+                               for x in (j, other) if x in self.by_id and x in rows_after)
+                    out.append(MoveReason(j, action, "unpack", (other,), gain, cost, before, now_speed,
+                                          f"left {other} to run alone (speed {before:.2f} -> {now_speed:.2f}); gain "
+                                          f"{gain:.0f} GPU-s, cost {cost:.0f} GPU-s"))
+                elif action == "migrate" and j in partner_after:
+                    other = partner_after[j]
+                    gain = sum(self.by_id[x].num_gpus * (speeds.get(x, 1.0) - self.speed_now(x)) * self.horizon(x)
+                               for x in (j, other) if x in self.by_id)
+                    out.append(MoveReason(j, action, "pack", (other,), gain, cost, before, now_speed,
+                                          f"joined {other} on its GPUs (speed {before:.2f} -> {now_speed:.2f}); gain "
+                                          f"{gain:.0f} GPU-s, cost {cost:.0f} GPU-s"))
+                elif j in self.ruled:
+                    out.append(MoveReason(j, action, "rule", (), 0.0, cost, before, now_speed,
+                                          f"an operator's node rule keeps it off its GPUs; cost {cost:.0f} GPU-s"))
+                else:
+                    why = ("its GPUs were left free: ranked below the jobs that run, it fit nowhere"
+                           if action == "preempt" else "no job took its GPUs")
+                    out.append(MoveReason(j, action, "stop" if action == "preempt" else "none", (), 0.0, cost,
+                                          before, now_speed, f"{why}; cost {cost:.0f} GPU-s"))
+        return tuple(out)
+
+    def _shared_before(self, job: str, rows: np.ndarray) -> bool:
+        """``job`` was on one of ``rows`` already (a partner that stays where it was)."""
+        mine = self.rows_now.get(job)
+        return mine is not None and bool(np.isin(mine, rows).any())
+
+    def _horizon_text(self, jobs: Sequence[str]) -> str:
+        hs = sorted({round(self.horizon(b)) for b in jobs if b in self.by_id})
+        return " / ".join(f"{h} s" for h in hs) or "0 s"
+
+
+def _in_layout(rows: PlanRows, names: tuple[str, ...], sizes: tuple[int, ...],
+               row_of: Mapping[tuple[str, int], int]) -> np.ndarray:
+    """A plan's table with its rows in the cluster's layout (the same table when the node order is the
+    cluster's)."""
+    if rows.names == names and rows.sizes == sizes:
+        return rows.table.copy()
+    own = gpu_layout(rows.names, rows.sizes)
+    at = np.fromiter((row_of[ref] for ref in own.refs), np.int64, len(own.refs))
+    table = np.full((sum(sizes), 2), -1, dtype=np.int64)
+    table[at] = rows.table
+    return table
+
+
+def _reorder(rows: PlanRows, names: tuple[str, ...]) -> Placement:
+    """The plan of ``rows`` (the cluster's node order) with its nodes in the order ``names``."""
+    p = Placement.from_rows(rows)
+    nodes = p.nodes
+    return Placement({n: nodes[n] for n in names})
