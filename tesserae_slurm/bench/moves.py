@@ -35,13 +35,12 @@ from ..devcluster.compare import (
     Settings,
     _DaemonProcess,
     _job_env,
-    _wait_all_ended,
     _wait_round,
     daemon_config,
     read_events,
     submit_all,
 )
-from ..model.moves import is_return, is_shift
+from ..model.moves import is_return, is_shift, partners
 from ..slurm import SlurmCliBackend, SlurmError
 from ..slurm.runner import SlurmRunner
 
@@ -91,16 +90,17 @@ class MovesReport:
     rounds: int
     rounds_partial: int
     partial_errors: tuple[str, ...]
-    round_s_median: float
+    round_s_median: float  # rounds with active jobs
     round_s_max: float
     migrations_planned: int
     migrations_done: int
     migrations_not_done: int  # planned, then skipped or failed
     preemptions_planned: int
     preemptions_done: int
-    placement_changes: int  # a job placed in two consecutive rounds on other GPUs
-    same_node_shifts: int
-    oscillations: int
+    target_changes: int  # a job's target GPUs differ between two consecutive rounds' decisions
+    held_changes: int  # a job held other GPUs at the start of a round than at the start of the one before
+    same_node_shifts: int  # decided migrations within the job's node(s), its partner unchanged
+    oscillations: int  # decided migrations back to GPUs it held at the start of one of the two rounds before
     jobs: int
     completed: int
     avg_jct_s: float
@@ -112,62 +112,71 @@ class MovesReport:
 
 
 def analyze(db: Path, examples: int = 5) -> MovesReport:
-    """The counts of ``MovesReport`` from a daemon's state database."""
-    from ..daemon.state.gpuset import parse_gpus
+    """The counts of ``MovesReport`` from a daemon's state database. Shifts and oscillations are counted
+    on the migrations each round decided, against the GPUs the jobs held at the start of that round and
+    of the two rounds before (the round's recorded inputs, ``state.record_inputs``): a target that was
+    never reached (a start the round skipped) is not a place the job left."""
     from ..daemon.state.store import Store
+    from ..model.codec import placement_from_json
 
     store = Store.open(db, read_only=True)
     try:
         rows = sorted((r for r in store.rounds(limit=1_000_000) if r.decision_json not in ("", "{}")),
                       key=lambda r: r.round_id)
-        placements = [store.placements(r.round_id) for r in rows]
-        targets = [{p.job_id: p.gpus for p in ps} for ps in placements]
-        partner = [{p.job_id: p.partner for p in ps} for ps in placements]
+        targets = [{p.job_id: p.gpus for p in store.placements(r.round_id)} for r in rows]
         actions = store.actions()
         jobs = store.jobs_by_id(sorted({p for t in targets for p in t} | {a.job_id for a in actions}))
     finally:
         store.close()
-
-    def refs(text: str) -> tuple[tuple[str, int], ...]:
-        return tuple(sorted((n, g) for n, idx in parse_gpus(text).items() for g in idx))
-
-    changes = shifts = returns = 0
+    decisions = [json.loads(r.decision_json) for r in rows]
+    held = [placement_from_json(d["request"]["current"]) if (d.get("request") or {}).get("current") else None
+            for d in decisions]
+    target_changes = sum(1 for k in range(1, len(rows)) for j, g in targets[k].items()
+                         if j in targets[k - 1] and targets[k - 1][j] != g)
+    held_changes = 0
+    for k in range(1, len(rows)):
+        a, b = held[k - 1], held[k]
+        if a is not None and b is not None:
+            ga, gb = a.job_gpus(), b.job_gpus()
+            held_changes += sum(1 for j in gb if j in ga and ga[j] != gb[j])
+    shifts = returns = 0
     shift_ex: list[str] = []
     osc_ex: list[str] = []
     per_job: dict[str, dict[str, Any]] = {}
-    for k in range(1, len(rows)):
-        before, after = targets[k - 1], targets[k]
-        for j, gpus in after.items():
-            if j not in before or before[j] == gpus:
-                continue
-            changes += 1
-            b, a = refs(before[j]), refs(gpus)
-            earlier = [refs(targets[m].get(j, "")) for m in range(k - 2, max(-1, k - 4), -1)]
-            rec = per_job.setdefault(j, {"changes": 0, "shifts": 0, "oscillations": 0})
-            rec["changes"] += 1
-            if is_shift(b, a, partner[k - 1].get(j, ""), partner[k].get(j, "")):
+    for k, d in enumerate(decisions):
+        now = held[k]
+        if now is None or not d.get("migrated"):
+            continue
+        after = placement_from_json(d["placement"])
+        before_gpus, after_gpus = now.job_gpus(), after.job_gpus()
+        was, will = partners(now), partners(after)
+        earlier = [h.job_gpus() if h is not None else {} for h in held[max(0, k - 2):k][::-1]]
+        for j in d["migrated"]:
+            b, a = before_gpus.get(j, ()), after_gpus.get(j, ())
+            rec = per_job.setdefault(j, {"shifts": 0, "oscillations": 0})
+            if is_shift(b, a, was.get(j, ""), will.get(j, "")):
                 shifts += 1
                 rec["shifts"] += 1
                 if len(shift_ex) < examples:
-                    shift_ex.append(f"round {rows[k].round_id}: job {j} {before[j]} -> {gpus}")
-            if is_return(b, a, earlier):
+                    shift_ex.append(f"round {rows[k].round_id}: job {j} {_text(b)} -> {_text(a)}")
+            if is_return(b, a, [e.get(j, ()) for e in earlier]):
                 returns += 1
                 rec["oscillations"] += 1
                 if len(osc_ex) < examples:
-                    osc_ex.append(f"round {rows[k].round_id}: job {j} {before[j]} -> {gpus} (back)")
+                    osc_ex.append(f"round {rows[k].round_id}: job {j} {_text(b)} -> {_text(a)} (back)")
     causes: dict[str, int] = {}
-    for r in rows:
-        for m in json.loads(r.decision_json).get("moves", []):
+    for d in decisions:
+        for m in d.get("moves", []):
             key = f"{m['action']}:{m['cause']}"
             causes[key] = causes.get(key, 0) + 1
     done = [a for a in actions if a.status == "done"]
     jct = [j.finished_at - j.submit_time for j in jobs if j.state == "COMPLETED" and j.finished_at is not None]
     for row in jobs:
-        rec = per_job.setdefault(row.job_id, {"changes": 0, "shifts": 0, "oscillations": 0})
+        rec = per_job.setdefault(row.job_id, {"shifts": 0, "oscillations": 0})
         rec.update(name=row.name, gpus=row.num_gpus, model=row.model, state=row.state, migrations=row.migrations,
                    preemptions=row.preemptions,
                    jct_s=None if row.finished_at is None else round(row.finished_at - row.submit_time, 1))
-    spans = [r.finished_at - r.started_at for r in rows if r.finished_at is not None]
+    spans = [r.finished_at - r.started_at for r in rows if r.finished_at is not None and r.jobs_active]
     partial = [r for r in rows if r.status == "partial"]
     moved = sum(1 for a in done if a.kind in ("migrate", "preempt"))
     return MovesReport(
@@ -179,10 +188,16 @@ def analyze(db: Path, examples: int = 5) -> MovesReport:
         migrations_not_done=sum(1 for a in actions if a.kind == "migrate" and a.status in ("skipped", "failed")),
         preemptions_planned=sum(r.preempted for r in rows),
         preemptions_done=sum(1 for a in done if a.kind == "preempt"),
-        placement_changes=changes, same_node_shifts=shifts, oscillations=returns,
+        target_changes=target_changes, held_changes=held_changes, same_node_shifts=shifts, oscillations=returns,
         jobs=len(jobs), completed=len(jct), avg_jct_s=statistics.fmean(jct) if jct else math.nan,
         moves_per_job=moved / len(jobs) if jobs else 0.0, moves_by_cause=causes, per_job=per_job,
         shift_examples=tuple(shift_ex), oscillation_examples=tuple(osc_ex))
+
+
+def _text(refs: Sequence[tuple[str, int]]) -> str:
+    """``node3:0-1`` as the daemon writes GPU sets."""
+    from ..daemon.state.gpuset import format_gpus, from_refs
+    return format_gpus(from_refs(tuple(refs)))
 
 
 def dump_rounds(db: Path, out: Path) -> int:
@@ -277,7 +292,7 @@ def run_scenario(jobs: Sequence[DemoJob], env: Mapping[str, str], workdir: Path,
         _wait_round(db, daemon)
         submit_all(jobs, _submitter(env, config, script, out, users), into=submitted)
         ids = {jid for jid, _ in submitted.values()}
-        _wait_all_ended(backend, settings.partition, ids, time.time() + settings.timeout_s, daemon.problem)
+        _wait_ended(backend, settings.partition, ids, time.time() + settings.timeout_s, daemon.problem)
         _wait_round(db, daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
         finished = True
     finally:
@@ -294,14 +309,31 @@ def run_scenario(jobs: Sequence[DemoJob], env: Mapping[str, str], workdir: Path,
     return db
 
 
+def _wait_ended(backend: SlurmCliBackend, partition: str, ids: set[str], deadline: float,
+                alive: Callable[[], str]) -> None:
+    """Until every job has ended: finished in squeue, or gone from it (Slurm forgets a finished job after
+    MinJobAge, which a run of many minutes outlasts)."""
+    while True:
+        shown = {str(j.job_id): j for j in backend.list_jobs(partition)}
+        if all(i not in shown or shown[i].state.is_finished for i in ids):
+            return
+        problem = alive()
+        if problem:
+            raise CompareError(problem)
+        if time.time() > deadline:
+            left = sorted(i for i in ids if i in shown and not shown[i].state.is_finished)
+            raise CompareError(f"jobs {', '.join(left)} had not ended after the timeout")
+        time.sleep(1.0)
+
+
 def report_text(r: MovesReport, label: str = "") -> str:
     lines = [f"{label}{r.jobs} jobs ({r.completed} completed), {r.rounds} rounds ({r.rounds_partial} partial), "
              f"round {r.round_s_median:.1f} s median / {r.round_s_max:.1f} s max",
              f"  migrations: {r.migrations_done} done, {r.migrations_not_done} planned and not done "
              f"({r.migrations_planned} planned); preemptions: {r.preemptions_done} done ({r.preemptions_planned} "
              f"planned); moves per job {r.moves_per_job:.2f}",
-             f"  placement changes between rounds {r.placement_changes}, same-node shifts {r.same_node_shifts}, "
-             f"oscillations {r.oscillations}; avg JCT {r.avg_jct_s:.1f} s"]
+             f"  target changes between rounds {r.target_changes} (GPUs held changed {r.held_changes} times); "
+             f"same-node shifts {r.same_node_shifts}, oscillations {r.oscillations}; avg JCT {r.avg_jct_s:.1f} s"]
     if r.moves_by_cause:
         lines.append("  moves by cause: " + ", ".join(f"{k} {v}" for k, v in sorted(r.moves_by_cause.items())))
     lines += [f"  shift: {e}" for e in r.shift_examples] + [f"  oscillation: {e}" for e in r.oscillation_examples]

@@ -102,13 +102,16 @@ def place_units(cluster: Cluster, units: Sequence[Unit], rules: NodeRules | None
 class Homes(NamedTuple):
     """Per unit of a keep-first walk (``place_kept``): its home, the flat GPU rows of the cluster's layout
     it holds now (``rows[start[k]:start[k + 1]]``; none for a unit that holds no GPUs), whether it is
-    protected from being displaced (``protect[k]``), and whether it may displace others (``modest[k]``:
-    not, a packed partner that would leave its host only to run alone)."""
+    protected from being displaced (``protect[k]``), whether it may displace others (``modest[k]``:
+    not, a packed partner that would leave its host only to run alone), what placing it is worth
+    (``value[k]``) and what displacing it costs (``cost[k]``; GPU-seconds of work, placement/move_value.py)."""
 
     start: np.ndarray
     rows: np.ndarray
     protect: np.ndarray
     modest: np.ndarray
+    value: np.ndarray
+    cost: np.ndarray
 
 
 def place_kept(cluster: Cluster, units: Sequence[Unit], homes: Homes, rules: NodeRules | None = None
@@ -154,7 +157,7 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray 
                                        rules.allowed)
     else:
         walked = keep_walk.keep_walk(layout.sizes, node_type, need, kept.start, kept.rows, kept.protect, kept.modest,
-                                     type_start, type_list, rules.rule, rules.allowed)
+                                     kept.value, kept.cost, type_start, type_list, rules.rule, rules.allowed)
     return _assemble(cluster, ids, need, width, rules, walked, max_capacity)
 
 

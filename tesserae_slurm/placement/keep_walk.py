@@ -26,14 +26,16 @@ __all__ = ["keep_walk"]
 
 
 @_jit
-def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, type_start, type_list, rule,
-              allowed):  # pragma: no cover - compiled
+def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, value, cost, type_start, type_list,
+              rule, allowed):  # pragma: no cover - compiled
     """Walk units needing ``need[k]`` GPUs over nodes of ``sizes`` GPUs of type ``node_type``.
 
     Unit ``k``'s home is the rows ``home_row[home_start[k]:home_start[k + 1]]`` (flat GPU rows, node by
     node; none: a unit that did not run); ``protect[k]``: its home is never displaced; ``modest[k]``: it
-    never displaces a home (a packed partner that would leave its host to run alone: it has a place).
-    Types and rules as in ``consolidate_walk.walk``.
+    never displaces a home (a packed partner that would leave its host to run alone: it has a place);
+    ``value[k]``: what placing unit ``k`` is worth, ``cost[k]``: what displacing its home costs (the same
+    units): a unit displaces homes only where what they cost is less than it is worth. Types and rules
+    as in ``consolidate_walk.walk``.
 
     Returns ``status``, ``free_at`` and pieces ``first``/``p_node``/``p_start``/``p_count`` as
     ``consolidate_walk.walk`` does (GPUs ``start .. start + count - 1`` of the node), where a piece is a
@@ -116,12 +118,16 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, typ
                     e = free[i] - pres[i] - (0 if displace else res[i])
                     eff[i] = e if e > 0 else 0
                     disp[i] = 0
-                    if displace and eff[i] >= n:
+                    if displace and eff[i] > 0:
                         a = free[i] - pres[i] - res[i]
-                        d = n - (a if a > 0 else 0)
+                        a = a if a > 0 else 0
+                        d = (n if n < eff[i] else eff[i]) - a
                         if d > 0:
-                            # the most senior home it displaces as junior as can be, then the fewest GPUs
-                            disp[i] = (nu + 1 - _senior(i, d, offset, row_free, holder, protect)) * (total + 1) + d
+                            senior, spent = _displaced(i, d, offset, row_free, holder, protect, cost)
+                            if spent >= value[k]:  # displacing them costs more than this unit is worth
+                                eff[i] = a
+                            else:  # the most senior home it displaces as junior as can be, then fewest GPUs
+                                disp[i] = (nu + 1 - senior) * (total + 1) + d
                 for q in range(type_start[k], type_start[k + 1]):
                     t = type_list[q]
                     if t < 0:
@@ -199,17 +205,21 @@ def _take(i, count, offset, row_free, holder, protect, taken, nt):  # pragma: no
 
 
 @_jit
-def _senior(i, d, offset, row_free, holder, protect):  # pragma: no cover - compiled
-    """The earliest unit in the walk among the holders of the ``d`` rows of node ``i`` that ``_take``
-    would displace (the rows of the latest holders first)."""
+def _displaced(i, d, offset, row_free, holder, protect, cost):  # pragma: no cover - compiled
+    """Of the ``d`` rows of node ``i`` that ``_take`` would take from homes (the latest holders' rows
+    first): the earliest holder in the walk among them, and what displacing all their holders costs."""
     hs = np.empty(offset[i + 1] - offset[i], np.int64)
     m = 0
     for r in range(offset[i], offset[i + 1]):
         if row_free[r] and holder[r] >= 0 and not protect[holder[r]]:
             hs[m] = holder[r]
             m += 1
-    hs = np.sort(hs[:m])[::-1]
-    return hs[min(d, m) - 1]
+    hs = np.sort(hs[:m])[::-1][:min(d, m)]
+    spent = 0.0
+    for q in range(hs.shape[0]):
+        if q == 0 or hs[q] != hs[q - 1]:
+            spent += cost[hs[q]]
+    return hs[hs.shape[0] - 1], spent
 
 
 @_jit

@@ -224,7 +224,17 @@ class MoveValue:
                 partner = self.partner_now.get(jid)
                 modest[k] = partner is not None and partner in rank and rank[partner] < rank[jid] and \
                     len(units[k].jobs) == 1
-        return units, Homes(start, flat, protect, modest)
+        h = self.costs.horizon_s
+        rem = self.remaining
+        if not self._in_kept:  # one job a unit: worth its GPUs x its horizon
+            value = np.fromiter([u.jobs[0].num_gpus * min(rem.get(j, h), h) for u, j in zip(units, first)],
+                                np.float64, len(units))
+        else:
+            value = np.fromiter((sum(self.value(x.id) for x in u.jobs) for u in units), np.float64, len(units))
+        cost = np.zeros(len(units))
+        for k in np.flatnonzero(lengths).tolist():
+            cost[k] = sum(self.cost(x.id) for x in units[k].jobs)
+        return units, Homes(start, flat, protect, modest, value, cost)
 
     def kept_pair_list(self, placed: Sequence[str]) -> list[tuple[str, str]]:
         """The kept pairs both of whose members the walk placed."""
@@ -265,9 +275,13 @@ class MoveValue:
 
     def choose(self, kept: Plan, others: Sequence[Plan]) -> tuple[Plan, int]:
         """``kept``, unless another plan places a job of higher priority and gains more than its extra
-        moves cost (the best such by gain less cost). Returns the plan and its index (-1: ``kept``)."""
+        moves cost (the best such by gain less cost) without disturbing a protected job. Returns the
+        plan and its index (-1: ``kept``)."""
         best, at, best_net = kept, -1, 0.0
+        disturbed = set(kept.migrated) | kept.preempted
         for k, plan in enumerate(others):
+            if any(self.protected(j) for j in (set(plan.migrated) | plan.preempted) - disturbed):
+                continue  # it would stop a job that finishes before the move pays off
             ahead, gain, cost = self._net(plan, kept)
             if ahead and gain - cost > best_net + _EPS:
                 best, at, best_net = plan, k, gain - cost

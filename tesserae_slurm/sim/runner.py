@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import decide
-from ..model import Cluster, InputError, JobView, PendingReason, Placement, RoundDecision
+from ..model import Cluster, InputError, JobView, PackedPair, PendingReason, Placement, RoundDecision
 from ..model.gpu_limits import GpuLimits
 from ..model.moves import OSCILLATION_ROUNDS, RecentPlacements, is_return, is_shift, partners
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
@@ -216,7 +216,7 @@ class _Run:
         self.pstate = ranked.policy_state
         if ranked.reused and self.check:
             full = decide(request, self.believed)
-            if full.placement != decision.placement or full.packed != decision.packed:
+            if full.placement != decision.placement or _pairs(full.packed) != _pairs(decision.packed):
                 raise InvariantError(f"t={self.now:g}: reusing last round's decision differs from the engine's")
         self.last = (ranking, decision)
         if self.check:
@@ -332,6 +332,12 @@ class _Run:
         self.cum_rounds += k
         self.stalled = 0
         self.skipped += k
+
+
+def _pairs(packed: Sequence[PackedPair]) -> list[tuple[tuple[str, float, str | None], ...]]:
+    """Packed pairs as the same decision may list them: in any order, either job as the host."""
+    return sorted(tuple(sorted(((p.placed, p.placed_speed, p.placed_strategy),
+                                (p.partner, p.partner_speed, p.partner_strategy)))) for p in packed)
 
 
 def _check_trace(trace: Sequence[TraceJob], cluster: Cluster, speeds: SpeedModel) -> None:
