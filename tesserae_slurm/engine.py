@@ -225,33 +225,29 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         def keep_first(promote: str | None) -> Callable[[Sequence[Job], Sequence[tuple[str, str]]],
                                                         ConsolidationResult]:
             def walk(js: Sequence[Job], _pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
-                units, unit_homes = mv.units(js, types, promote)
+                u = mv.units(js, types, promote)
                 sub = sub_rules(js)
-                return place_kept(cluster, units, unit_homes,
-                                  sub and unit_rules(sub, [u.jobs for u in units], [j.id for j in js]))
+                return place_kept(cluster, u.ids, u.need, u.width, u.types, u.homes,
+                                  sub and unit_rules(sub, u.jobs, [j.id for j in js]))
             return walk
 
         placed, _, gate = consolidate(keep_first(None))
-        spent[0] += now() - t0
-        chosen = finish(placed, (), gate, value)
+        walked: tuple[ConsolidationResult, Sequence[tuple[str, str]], LimitGate | None, MoveValue | None] = \
+            (placed, (), gate, value)
         stranded = [p.job_id for p in placed.pending if p.reason in _STRANDED]
-        if stranded:  # the kept plan with that job walked first (it displaces fewest), else the paper's plan
-            t = now()
+        if stranded:  # the kept plan with that job walked first (it displaces fewest), or the paper's plan
             room, _, room_gate = consolidate(keep_first(stranded[0]))
-            walks: list[tuple[ConsolidationResult, Sequence[tuple[str, str]], LimitGate | None, MoveValue | None]] = []
-            if stranded[0] in room.placed:
-                walks.append((room, (), room_gate, value))
             paper, paper_pairs, paper_gate = consolidate(place)
-            if stranded[0] in paper.placed:
-                walks.append((paper, paper_pairs, paper_gate, None))
-            spent[0] += now() - t
-            others = [finish(*w) for w in walks]
-            if others:
-                plans = [Plan(o.final, tuple(o.pairs), o.migrated, frozenset(current.jobs() - o.final.jobs()))
-                         for o in (chosen, *others)]
+            options = [w for w in ((room, (), room_gate, value), (paper, paper_pairs, paper_gate, None))
+                       if stranded[0] in w[0].placed]
+            if options:  # chosen on the walks' plans (who runs, who moves), then packed and relabeled
+                plans = [_walk_plan(current, w[0].placement, w[3] is not None, cfg, node_type)
+                         for w in (walked, *options)]
                 _, at = value.choose(plans[0], plans[1:])
                 if at >= 0:
-                    chosen = others[at]
+                    walked = options[at]
+        spent[0] += now() - t0
+        chosen = finish(*walked)
         settled = value.settle(chosen.final, chosen.migrated)
         if settled is not chosen.final:
             res = migrate(current, settled, algorithm="gavel")
@@ -286,6 +282,15 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         timings=StageTimings(placement=spent[0], packing=spent[1], migration=spent[2]),
         moves=moves,
     )
+
+
+def _walk_plan(current: Placement, plan: Placement, physical: bool, cfg: EngineConfig,
+               node_type: Mapping[str, str]) -> Plan:
+    """A walk's plan as a candidate: who it moves once on the physical GPUs (a keep-first plan is on them;
+    the paper's plan is relabeled), before packing."""
+    res = migrate(current, plan, algorithm="gavel" if physical else cfg.migration,
+                  node_types=None if physical else node_type)
+    return Plan(res.placement, (), res.migrated, frozenset(current.jobs() - plan.jobs()))
 
 
 class _Outcome(NamedTuple):

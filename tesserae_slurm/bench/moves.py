@@ -152,18 +152,18 @@ def analyze(db: Path, examples: int = 5) -> MovesReport:
         was, will = partners(now), partners(after)
         earlier = [h.job_gpus() if h is not None else {} for h in held[max(0, k - 2):k][::-1]]
         for j in d["migrated"]:
-            b, a = before_gpus.get(j, ()), after_gpus.get(j, ())
+            left, went = before_gpus.get(j, ()), after_gpus.get(j, ())
             rec = per_job.setdefault(j, {"shifts": 0, "oscillations": 0})
-            if is_shift(b, a, was.get(j, ""), will.get(j, "")):
+            if is_shift(left, went, was.get(j, ""), will.get(j, "")):
                 shifts += 1
                 rec["shifts"] += 1
                 if len(shift_ex) < examples:
-                    shift_ex.append(f"round {rows[k].round_id}: job {j} {_text(b)} -> {_text(a)}")
-            if is_return(b, a, [e.get(j, ()) for e in earlier]):
+                    shift_ex.append(f"round {rows[k].round_id}: job {j} {_text(left)} -> {_text(went)}")
+            if is_return(left, went, [e.get(j, ()) for e in earlier]):
                 returns += 1
                 rec["oscillations"] += 1
                 if len(osc_ex) < examples:
-                    osc_ex.append(f"round {rows[k].round_id}: job {j} {_text(b)} -> {_text(a)} (back)")
+                    osc_ex.append(f"round {rows[k].round_id}: job {j} {_text(left)} -> {_text(went)} (back)")
     causes: dict[str, int] = {}
     for d in decisions:
         for m in d.get("moves", []):

@@ -114,18 +114,13 @@ class Homes(NamedTuple):
     cost: np.ndarray
 
 
-def place_kept(cluster: Cluster, units: Sequence[Unit], homes: Homes, rules: NodeRules | None = None
+def place_kept(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray | None,
+               unit_types: Sequence[tuple[str, ...] | None] | None, homes: Homes, rules: NodeRules | None = None
                ) -> ConsolidationResult:
     """Listing 1 on the physical GPUs: running units keep their GPUs (``keep_walk``); the plan's rows
-    are physical, so it needs no relabeling."""
-    count = len(units)
-    need = np.fromiter([u.jobs[0].num_gpus for u in units], np.int64, count)
-    width = np.fromiter([len(u.jobs) for u in units], np.int64, count)
-    ids = [j.id for u in units for j in u.jobs]
-    unit_types = [u.types for u in units]
-    hinted = any(t is not None and t != cluster.gpu_types for t in unit_types)
-    return _walk(cluster, ids, need, width if (width > 1).any() else None, np.full(count, -1),
-                 unit_types if hinted else None, rules, kept=homes)
+    are physical, so it needs no relabeling. Units as ``_walk`` takes them."""
+    hinted = unit_types is not None and any(t is not None and t != cluster.gpu_types for t in unit_types)
+    return _walk(cluster, ids, need, width, np.full(len(need), -1), unit_types if hinted else None, rules, kept=homes)
 
 
 def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray | None, home: np.ndarray,

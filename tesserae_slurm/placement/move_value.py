@@ -33,9 +33,21 @@ from ..model.placement import GpuRef
 from ..profiles import ThroughputProfile
 from ..profiles.keys import PairOption
 from .arrays import gpu_layout
-from .consolidate import Homes, Unit
+from .consolidate import Homes
 
 _EPS = 1e-9
+
+
+class KeepUnits(NamedTuple):
+    """The keep-first walk's units: job ids in unit order, GPUs and jobs per unit (``width`` None: one
+    each), GPU-type orders (None: the cluster's), each unit's jobs, and their homes."""
+
+    ids: list[str]
+    need: np.ndarray
+    width: np.ndarray | None
+    types: list[tuple[str, ...] | None] | None
+    jobs: list[tuple[Job, ...]]
+    homes: Homes
 
 
 class Plan(NamedTuple):
@@ -90,6 +102,10 @@ class MoveValue:
         self._speed: dict[str, float] = {}
         self._cost: dict[str, float] = {}
         self._alone_memo: dict[tuple[str, str], float] = {}
+        self._units_of: Sequence[Job] | None = None  # the last walk's jobs and units (the same jobs walk
+        self._units_val = KeepUnits([], np.zeros(0, np.int64), None, None, [], Homes(  # again with a promotion)
+            np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.bool_), np.zeros(0, np.bool_),
+            np.zeros(0), np.zeros(0)))
         self._pair_memo: dict[tuple[str, str, str], PairOption | None] = {}
         # a pair is split only where one member could run alone: a node with that many idle GPUs
         idle = np.bincount(self.layout.node_of[(table[:, 0] < 0) & (table[:, 1] < 0)], minlength=len(names))
@@ -177,64 +193,79 @@ class MoveValue:
 
     # ---- the keep-first walk's units --------------------------------------------------------------
     def units(self, js: Sequence[Job], types: Callable[[Job], tuple[str, ...] | None] | None,
-              promote: str | None = None) -> tuple[list[Unit], Homes]:
+              promote: str | None = None) -> KeepUnits:
         """The walk's units in ``js``'s order (a kept pair as one unit at its higher member's place;
-        ``promote`` walked first) and their homes."""
-        if self._in_kept:
-            present = {j.id for j in js}
-            units: list[Unit] = []
-            seen: set[str] = set()
-            for j in js:
-                if j.id in seen:
-                    continue
-                pair = self._in_kept.get(j.id)
-                if pair is not None and pair[0] in present and pair[1] in present:
-                    seen.update(pair)
-                    units.append(Unit((self.by_id[pair[0]], self.by_id[pair[1]]), -1,
-                                      types(j) if types is not None else None))
-                else:
-                    units.append(Unit((j,), -1, types(j) if types is not None else None))
-        elif types is None:
-            units = [Unit((j,)) for j in js]
-        else:
-            units = [Unit((j,), -1, types(j)) for j in js]
-        if promote is not None:
-            at = next((k for k, u in enumerate(units) if any(x.id == promote for x in u.jobs)), None)
+        ``promote`` walked first) and their homes. One unit a job, the common case, costs a few passes
+        over ``js`` and one step per running job."""
+        if js is self._units_of and promote is None:
+            return self._units_val
+        if promote is not None and js is self._units_of:
+            base = self._units_val
+            at = next((k for k, u in enumerate(base.jobs) if any(x.id == promote for x in u)), None)
             if at is not None:
-                units.insert(0, units.pop(at))
-        first = [u.jobs[0].id for u in units]
-        none = np.zeros(0, dtype=np.int64)
-        homes = [self.rows_now.get(j, none) for j in first]
-        lengths = [len(h) if len(h) == u.jobs[0].num_gpus else 0 for h, u in zip(homes, units)]
-        for k in [k for k, u in enumerate(units) if len(u.jobs) == 2 and lengths[k]]:
-            if not np.array_equal(self.rows_now.get(units[k].jobs[1].id, homes[k]), homes[k]):
-                lengths[k] = 0
-        start = np.zeros(len(units) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=start[1:])
-        used = [h for h, n in zip(homes, lengths) if n]
-        flat = np.concatenate(used) if used else np.zeros(0, dtype=np.int64)
-        protect = np.zeros(len(units), dtype=np.bool_)
-        modest = np.zeros(len(units), dtype=np.bool_)
-        if self.remaining:
-            for k in np.flatnonzero(lengths).tolist():
-                protect[k] = all(self.protected(x.id) for x in units[k].jobs)
-        if self.partner_now:
-            rank = self.rank
-            for k, jid in enumerate(first):
-                partner = self.partner_now.get(jid)
-                modest[k] = partner is not None and partner in rank and rank[partner] < rank[jid] and \
-                    len(units[k].jobs) == 1
-        h = self.costs.horizon_s
-        rem = self.remaining
-        if not self._in_kept:  # one job a unit: worth its GPUs x its horizon
-            value = np.fromiter([u.jobs[0].num_gpus * min(rem.get(j, h), h) for u, j in zip(units, first)],
-                                np.float64, len(units))
+                return _promoted(base, at)
+        present = [j.id for j in js]
+        pairs = [p for p in self.kept_pairs if p[0] in self.rank and p[1] in self.rank] if self._in_kept else []
+        if pairs:
+            there = set(present)
+            pairs = [p for p in pairs if p[0] in there and p[1] in there]
+        jobs_of: list[tuple[Job, ...]]
+        if pairs:
+            second = {p[1]: p for p in pairs}
+            first_of = {p[0]: p for p in pairs}
+            jobs_of = [(self.by_id[first_of[j.id][0]], self.by_id[first_of[j.id][1]]) if j.id in first_of else (j,)
+                       for j in js if j.id not in second]
         else:
-            value = np.fromiter((sum(self.value(x.id) for x in u.jobs) for u in units), np.float64, len(units))
-        cost = np.zeros(len(units))
-        for k in np.flatnonzero(lengths).tolist():
-            cost[k] = sum(self.cost(x.id) for x in units[k].jobs)
-        return units, Homes(start, flat, protect, modest, value, cost)
+            jobs_of = [(j,) for j in js]
+        if promote is not None:
+            at = next((k for k, u in enumerate(jobs_of) if any(x.id == promote for x in u)), None)
+            if at is not None:
+                jobs_of.insert(0, jobs_of.pop(at))
+        first = [u[0] for u in jobs_of]
+        ids = [j.id for u in jobs_of for j in u] if pairs else [j.id for j in first]
+        count = len(first)
+        need = np.fromiter([j.num_gpus for j in first], np.int64, count)
+        width = np.fromiter(map(len, jobs_of), np.int64, count) if pairs else None
+        unit_types = [types(j) for j in first] if types is not None else None
+        pos = dict(zip([j.id for j in first], range(count)))
+        lengths = np.zeros(count, dtype=np.int64)
+        homes: dict[int, np.ndarray] = {}
+        for j, rows in self.rows_now.items():
+            k = pos.get(j)
+            if k is None or len(rows) != need[k]:
+                continue
+            if pairs and len(jobs_of[k]) == 2 and not np.array_equal(self.rows_now.get(jobs_of[k][1].id, rows), rows):
+                continue
+            homes[k] = rows
+            lengths[k] = len(rows)
+        start = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(lengths, out=start[1:])
+        at_home = sorted(homes)
+        flat = np.concatenate([homes[k] for k in at_home]) if at_home else np.zeros(0, dtype=np.int64)
+        protect = np.zeros(count, dtype=np.bool_)
+        modest = np.zeros(count, dtype=np.bool_)
+        cost = np.zeros(count)
+        for k in at_home:
+            members = jobs_of[k]
+            cost[k] = sum(self.cost(x.id) for x in members)
+            if self.remaining:
+                protect[k] = all(self.protected(x.id) for x in members)
+        for j, partner in self.partner_now.items():  # the lower member of a pair that may split
+            k = pos.get(j)
+            if k is not None and len(jobs_of[k]) == 1 and partner in self.rank and self.rank[partner] < self.rank[j]:
+                modest[k] = True
+        value = need * self.costs.horizon_s if width is None else \
+            np.fromiter((sum(self.value(x.id) for x in u) for u in jobs_of), np.float64, count)
+        if width is None and self.remaining:
+            for j, rem in self.remaining.items():
+                k = pos.get(j)
+                if k is not None and rem < self.costs.horizon_s:
+                    value[k] = need[k] * rem
+        out = KeepUnits(ids, need, width, unit_types, jobs_of,
+                        Homes(start, flat, protect, modest, value.astype(np.float64), cost))
+        if promote is None:  # held, so the same object is these jobs whenever it comes again
+            self._units_of, self._units_val = js, out
+        return out
 
     def kept_pair_list(self, placed: Sequence[str]) -> list[tuple[str, str]]:
         """The kept pairs both of whose members the walk placed."""
@@ -244,13 +275,12 @@ class MoveValue:
     def sticky_pairs(self, placed: Sequence[Job], waiting: Sequence[Job]) -> list[tuple[str, str]]:
         """(host, partner) of the pairs running now whose host the walk placed alone and whose partner
         waits: they stay together (a partner changes hosts only when its host stops)."""
+        if not self.partner_now:
+            return []
         hosts = {j.id for j in placed}
-        out = []
-        for g in waiting:
-            h = self.partner_now.get(g.id)
-            if h is not None and h in hosts and g.id not in self._in_kept:
-                out.append((h, g.id))
-        return out
+        guests = {j.id for j in waiting}
+        return sorted(((h, g) for g, h in self.partner_now.items()
+                       if g in guests and h in hosts and g not in self._in_kept), key=lambda p: self.rank[p[1]])
 
     # ---- choosing among plans ---------------------------------------------------------------------
     def _speeds_of(self, plan: Plan) -> dict[str, float]:
@@ -327,7 +357,7 @@ class MoveValue:
         names, sizes = self.cluster.shape
         after = _in_layout(final.rows(), names, sizes, self.layout.row_of)
         ids_after = final.rows().ids
-        rows_after = _rows_by_job(after, ids_after)
+        placed_after = set(ids_after)
         partner_after: dict[str, str] = {}
         for pair in pairs:
             partner_after[pair.placed], partner_after[pair.partner] = pair.partner, pair.placed
@@ -354,7 +384,7 @@ class MoveValue:
                 elif action == "migrate" and j in self.partner_now and j not in partner_after:
                     other = self.partner_now[j]
                     gain = sum(self.by_id[x].num_gpus * (speeds.get(x, 1.0) - self.speed_now(x)) * self.horizon(x)
-                               for x in (j, other) if x in self.by_id and x in rows_after)
+                               for x in (j, other) if x in self.by_id and x in placed_after)
                     out.append(MoveReason(j, action, "unpack", (other,), gain, cost, before, now_speed,
                                           f"left {other} to run alone (speed {before:.2f} -> {now_speed:.2f}); gain "
                                           f"{gain:.0f} GPU-s, cost {cost:.0f} GPU-s"))
@@ -383,6 +413,21 @@ class MoveValue:
     def _horizon_text(self, jobs: Sequence[str]) -> str:
         hs = sorted({round(self.horizon(b)) for b in jobs if b in self.by_id})
         return " / ".join(f"{h} s" for h in hs) or "0 s"
+
+
+def _promoted(u: KeepUnits, at: int) -> KeepUnits:
+    """``u`` with unit ``at`` walked first."""
+    order = np.r_[at, np.arange(at), np.arange(at + 1, len(u.need))]
+    h = u.homes
+    lengths = np.diff(h.start)[order]
+    start = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=start[1:])
+    flat = np.concatenate([h.rows[h.start[k]:h.start[k + 1]] for k in order.tolist()]) if len(h.rows) else h.rows
+    jobs = [u.jobs[k] for k in order.tolist()]
+    width = u.width[order] if u.width is not None else None
+    ids = [j.id for js in jobs for j in js]
+    return KeepUnits(ids, u.need[order], width, [u.types[k] for k in order.tolist()] if u.types is not None else None,
+                     jobs, Homes(start, flat, h.protect[order], h.modest[order], h.value[order], h.cost[order]))
 
 
 def _in_layout(rows: PlanRows, names: tuple[str, ...], sizes: tuple[int, ...],
