@@ -240,14 +240,18 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             paper, paper_pairs, paper_gate = consolidate(place)
             options = [w for w in ((room, (), room_gate, value), (paper, paper_pairs, paper_gate, None))
                        if stranded[0] in w[0].placed]
-            if options:  # chosen on the walks' plans (who runs, who moves), then packed and relabeled
-                plans = [_walk_plan(current, w[0].placement, w[3] is not None, cfg, node_type)
-                         for w in (walked, *options)]
+            spent[0] += now() - t0
+            chosen = finish(*walked)
+            if options:  # each packed and relabeled, then chosen: who runs, who moves, at what speed
+                others = [finish(*w) for w in options]
+                plans = [Plan(o.final, tuple(o.pairs), o.migrated, frozenset(current.jobs() - o.final.jobs()))
+                         for o in (chosen, *others)]
                 _, at = value.choose(plans[0], plans[1:])
                 if at >= 0:
-                    walked = options[at]
-        spent[0] += now() - t0
-        chosen = finish(*walked)
+                    chosen = others[at]
+        else:
+            spent[0] += now() - t0
+            chosen = finish(*walked)
         settled = value.settle(chosen.final, chosen.migrated)
         if settled is not chosen.final:
             res = migrate(current, settled, algorithm="gavel")
@@ -282,15 +286,6 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         timings=StageTimings(placement=spent[0], packing=spent[1], migration=spent[2]),
         moves=moves,
     )
-
-
-def _walk_plan(current: Placement, plan: Placement, physical: bool, cfg: EngineConfig,
-               node_type: Mapping[str, str]) -> Plan:
-    """A walk's plan as a candidate: who it moves once on the physical GPUs (a keep-first plan is on them;
-    the paper's plan is relabeled), before packing."""
-    res = migrate(current, plan, algorithm="gavel" if physical else cfg.migration,
-                  node_types=None if physical else node_type)
-    return Plan(res.placement, (), res.migrated, frozenset(current.jobs() - plan.jobs()))
 
 
 class _Outcome(NamedTuple):
