@@ -55,12 +55,13 @@ def test_las_preemption_pays_the_restart_overhead_on_resume():
 
 
 def test_a_job_that_would_finish_within_its_restart_is_not_preempted():
-    # As above until t=1440, when each has 30 s of work left, no more than a restart costs: B, running,
-    # is not preempted for A (preempting costs B 30 s and saves A at most the 30 s it waits).
-    # A: 360 | B: 360 | A: 30 + 330 | B: 30 + 330 | B: 30 -> t=1470 | A: 30 + 30 -> t=1860
+    # As above until t=1080, when A has 30 s of work left, no more than a restart costs: it is not
+    # preempted for B (that would cost A 30 s and save B at most the 30 s it waits); its GPU is then
+    # idle until the next round, when B resumes.
+    # A: 360 | B: 360 | A: 30 + 330 | A: 30 -> t=1110 | B: 30 + 360 -> t=1830
     r = run([job("A", 720), job("B", 720)], config="las")
-    assert jct(r) == pytest.approx({"A": 1860, "B": 1470})
-    assert r.preemptions == 3
+    assert jct(r) == pytest.approx({"A": 1110, "B": 1830})
+    assert r.preemptions == 2
 
 
 def test_restart_overhead_is_configurable():
