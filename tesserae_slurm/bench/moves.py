@@ -214,8 +214,8 @@ def dump_rounds(db: Path, out: Path) -> int:
                 if "request" not in d:
                     continue
                 request = d.pop("request")
-                fh.write(json.dumps({"round": r.round_id, "status": r.status, "request": request, "decision": d},
-                                    separators=(",", ":")) + "\n")
+                fh.write(json.dumps({"round": r.round_id, "status": r.status, "error": r.error, "request": request,
+                                     "decision": d}, separators=(",", ":")) + "\n")
                 n += 1
     finally:
         store.close()
