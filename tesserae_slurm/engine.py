@@ -222,36 +222,23 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     else:
         mv = value
 
-        def keep_first(promote: str | None) -> Callable[[Sequence[Job], Sequence[tuple[str, str]]],
-                                                        ConsolidationResult]:
-            def walk(js: Sequence[Job], _pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
-                u = mv.units(js, types, promote)
-                sub = sub_rules(js)
-                return place_kept(cluster, u.ids, u.need, u.width, u.types, u.homes,
-                                  sub and unit_rules(sub, u.jobs, [j.id for j in js]))
-            return walk
+        def keep_first(js: Sequence[Job], _pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
+            u = mv.units(js, types)
+            sub = sub_rules(js)
+            return place_kept(cluster, u.ids, u.need, u.width, u.types, u.homes,
+                              sub and unit_rules(sub, u.jobs, [j.id for j in js]))
 
-        placed, _, gate = consolidate(keep_first(None))
-        walked: tuple[ConsolidationResult, Sequence[tuple[str, str]], LimitGate | None, MoveValue | None] = \
-            (placed, (), gate, value)
+        placed, _, gate = consolidate(keep_first)
         stranded = [p.job_id for p in placed.pending if p.reason in _STRANDED]
-        if stranded:  # the kept plan with that job walked first (it displaces fewest), or the paper's plan
-            room, _, room_gate = consolidate(keep_first(stranded[0]))
+        paper = None
+        if stranded:  # the paper's plan places it (best fit from nothing): if that pays for its moves
             paper, paper_pairs, paper_gate = consolidate(place)
-            options = [w for w in ((room, (), room_gate, value), (paper, paper_pairs, paper_gate, None))
-                       if stranded[0] in w[0].placed]
-            spent[0] += now() - t0
-            chosen = finish(*walked)
-            if options:  # each packed and relabeled, then chosen: who runs, who moves, at what speed
-                others = [finish(*w) for w in options]
-                plans = [Plan(o.final, tuple(o.pairs), o.migrated, frozenset(current.jobs() - o.final.jobs()))
-                         for o in (chosen, *others)]
-                _, at = value.choose(plans[0], plans[1:])
-                if at >= 0:
-                    chosen = others[at]
-        else:
-            spent[0] += now() - t0
-            chosen = finish(*walked)
+        spent[0] += now() - t0
+        chosen = finish(placed, (), gate, value)
+        if paper is not None and stranded[0] in paper.placed:
+            other = finish(paper, paper_pairs, paper_gate, None)
+            if value.net_gain(_plan_of(chosen, current), _plan_of(other, current)) is not None:
+                chosen = other
         settled = value.settle(chosen.final, chosen.migrated)
         if settled is not chosen.final:
             res = migrate(current, settled, algorithm="gavel")
@@ -286,6 +273,10 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         timings=StageTimings(placement=spent[0], packing=spent[1], migration=spent[2]),
         moves=moves,
     )
+
+
+def _plan_of(o: _Outcome, current: Placement) -> Plan:
+    return Plan(o.final, tuple(o.pairs), o.migrated, frozenset(current.jobs() - o.final.jobs()))
 
 
 class _Outcome(NamedTuple):

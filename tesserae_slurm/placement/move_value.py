@@ -4,10 +4,12 @@ The paper's placement rebuilds the plan from nothing every round (Listing 1) and
 minimization relabels it onto the GPUs in use; when the policy's order changes, best fit groups jobs
 onto nodes differently and jobs move although nothing new runs. Here (``EngineConfig.moves``) the
 engine walks the policy's order on the physical GPUs instead, each running job keeping its GPUs
-(``keep_walk``), and considers a plan that moves jobs only when it places a job the kept plan strands
-(waiting with enough GPUs free, on too many nodes): the kept plan with that job walked first (it takes
-the node where it displaces fewest GPUs), and the paper's plan. One of those replaces the kept plan
-only if it places a job of higher priority and what it gains exceeds what its extra moves cost.
+(``keep_walk``): a job the policy ranks higher displaces a running one only where what that stop
+costs is less than the job is worth. When the kept plan strands a job (waiting with enough GPUs
+free, on too many nodes), the paper's plan (best fit from nothing, relabeled) is the alternative: it
+replaces the kept plan only if it places a job of higher priority and what it gains exceeds what its
+extra moves cost. (Walking the stranded job first in the kept plan, a third candidate, was chosen too
+rarely to pay for its packing: tried on every suite of docs/results.md.)
 
 Units of account: GPU-seconds of work at a job's speed alone. Placing job j for its horizon (its
 remaining time when the shell knows it, else ``MoveCosts.horizon_s``, whichever is shorter) is worth
@@ -102,10 +104,6 @@ class MoveValue:
         self._speed: dict[str, float] = {}
         self._cost: dict[str, float] = {}
         self._alone_memo: dict[tuple[str, str], float] = {}
-        self._units_of: Sequence[Job] | None = None  # the last walk's jobs and units (the same jobs walk
-        self._units_val = KeepUnits([], np.zeros(0, np.int64), None, None, [], Homes(  # again with a promotion)
-            np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.bool_), np.zeros(0, np.bool_),
-            np.zeros(0), np.zeros(0)))
         self._pair_memo: dict[tuple[str, str, str], PairOption | None] = {}
         # a pair is split only where one member could run alone: a node with that many idle GPUs
         idle = np.bincount(self.layout.node_of[(table[:, 0] < 0) & (table[:, 1] < 0)], minlength=len(names))
@@ -192,18 +190,10 @@ class MoveValue:
         return gain > self.cost(b) + _EPS
 
     # ---- the keep-first walk's units --------------------------------------------------------------
-    def units(self, js: Sequence[Job], types: Callable[[Job], tuple[str, ...] | None] | None,
-              promote: str | None = None) -> KeepUnits:
-        """The walk's units in ``js``'s order (a kept pair as one unit at its higher member's place;
-        ``promote`` walked first) and their homes. One unit a job, the common case, costs a few passes
-        over ``js`` and one step per running job."""
-        if js is self._units_of and promote is None:
-            return self._units_val
-        if promote is not None and js is self._units_of:
-            base = self._units_val
-            at = next((k for k, u in enumerate(base.jobs) if any(x.id == promote for x in u)), None)
-            if at is not None:
-                return _promoted(base, at)
+    def units(self, js: Sequence[Job], types: Callable[[Job], tuple[str, ...] | None] | None) -> KeepUnits:
+        """The walk's units in ``js``'s order (a kept pair as one unit at its higher member's place) and
+        their homes. One unit a job, the common case, costs a few passes over ``js`` and one step per
+        running job."""
         present = [j.id for j in js]
         pairs = [p for p in self.kept_pairs if p[0] in self.rank and p[1] in self.rank] if self._in_kept else []
         if pairs:
@@ -217,10 +207,6 @@ class MoveValue:
                        for j in js if j.id not in second]
         else:
             jobs_of = [(j,) for j in js]
-        if promote is not None:
-            at = next((k for k, u in enumerate(jobs_of) if any(x.id == promote for x in u)), None)
-            if at is not None:
-                jobs_of.insert(0, jobs_of.pop(at))
         first = [u[0] for u in jobs_of]
         ids = [j.id for u in jobs_of for j in u] if pairs else [j.id for j in first]
         count = len(first)
@@ -261,11 +247,8 @@ class MoveValue:
                 k = pos.get(j)
                 if k is not None and rem < self.costs.horizon_s:
                     value[k] = need[k] * rem
-        out = KeepUnits(ids, need, width, unit_types, jobs_of,
-                        Homes(start, flat, protect, modest, value.astype(np.float64), cost))
-        if promote is None:  # held, so the same object is these jobs whenever it comes again
-            self._units_of, self._units_val = js, out
-        return out
+        return KeepUnits(ids, need, width, unit_types, jobs_of,
+                         Homes(start, flat, protect, modest, value.astype(np.float64), cost))
 
     def kept_pair_list(self, placed: Sequence[str]) -> list[tuple[str, str]]:
         """The kept pairs both of whose members the walk placed."""
@@ -303,19 +286,14 @@ class MoveValue:
         cost = sum(map(self.cost, moved_a)) - sum(map(self.cost, moved_b))
         return ahead, gain, cost
 
-    def choose(self, kept: Plan, others: Sequence[Plan]) -> tuple[Plan, int]:
-        """``kept``, unless another plan places a job of higher priority and gains more than its extra
-        moves cost (the best such by gain less cost) without disturbing a protected job. Returns the
-        plan and its index (-1: ``kept``)."""
-        best, at, best_net = kept, -1, 0.0
+    def net_gain(self, kept: Plan, plan: Plan) -> float | None:
+        """What ``plan`` gains over ``kept`` less its extra moves' cost, when it may replace it (it places a
+        job of higher priority, disturbs no protected job, and gains more than it costs); else None."""
         disturbed = set(kept.migrated) | kept.preempted
-        for k, plan in enumerate(others):
-            if any(self.protected(j) for j in (set(plan.migrated) | plan.preempted) - disturbed):
-                continue  # it would stop a job that finishes before the move pays off
-            ahead, gain, cost = self._net(plan, kept)
-            if ahead and gain - cost > best_net + _EPS:
-                best, at, best_net = plan, k, gain - cost
-        return best, at
+        if any(self.protected(j) for j in (set(plan.migrated) | plan.preempted) - disturbed):
+            return None
+        ahead, gain, cost = self._net(plan, kept)
+        return gain - cost if ahead and gain - cost > _EPS else None
 
     # ---- what each move bought --------------------------------------------------------------------
     def settle(self, final: Placement, migrated: Sequence[str]) -> Placement:
@@ -413,21 +391,6 @@ class MoveValue:
     def _horizon_text(self, jobs: Sequence[str]) -> str:
         hs = sorted({round(self.horizon(b)) for b in jobs if b in self.by_id})
         return " / ".join(f"{h} s" for h in hs) or "0 s"
-
-
-def _promoted(u: KeepUnits, at: int) -> KeepUnits:
-    """``u`` with unit ``at`` walked first."""
-    order = np.r_[at, np.arange(at), np.arange(at + 1, len(u.need))]
-    h = u.homes
-    lengths = np.diff(h.start)[order]
-    start = np.zeros(len(order) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=start[1:])
-    flat = np.concatenate([h.rows[h.start[k]:h.start[k + 1]] for k in order.tolist()]) if len(h.rows) else h.rows
-    jobs = [u.jobs[k] for k in order.tolist()]
-    width = u.width[order] if u.width is not None else None
-    ids = [j.id for js in jobs for j in js]
-    return KeepUnits(ids, u.need[order], width, [u.types[k] for k in order.tolist()] if u.types is not None else None,
-                     jobs, Homes(start, flat, h.protect[order], h.modest[order], h.value[order], h.cost[order]))
 
 
 def _in_layout(rows: PlanRows, names: tuple[str, ...], sizes: tuple[int, ...],

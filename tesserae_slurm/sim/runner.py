@@ -140,6 +140,7 @@ def simulate(
                   "policy_options": dict(config.policy_options), "reference_gpu": true_speeds.reference,
                   "profile": profile.name, "decision_profile": believed.name, "llm_strategy": llm_strategy,
                   "fast_forwarded_rounds": run.skipped,
+                  "moves": None if config.engine.moves is None else dataclasses.asdict(config.engine.moves),
                   **({"min_speed": config.engine.min_speed} if config.engine.min_speed else {}),
                   **({"limits": dataclasses.asdict(limits)} if limits is not None else {})},
     )
