@@ -210,6 +210,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         return out._replace(final=final, migrated=migrated, cost=cost)
 
     value = None
+    cost_bound = False
     current = req.current
     if cfg.moves is not None and current is not None and cfg.placement != "pinned" and not req.pairs:
         value = MoveValue(cluster, current, req.jobs, cfg.moves, profile, req.remaining, req.recent, held,
@@ -229,13 +230,15 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
                               sub and unit_rules(sub, u.jobs, [j.id for j in js]))
 
         placed, _, gate = consolidate(keep_first)
-        stranded = [p.job_id for p in placed.pending if p.reason in _STRANDED]
+        stranded = list(placed.movable)  # it would run if running jobs moved: maybe the paper's plan pays
         paper = None
-        if stranded:  # the paper's plan places it (best fit from nothing): if that pays for its moves
+        cost_bound = placed.cost_bound or bool(value.kept_pairs)
+        if stranded:  # the paper's plan (best fit from nothing) places it: if that pays for its moves
             paper, paper_pairs, paper_gate = consolidate(place)
         spent[0] += now() - t0
         chosen = finish(placed, (), gate, value)
         if paper is not None and stranded[0] in paper.placed:
+            cost_bound = True
             other = finish(paper, paper_pairs, paper_gate, None)
             if value.net_gain(_plan_of(chosen, current), _plan_of(other, current)) is not None:
                 chosen = other
@@ -272,7 +275,22 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         migration_cost=chosen.cost,
         timings=StageTimings(placement=spent[0], packing=spent[1], migration=spent[2]),
         moves=moves,
+        cost_bound=value is not None and (cost_bound or _may_split(final, pairs)),
     )
+
+
+def _may_split(final: Placement, pairs: Sequence[PackedPair]) -> bool:
+    """A pair runs where a node has the GPUs idle to run one of its jobs alone: whether that split pays
+    for its move turns on the horizon left and on past moves, so the next round may split it."""
+    if not pairs:
+        return False
+    rows = final.rows()
+    idle = (rows.table[:, 0] < 0) & (rows.table[:, 1] < 0)
+    if not idle.any():
+        return False
+    most = int(np.bincount(rows.layout.node_of[idle], minlength=len(rows.names)).max())
+    gpus = final.job_gpus()
+    return any(len(gpus[p.placed]) <= most for p in pairs if p.placed in gpus)
 
 
 def _plan_of(o: _Outcome, current: Placement) -> Plan:

@@ -76,6 +76,9 @@ class RoundDecision:
     timings: StageTimings = StageTimings()
     # per migrated or preempted job: what the move bought and cost (cost-aware decisions, model/moves.py)
     moves: tuple[MoveReason, ...] = ()
+    # what moves cost decided something (a stop refused, a pair kept, a plan that moves jobs turned down):
+    # with the same jobs and order a later round may decide otherwise, as past moves age and work shrinks
+    cost_bound: bool = False
 
     def gpus_of(self, job_id: str) -> tuple[GpuRef, ...]:
         return self.placement.job_gpus().get(job_id, ())

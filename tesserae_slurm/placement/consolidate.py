@@ -42,6 +42,10 @@ class ConsolidationResult:
     placement: Placement
     placed: tuple[str, ...]  # in policy order
     pending: tuple[PendingJob, ...]  # in policy order
+    cost_bound: bool = False  # a keep-first walk refused a displacement for what the stop costs
+    # of a keep-first walk, the waiting jobs that would have run in a plan that moved running jobs (enough
+    # GPUs free at their turn, counting the homes of running jobs ranked lower), in policy order
+    movable: tuple[str, ...] = ()
 
 
 class Unit(NamedTuple):
@@ -159,7 +163,7 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray 
 def _assemble(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray | None, rules: NodeRules,
               walked: tuple[np.ndarray, ...], max_capacity: int) -> ConsolidationResult:
     """The plan and the waiting reasons of a walk's outcome (``consolidate_walk.walk``'s returns)."""
-    status, free_at, first, p_node, p_start, p_count = walked
+    status, free_at, first, p_node, p_start, p_count = walked[:6]
     names, sizes = cluster.shape
     layout = gpu_layout(names, sizes)
     count = len(need)
@@ -201,7 +205,12 @@ def _assemble(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndar
     if len(stop):
         pending += map(_NEW_PENDING, zip(ids[int(start[stop[0]]):], repeat(PendingReason.PRIORITY),
                                          repeat(_NO_GPU_LEFT)))
-    return ConsolidationResult(Placement.from_rows(PlanRows(names, sizes, placed, table)), placed, tuple(pending))
+    movable: tuple[str, ...] = ()
+    if len(walked) > 7 and len(wait_k):
+        could = wait_k[walked[7][wait_k] >= need[wait_k]]
+        movable = tuple(ids[int(start[k])] for k in could.tolist())
+    return ConsolidationResult(Placement.from_rows(PlanRows(names, sizes, placed, table)), placed, tuple(pending),
+                               len(walked) > 6 and bool(walked[6]), movable)
 
 
 @lru_cache(maxsize=8)

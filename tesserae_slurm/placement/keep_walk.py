@@ -39,7 +39,11 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
 
     Returns ``status``, ``free_at`` and pieces ``first``/``p_node``/``p_start``/``p_count`` as
     ``consolidate_walk.walk`` does (GPUs ``start .. start + count - 1`` of the node), where a piece is a
-    run of consecutive physical GPUs.
+    run of consecutive physical GPUs; ``free_at`` counts the GPUs free and no running unit's home (a
+    unit that waits for GPUs running jobs hold waits for resources, not for consolidation);
+    ``refused``: whether a displacement was refused for its cost (what moves cost decided the walk); and
+    ``all_at``: the GPUs free at a unit's turn, homes of units not walked yet included (a unit that
+    waits with that many would have run in a plan that moved those jobs).
     """
     nn = sizes.shape[0]
     nu = need.shape[0]
@@ -55,6 +59,8 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
     holder = np.full(total, -1, np.int64)  # the not yet walked unit whose home holds the row
     res = np.zeros(nn, np.int64)  # free rows reserved by unprotected homes, per node
     pres = np.zeros(nn, np.int64)  # ... by protected homes
+    held = 0  # free rows reserved by any home
+    refused = False  # a displacement was refused for its cost
     for k in range(nu):  # a row two units call home (a packed pair split up) is held by the first
         for q in range(home_start[k], home_start[k + 1]):
             r = home_row[q]
@@ -63,11 +69,14 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
             holder[r] = k
             if protect[k]:
                 pres[node_of[r]] += 1
+                held += 1
             else:
                 res[node_of[r]] += 1
+                held += 1
     free = sizes.copy()
     status = np.full(nu, NOT_REACHED, np.int64)
     free_at = np.zeros(nu, np.int64)
+    all_at = np.zeros(nu, np.int64)
     first = np.zeros(nu + 1, np.int64)
     p_node = np.empty(total + 1, np.int64)
     p_start = np.empty(total + 1, np.int64)
@@ -88,8 +97,10 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
                 if row_free[r]:
                     if protect[k]:
                         pres[node_of[r]] -= 1
+                        held -= 1
                     else:
                         res[node_of[r]] -= 1
+                        held -= 1
         if total == 0:
             break
         n = need[k]
@@ -97,7 +108,8 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
         if c >= 0:
             for i in range(nn):
                 excluded[i] = not allowed[c, i]
-        free_at[k] = total
+        free_at[k] = total - held  # what no running job's home holds
+        all_at[k] = total
         status[k] = WAITS
         nt = 0  # rows taken, in ``taken``
         hs, he = home_start[k], home_start[k + 1]
@@ -126,6 +138,7 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
                             senior, spent = _displaced(i, d, offset, row_free, holder, protect, cost)
                             if spent >= value[k]:  # displacing them costs more than this unit is worth
                                 eff[i] = a
+                                refused = True
                             else:  # the most senior home it displaces as junior as can be, then fewest GPUs
                                 disp[i] = (nu + 1 - senior) * (total + 1) + d
                 for q in range(type_start[k], type_start[k + 1]):
@@ -152,8 +165,10 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
             if u >= 0:
                 if protect[u]:
                     pres[node_of[r]] -= 1
+                    held -= 1
                 else:
                     res[node_of[r]] -= 1
+                    held -= 1
         total -= nt
         rows = np.sort(taken[:nt])
         q = 0
@@ -172,7 +187,7 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
     for k in range(nu):  # units after the walk stopped
         if status[k] == NOT_REACHED:
             first[k + 1] = np_
-    return status, free_at, first, p_node[:np_], p_start[:np_], p_count[:np_]
+    return status, free_at, first, p_node[:np_], p_start[:np_], p_count[:np_], refused, all_at
 
 
 @_jit

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import decide
-from ..model import Cluster, InputError, JobView, PackedPair, PendingReason, Placement, RoundDecision
+from ..model import Cluster, InputError, JobView, PackedPair, Placement, RoundDecision
 from ..model.gpu_limits import GpuLimits
 from ..model.moves import OSCILLATION_ROUNDS, RecentPlacements, is_return, is_shift, partners
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
@@ -56,7 +56,6 @@ __all__ = ["ProgressCallback", "simulate", "cluster_spec"]
 log = logging.getLogger(__name__)
 
 STALL_ROUNDS = 1000  # rounds without any progress (and no arrival to wait for) before giving up
-_STRANDED = (PendingReason.CONSOLIDATION, PendingReason.NODES)
 ProgressCallback = Callable[[float, int, int], None]
 
 
@@ -237,10 +236,10 @@ class _Run:
         return unchanged(last[1], ranking.order)
 
     def _may_change(self, decision: RoundDecision) -> bool:
-        """Cost-aware decisions left a job stranded (waiting with enough GPUs free, on too many nodes):
-        whether moving jobs for it pays changes with time (remaining work, recent moves), so a round
-        that changes nothing else is decided again."""
-        return self.config.engine.moves is not None and any(p.reason in _STRANDED for p in decision.pending)
+        """What moves cost decided something (a stop refused, a pair kept, a plan that moves jobs turned
+        down): that changes with time (remaining work, recent moves), so a round that changes nothing
+        else is decided again."""
+        return decision.cost_bound
 
     def act(self, decision: RoundDecision) -> RoundResult:
         """3. Progress (restart overheads, packed speeds, finishes inside the round) and counters; also
