@@ -48,9 +48,19 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
     nn = sizes.shape[0]
     nu = need.shape[0]
     offset = np.zeros(nn + 1, np.int64)
+    n_types = 0
+    top = 0
     for i in range(nn):
         offset[i + 1] = offset[i] + sizes[i]
+        if node_type[i] + 1 > n_types:
+            n_types = node_type[i] + 1
+        if sizes[i] > top:
+            top = sizes[i]
     total = offset[nn]
+    max_size = np.zeros(n_types, np.int64)
+    for i in range(nn):
+        if sizes[i] > max_size[node_type[i]]:
+            max_size[node_type[i]] = sizes[i]
     node_of = np.empty(total, np.int64)
     for i in range(nn):
         for r in range(offset[i], offset[i + 1]):
@@ -69,11 +79,30 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
             holder[r] = k
             if protect[k]:
                 pres[node_of[r]] += 1
-                held += 1
             else:
                 res[node_of[r]] += 1
-                held += 1
+            held += 1
     free = sizes.copy()
+    # per node, what a unit may take without displacing (avail) and displacing unprotected homes (eff1),
+    # and per type the nodes at each such count: a unit that cannot fit anywhere is told in a few steps
+    avail = np.empty(nn, np.int64)
+    eff1 = np.empty(nn, np.int64)
+    cnt0 = np.zeros((n_types, top + 1), np.int64)
+    cnt1 = np.zeros((n_types, top + 1), np.int64)
+    for i in range(nn):
+        avail[i] = free[i] - res[i] - pres[i]
+        eff1[i] = free[i] - pres[i]
+        cnt0[node_type[i], avail[i]] += 1
+        cnt1[node_type[i], eff1[i]] += 1
+    # failures remembered until capacity grows (a home released, a home displaced): per (type, GPUs)
+    epoch = 0
+    max_need = 0
+    for k in range(nu):
+        if need[k] > max_need:
+            max_need = need[k]
+    fail0 = np.full((n_types, max_need + 1), -1, np.int64)
+    fail1 = np.full((n_types, max_need + 1), -1, np.int64)
+    fail1v = np.zeros((n_types, max_need + 1))
     status = np.full(nu, NOT_REACHED, np.int64)
     free_at = np.zeros(nu, np.int64)
     all_at = np.zeros(nu, np.int64)
@@ -87,20 +116,12 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
     pick_node = np.empty(nn, np.int64)
     pick_count = np.empty(nn, np.int64)
     taken = np.empty(total + 1, np.int64)
+    hs_buf = np.empty(top + 1, np.int64)
+    chosen = np.zeros(nn, np.bool_)
+    sizes_desc = np.unique(sizes)[::-1].copy()
     np_ = 0
     for k in range(nu):
         first[k] = np_
-        for q in range(home_start[k], home_start[k + 1]):  # its own reservation ends with its turn
-            r = home_row[q]
-            if holder[r] == k:
-                holder[r] = -1
-                if row_free[r]:
-                    if protect[k]:
-                        pres[node_of[r]] -= 1
-                        held -= 1
-                    else:
-                        res[node_of[r]] -= 1
-                        held -= 1
         if total == 0:
             break
         n = need[k]
@@ -108,34 +129,54 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
         if c >= 0:
             for i in range(nn):
                 excluded[i] = not allowed[c, i]
-        free_at[k] = total - held  # what no running job's home holds
-        all_at[k] = total
-        status[k] = WAITS
         nt = 0  # rows taken, in ``taken``
         hs, he = home_start[k], home_start[k + 1]
-        if he - hs == n:
+        if he - hs == n:  # its home, when every row is still free (its own reservation, or none)
             ok = True
             for q in range(hs, he):
-                if not row_free[home_row[q]] or excluded[node_of[home_row[q]]]:
+                r = home_row[q]
+                if not row_free[r] or excluded[node_of[r]] or (holder[r] >= 0 and holder[r] != k):
                     ok = False
                     break
             if ok:
                 for q in range(hs, he):
                     taken[nt] = home_row[q]
                     nt += 1
+        if nt == 0:  # a reservation it does not use ends with its turn: capacity grows
+            for q in range(hs, he):
+                r = home_row[q]
+                if holder[r] == k:
+                    holder[r] = -1
+                    if row_free[r]:
+                        i = node_of[r]
+                        if protect[k]:
+                            pres[i] -= 1
+                            _set(cnt1, eff1, node_type, i, eff1[i] + 1)
+                        else:
+                            res[i] -= 1
+                        _set(cnt0, avail, node_type, i, avail[i] + 1)
+                        held -= 1
+                        epoch += 1
+        free_at[k] = total - held  # what no running job's home holds
+        all_at[k] = total
+        status[k] = WAITS
         if nt == 0:
             m = 0
             for displace in range(1 if modest[k] else 2):
+                if c < 0 and not _may_fit(cnt1 if displace else cnt0, fail1 if displace else fail0, fail1v,
+                                          displace, epoch, value[k], n, type_start[k], type_start[k + 1],
+                                          type_list):
+                    continue
+                single = n <= top  # larger units take whole nodes: every node's count matters
                 for i in range(nn):  # what this pass may take on each node, and whom that displaces
-                    e = free[i] - pres[i] - (0 if displace else res[i])
+                    e = eff1[i] if displace else avail[i]
                     eff[i] = e if e > 0 else 0
                     disp[i] = 0
-                    if displace and eff[i] > 0:
-                        a = free[i] - pres[i] - res[i]
-                        a = a if a > 0 else 0
+                    if displace and eff[i] > 0 and (eff[i] >= n or not single):
+                        a = avail[i] if avail[i] > 0 else 0
                         d = (n if n < eff[i] else eff[i]) - a
                         if d > 0:
-                            senior, spent = _displaced(i, d, offset, row_free, holder, protect, cost)
+                            senior, spent = _displaced(i, d, offset, row_free, holder, protect, cost, hs_buf)
                             if spent >= value[k]:  # displacing them costs more than this unit is worth
                                 eff[i] = a
                                 refused = True
@@ -145,9 +186,23 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
                     t = type_list[q]
                     if t < 0:
                         continue
-                    m = _pick(eff, disp, sizes, node_type, excluded, t, n, pick_node, pick_count)
+                    cap = max_size[t]
+                    if c >= 0:  # the largest node it may use
+                        cap = 0
+                        for i in range(nn):
+                            if node_type[i] == t and not excluded[i] and sizes[i] > cap:
+                                cap = sizes[i]
+                    m = _pick(eff, disp, sizes, node_type, excluded, t, n, pick_node, pick_count, chosen, sizes_desc,
+                              cap)
                     if m:
                         break
+                    if c < 0:  # remembered until capacity grows
+                        if displace:
+                            if fail1[t, n] != epoch or fail1v[t, n] < value[k]:
+                                fail1v[t, n] = value[k]
+                            fail1[t, n] = epoch
+                        else:
+                            fail0[t, n] = epoch
                 if m:
                     break
             for q in range(m):
@@ -159,16 +214,37 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
             continue
         for q in range(nt):  # take the rows; a displaced home's reservation goes with its row
             r = taken[q]
+            i = node_of[r]
             row_free[r] = False
-            free[node_of[r]] -= 1
+            free[i] -= 1
             u = holder[r]
             if u >= 0:
+                if u != k:
+                    epoch += 1  # a home displaced: the later walk of its unit sees other capacity
                 if protect[u]:
-                    pres[node_of[r]] -= 1
-                    held -= 1
+                    pres[i] -= 1
                 else:
-                    res[node_of[r]] -= 1
+                    res[i] -= 1
+                    _set(cnt1, eff1, node_type, i, eff1[i] - 1)
+                held -= 1
+                holder[r] = -1
+            else:
+                _set(cnt0, avail, node_type, i, avail[i] - 1)
+                _set(cnt1, eff1, node_type, i, eff1[i] - 1)
+        for q in range(hs, he):  # what is left of its reservation ends with its turn
+            r = home_row[q]
+            if holder[r] == k:
+                holder[r] = -1
+                if row_free[r]:
+                    i = node_of[r]
+                    if protect[k]:
+                        pres[i] -= 1
+                        _set(cnt1, eff1, node_type, i, eff1[i] + 1)
+                    else:
+                        res[i] -= 1
+                    _set(cnt0, avail, node_type, i, avail[i] + 1)
                     held -= 1
+                    epoch += 1
         total -= nt
         rows = np.sort(taken[:nt])
         q = 0
@@ -188,6 +264,42 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
         if status[k] == NOT_REACHED:
             first[k + 1] = np_
     return status, free_at, first, p_node[:np_], p_start[:np_], p_count[:np_], refused, all_at
+
+
+@_jit
+def _set(cnt, counts, node_type, i, v):  # pragma: no cover - compiled
+    """Node ``i``'s count in ``counts`` becomes ``v``; ``cnt`` (types x counts) follows (negative
+    counts, a displaced home's rows, are held at 0 there)."""
+    old = counts[i] if counts[i] > 0 else 0
+    new = v if v > 0 else 0
+    cnt[node_type[i], old] -= 1
+    cnt[node_type[i], new] += 1
+    counts[i] = v
+
+
+@_jit
+def _may_fit(cnt, fail, fail_value, displace, epoch, value, n, lo, hi, type_list):  # pragma: no cover - compiled
+    """Whether a unit of ``n`` GPUs may fit on some type it tries (``type_list[lo:hi]``), from the nodes
+    per count ``cnt``: one node with ``n`` or more, or (larger than a node) ``n`` in all; and unless the
+    same (type, GPUs) failed since capacity last grew (displacing: at a value no lower)."""
+    for q in range(lo, hi):
+        t = type_list[q]
+        if t < 0:
+            continue
+        if fail[t, n] == epoch and (not displace or value <= fail_value[t, n]):
+            continue
+        top = cnt.shape[1] - 1
+        if n <= top:
+            for v in range(n, top + 1):
+                if cnt[t, v] > 0:
+                    return True
+        else:
+            acc = 0
+            for v in range(1, top + 1):
+                acc += v * cnt[t, v]
+            if acc >= n:
+                return True
+    return False
 
 
 @_jit
@@ -220,34 +332,39 @@ def _take(i, count, offset, row_free, holder, protect, taken, nt):  # pragma: no
 
 
 @_jit
-def _displaced(i, d, offset, row_free, holder, protect, cost):  # pragma: no cover - compiled
+def _displaced(i, d, offset, row_free, holder, protect, cost, hs):  # pragma: no cover - compiled
     """Of the ``d`` rows of node ``i`` that ``_take`` would take from homes (the latest holders' rows
-    first): the earliest holder in the walk among them, and what displacing all their holders costs."""
-    hs = np.empty(offset[i + 1] - offset[i], np.int64)
+    first): the earliest holder in the walk among them, and what displacing all their holders costs
+    (``hs``: a buffer of at least the node's GPUs)."""
     m = 0
     for r in range(offset[i], offset[i + 1]):
         if row_free[r] and holder[r] >= 0 and not protect[holder[r]]:
             hs[m] = holder[r]
             m += 1
-    hs = np.sort(hs[:m])[::-1][:min(d, m)]
+    for a in range(1, m):  # latest holders first (a node's few GPUs: insertion sort, no allocation)
+        x = hs[a]
+        b = a - 1
+        while b >= 0 and hs[b] < x:
+            hs[b + 1] = hs[b]
+            b -= 1
+        hs[b + 1] = x
+    m = min(d, m)
     spent = 0.0
-    for q in range(hs.shape[0]):
+    for q in range(m):
         if q == 0 or hs[q] != hs[q - 1]:
             spent += cost[hs[q]]
-    return hs[hs.shape[0] - 1], spent
+    return hs[m - 1], spent
 
 
 @_jit
-def _pick(eff, disp, sizes, node_type, excluded, t, n, pick_node, pick_count):  # pragma: no cover - compiled
+def _pick(eff, disp, sizes, node_type, excluded, t, n, pick_node, pick_count, chosen, sizes_desc,
+          cap):  # pragma: no cover - compiled
     """Nodes of type ``t`` for ``n`` GPUs when ``eff[i]`` GPUs of node ``i`` may be taken: one node when
     one fits (fewest displaced GPUs ``disp``, then best fit, lowest index first), else whole nodes
     (largest first, lowest index first) and the rest best fit on one more node, or the fewest nodes
-    when that takes fewer. Returns the number of nodes (0: no fit)."""
+    when that takes fewer (``cap``: the largest node of type ``t`` it may use). Returns the number of
+    nodes (0: no fit)."""
     nn = eff.shape[0]
-    cap = 0
-    for i in range(nn):
-        if node_type[i] == t and not excluded[i] and sizes[i] > cap:
-            cap = sizes[i]
     if n <= cap:
         b = -1
         for i in range(nn):
@@ -262,8 +379,7 @@ def _pick(eff, disp, sizes, node_type, excluded, t, n, pick_node, pick_count):  
         return 1
     m = 0
     rest = n
-    chosen = np.zeros(nn, np.bool_)
-    sizes_desc = np.unique(sizes)[::-1]
+    chosen[:] = False
     for s in sizes_desc:
         for i in range(nn):
             if rest < s:

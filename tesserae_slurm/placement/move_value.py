@@ -42,14 +42,23 @@ _EPS = 1e-9
 
 class KeepUnits(NamedTuple):
     """The keep-first walk's units: job ids in unit order, GPUs and jobs per unit (``width`` None: one
-    each), GPU-type orders (None: the cluster's), each unit's jobs, and their homes."""
+    each), GPU-type orders (None: the cluster's), and their homes; ``js``, ``firsts`` (each unit's
+    first job in ``js``) and ``partner_of`` (a kept pair's partner by position) give each unit's jobs."""
 
     ids: list[str]
     need: np.ndarray
     width: np.ndarray | None
     types: list[tuple[str, ...] | None] | None
-    jobs: list[tuple[Job, ...]]
+    js: Sequence[Job]
+    firsts: np.ndarray
+    partner_of: Mapping[int, int]
     homes: Homes
+
+    @property
+    def jobs(self) -> list[tuple[Job, ...]]:
+        """Each unit's jobs (node rules read them)."""
+        js, p = self.js, self.partner_of
+        return [(js[f], js[p[f]]) if f in p else (js[f],) for f in self.firsts.tolist()]
 
 
 class Plan(NamedTuple):
@@ -61,16 +70,20 @@ class Plan(NamedTuple):
     preempted: frozenset[str]
 
 
-def _rows_by_job(table: np.ndarray, ids: Sequence[str]) -> dict[str, np.ndarray]:
-    """Each job's GPU rows in ``table`` (job numbers into ``ids``), sorted."""
+def _rows_by_job(table: np.ndarray, ids: Sequence[str]) -> dict[str, list[int]]:
+    """Each job's GPU rows in ``table`` (job numbers into ``ids``), sorted (Python lists: thousands of
+    small arrays cost more to make than the walk that reads them)."""
     at = np.arange(len(table))
     h0, h1 = table[:, 0] >= 0, table[:, 1] >= 0
     job = np.concatenate((table[h0, 0], table[h1, 1]))
     row = np.concatenate((at[h0], at[h1]))
     order = np.lexsort((row, job))
-    job, row = job[order], row[order]
-    cut = np.flatnonzero(np.diff(job)) + 1
-    return dict(zip([ids[k] for k in job[np.r_[0, cut]].tolist()] if len(job) else [], np.split(row, cut)))
+    job, rows = job[order], row[order].tolist()
+    if not len(job):
+        return {}
+    cut = (np.flatnonzero(np.diff(job)) + 1).tolist()
+    lo, hi = [0, *cut], [*cut, len(rows)]
+    return dict(zip([ids[k] for k in job[lo].tolist()], map(rows.__getitem__, map(slice, lo, hi))))
 
 
 class MoveValue:
@@ -83,26 +96,31 @@ class MoveValue:
                  recent: Mapping[str, Sequence[Sequence[GpuRef]]], held: frozenset[str],
                  ruled: frozenset[str] = frozenset()) -> None:
         self.cluster, self.costs, self.profile = cluster, costs, profile
-        self.by_id = {j.id: j for j in jobs}
-        self.rank = {j.id: k for k, j in enumerate(jobs)}
+        ids = [j.id for j in jobs]
+        self.by_id = dict(zip(ids, jobs))
+        self.rank = dict(zip(ids, range(len(ids))))
         names, sizes = cluster.shape
         self.layout = gpu_layout(names, sizes)
         self.node_type = cluster.node_types
         self.current = current
-        self.refs_now = current.job_gpus()
         cur = current.rows()
         table = _in_layout(cur, names, sizes, self.layout.row_of)
         self.rows_now = _rows_by_job(table, cur.ids)
         self.partner_now: dict[str, str] = {}
         two = table[(table[:, 0] >= 0) & (table[:, 1] >= 0)]
-        for a, b in set(map(tuple, two.tolist())):
-            ja, jb = cur.ids[a], cur.ids[b]
-            if np.array_equal(self.rows_now[ja], self.rows_now[jb]):
-                self.partner_now[ja], self.partner_now[jb] = jb, ja
+        if len(two):  # two jobs share every GPU of both: they are packed together
+            held_rows = np.bincount(table[table >= 0], minlength=len(cur.ids))
+            pair, shared = np.unique(np.sort(two, axis=1), axis=0, return_counts=True)
+            whole = (held_rows[pair[:, 0]] == shared) & (held_rows[pair[:, 1]] == shared)
+            a_ids = list(map(cur.ids.__getitem__, pair[whole, 0].tolist()))
+            b_ids = list(map(cur.ids.__getitem__, pair[whole, 1].tolist()))
+            self.partner_now.update(zip(a_ids, b_ids))
+            self.partner_now.update(zip(b_ids, a_ids))
         self.remaining, self.recent, self.held = remaining, recent, held
         self.ruled = ruled  # jobs under an operator's node rule: a move the rule forces is never undone
         self._speed: dict[str, float] = {}
         self._cost: dict[str, float] = {}
+        self._seconds: dict[str, float] = {}
         self._alone_memo: dict[tuple[str, str], float] = {}
         self._pair_memo: dict[tuple[str, str, str], PairOption | None] = {}
         # a pair is split only where one member could run alone: a node with that many idle GPUs
@@ -134,7 +152,10 @@ class MoveValue:
         return s
 
     def _gpu_type(self, job: str) -> str:
-        return self.node_type[self.refs_now[job][0][0]] if job in self.refs_now else self.cluster.gpu_types[0]
+        rows = self.rows_now.get(job)
+        if rows is None or len(self.cluster.gpu_types) == 1:
+            return self.cluster.gpu_types[0]
+        return self.node_type[self.layout.refs[int(rows[0])][0]]
 
     def _speed_in(self, job: str, partner: str | None) -> float:
         j = self.by_id.get(job)
@@ -163,8 +184,12 @@ class MoveValue:
 
     def moves_recently(self, job: str) -> int:
         """Placement changes of ``job`` over the last ``recent_rounds`` rounds (the shell's record)."""
-        before = [tuple(r) for r in self.recent.get(job, ())][:self.costs.recent_rounds]
-        seq = [s for s in [tuple(self.refs_now.get(job, ())), *before] if s]
+        if not self.recent or job not in self.recent:
+            return 0
+        before = [tuple(r) for r in self.recent[job]][:self.costs.recent_rounds]
+        rows = self.rows_now.get(job)
+        now = tuple(sorted(map(self.layout.refs.__getitem__, rows))) if rows is not None else ()
+        seq = [s for s in [now, *before] if s]
         return sum(1 for a, b in zip(seq, seq[1:]) if a != b)
 
     def cost(self, job: str) -> float:
@@ -172,9 +197,38 @@ class MoveValue:
         c = self._cost.get(job)
         if c is None:
             j = self.by_id.get(job)
-            c = self._cost[job] = 0.0 if j is None else (j.num_gpus * self.speed_now(job) * self.costs.seconds(j.model)
-                                                         * (1 + self.moves_recently(job)))
+            if j is None:
+                c = 0.0
+            else:
+                s = self._seconds.get(j.model)
+                if s is None:
+                    s = self._seconds[j.model] = self.costs.seconds(j.model)
+                c = j.num_gpus * self.speed_now(job) * s * (1 + self.moves_recently(job))
+            self._cost[job] = c
         return c
+
+    def costs_of(self, jobs: Sequence[str]) -> np.ndarray:
+        """``cost`` of each of ``jobs`` (running ones), in one pass (the walk asks for every running job)."""
+        if self.recent:  # hysteresis: a job's own history
+            return np.fromiter(map(self.cost, jobs), np.float64, len(jobs))
+        out = np.empty(len(jobs))
+        seconds, partner, by_id = self._seconds, self.partner_now, self.by_id
+        one = len(self.cluster.gpu_types) == 1
+        for k, j in enumerate(jobs):
+            c = self._cost.get(j)
+            if c is None:
+                job = by_id.get(j)
+                if job is None:
+                    c = 0.0
+                else:
+                    s = seconds.get(job.model)
+                    if s is None:
+                        s = seconds[job.model] = self.costs.seconds(job.model)
+                    speed = self.alone(job, self.cluster.gpu_types[0]) if one and j not in partner \
+                        else self.speed_now(j)
+                    c = self._cost[j] = job.num_gpus * speed * s
+            out[k] = c
+        return out
 
     def protected(self, job: str) -> bool:
         """It would finish before a move could pay off: displacing it never does."""
@@ -192,62 +246,78 @@ class MoveValue:
     # ---- the keep-first walk's units --------------------------------------------------------------
     def units(self, js: Sequence[Job], types: Callable[[Job], tuple[str, ...] | None] | None) -> KeepUnits:
         """The walk's units in ``js``'s order (a kept pair as one unit at its higher member's place) and
-        their homes. One unit a job, the common case, costs a few passes over ``js`` and one step per
-        running job."""
-        present = [j.id for j in js]
-        pairs = [p for p in self.kept_pairs if p[0] in self.rank and p[1] in self.rank] if self._in_kept else []
+        their homes, in passes over ``js`` and one step per running job (the walk sees every active job
+        every round: 50,000 at scale)."""
+        ids_all = [j.id for j in js]
+        n = len(ids_all)
+        need_all = np.fromiter([j.num_gpus for j in js], np.int64, n)
+        pos_all = dict(zip(ids_all, range(n)))
+        pairs = [(pos_all[a], pos_all[b]) for a, b in self.kept_pairs if a in pos_all and b in pos_all]
         if pairs:
-            there = set(present)
-            pairs = [p for p in pairs if p[0] in there and p[1] in there]
-        jobs_of: list[tuple[Job, ...]]
-        if pairs:
-            second = {p[1]: p for p in pairs}
-            first_of = {p[0]: p for p in pairs}
-            jobs_of = [(self.by_id[first_of[j.id][0]], self.by_id[first_of[j.id][1]]) if j.id in first_of else (j,)
-                       for j in js if j.id not in second]
+            keep = np.ones(n, dtype=np.bool_)
+            keep[[b for _, b in pairs]] = False
+            firsts = np.flatnonzero(keep)
+            unit_of = np.cumsum(keep) - 1
+            width = np.ones(len(firsts), dtype=np.int64)
+            width[unit_of[[a for a, _ in pairs]]] = 2
+            at = np.cumsum(width) - width  # each unit's first job among the ids, its partner right after
+            order = np.empty(int(width.sum()), dtype=np.int64)
+            order[at] = firsts
+            order[at[unit_of[[a for a, _ in pairs]]] + 1] = [b for _, b in pairs]
+            ids = list(map(ids_all.__getitem__, order.tolist()))
+            partner_of = dict(pairs)
         else:
-            jobs_of = [(j,) for j in js]
-        first = [u[0] for u in jobs_of]
-        ids = [j.id for u in jobs_of for j in u] if pairs else [j.id for j in first]
-        count = len(first)
-        need = np.fromiter([j.num_gpus for j in first], np.int64, count)
-        width = np.fromiter(map(len, jobs_of), np.int64, count) if pairs else None
-        unit_types = [types(j) for j in first] if types is not None else None
-        pos = dict(zip([j.id for j in first], range(count)))
+            firsts, width, ids, partner_of = np.arange(n), None, ids_all, {}
+        count = len(firsts)
+        need = need_all[firsts]
+        first_ids = ids_all if not pairs else list(map(ids_all.__getitem__, firsts.tolist()))
+        unit_types = [types(js[k]) for k in firsts.tolist()] if types is not None else None
+        pos = pos_all if not pairs else dict(zip(first_ids, range(count)))
         lengths = np.zeros(count, dtype=np.int64)
-        homes: dict[int, np.ndarray] = {}
+        homes: dict[int, list[int]] = {}
+        need_of = need.tolist()
         for j, rows in self.rows_now.items():
             k = pos.get(j)
-            if k is None or len(rows) != need[k]:
+            if k is None or len(rows) != need_of[k]:
                 continue
-            if pairs and len(jobs_of[k]) == 2 and not np.array_equal(self.rows_now.get(jobs_of[k][1].id, rows), rows):
+            if partner_of and firsts[k] in partner_of and self.rows_now.get(ids_all[partner_of[firsts[k]]]) != rows:
                 continue
             homes[k] = rows
-            lengths[k] = len(rows)
+        at_home = sorted(homes)
+        lengths[at_home] = [len(homes[k]) for k in at_home]
         start = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(lengths, out=start[1:])
-        at_home = sorted(homes)
-        flat = np.concatenate([homes[k] for k in at_home]) if at_home else np.zeros(0, dtype=np.int64)
+        flat = np.fromiter((r for k in at_home for r in homes[k]), np.int64, int(start[-1]))
         protect = np.zeros(count, dtype=np.bool_)
         modest = np.zeros(count, dtype=np.bool_)
         cost = np.zeros(count)
-        for k in at_home:
-            members = jobs_of[k]
-            cost[k] = sum(self.cost(x.id) for x in members)
+        if at_home:
+            home_ids = list(map(ids_all.__getitem__, firsts[at_home].tolist()))
+            cost[at_home] = self.costs_of(home_ids)
+            for k, f in zip(at_home, firsts[at_home].tolist()):
+                if f in partner_of:
+                    cost[k] += self.cost(ids_all[partner_of[f]])
             if self.remaining:
-                protect[k] = all(self.protected(x.id) for x in members)
-        for j, partner in self.partner_now.items():  # the lower member of a pair that may split
-            k = pos.get(j)
-            if k is not None and len(jobs_of[k]) == 1 and partner in self.rank and self.rank[partner] < self.rank[j]:
-                modest[k] = True
-        value = need * self.costs.horizon_s if width is None else \
-            np.fromiter((sum(self.value(x.id) for x in u) for u in jobs_of), np.float64, count)
-        if width is None and self.remaining:
+                for k, f in zip(at_home, firsts[at_home].tolist()):
+                    members = (ids_all[f], ids_all[partner_of[f]]) if f in partner_of else (ids_all[f],)
+                    protect[k] = all(map(self.protected, members))
+        if self.partner_now:  # the lower member of a pair that may split
+            rank = self.rank
+            guests = [j for j, h in self.partner_now.items() if h in rank and j in pos and rank[h] < rank[j]]
+            modest[[pos[j] for j in guests if int(firsts[pos[j]]) not in partner_of]] = True
+        h = self.costs.horizon_s
+        value = need * h  # GPUs x horizon; a kept pair's partner adds its own
+        for a, b in pairs:
+            value[pos[ids_all[a]]] += need_all[b] * h
+        if self.remaining:
             for j, rem in self.remaining.items():
-                k = pos.get(j)
-                if k is not None and rem < self.costs.horizon_s:
-                    value[k] = need[k] * rem
-        return KeepUnits(ids, need, width, unit_types, jobs_of,
+                k = pos_all.get(j)
+                if k is not None and rem < h:
+                    unit = pos.get(j)
+                    if unit is None:  # a kept pair's partner
+                        unit = pos[ids_all[next(a for a, b in pairs if b == k)]]
+                    value[unit] -= need_all[k] * (h - rem)
+        return KeepUnits(ids, need, width, unit_types, js, firsts, partner_of,
                          Homes(start, flat, protect, modest, value.astype(np.float64), cost))
 
     def kept_pair_list(self, placed: Sequence[str]) -> list[tuple[str, str]]:
@@ -383,10 +453,10 @@ class MoveValue:
                                           before, now_speed, f"{why}; cost {cost:.0f} GPU-s"))
         return tuple(out)
 
-    def _shared_before(self, job: str, rows: np.ndarray) -> bool:
+    def _shared_before(self, job: str, rows: Sequence[int]) -> bool:
         """``job`` was on one of ``rows`` already (a partner that stays where it was)."""
         mine = self.rows_now.get(job)
-        return mine is not None and bool(np.isin(mine, rows).any())
+        return mine is not None and not set(mine).isdisjoint(rows)
 
     def _horizon_text(self, jobs: Sequence[str]) -> str:
         hs = sorted({round(self.horizon(b)) for b in jobs if b in self.by_id})
