@@ -117,6 +117,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--keep-up", action="store_true", help="leave a cluster this command brought up running")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=run_responsive)
+    m = bsub.add_parser("moves", help="the dev-cluster scenario of moves: migrations, preemptions, shifts and "
+                                      "oscillations of the daemon on a real Slurm",
+                        description="Bring up the dev cluster (8 nodes x 4 fake GPUs), run the daemon with the dev "
+                                    "configuration (tesserae-t, 5 s rounds, 20 s grace, Tiresias demoting after 30 "
+                                    "GPU-s) and 32 jobs of 1-8 GPUs over the six a100 models from two users until "
+                                    "every job ended, and count from its state database how it moved and stopped "
+                                    "jobs. Each round's inputs are recorded and dumped (rounds.jsonl) for replays. "
+                                    "Needs the daemon extra, the host's Slurm and root (for the second user).")
+    m.add_argument("--dir", default="/tmp/tesserae-bench-moves", help="cluster and run directory")
+    m.add_argument("--out", default=None, help="where the report goes (default DIR/out)")
+    m.add_argument("--jobs", type=int, default=32)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--nodes", type=int, default=8)
+    m.add_argument("--gpus", type=int, default=4, help="fake GPUs per node (default 4)")
+    m.add_argument("--policy", default="tesserae-t", help="the daemon's named configuration (default tesserae-t)")
+    m.add_argument("--round-seconds", type=float, default=5.0)
+    m.add_argument("--grace-seconds", type=float, default=20.0)
+    m.add_argument("--users", default="root,nobody",
+                   help="comma-separated Unix users submitting in turn (root: the caller; others through runuser)")
+    m.add_argument("--ports", type=int, default=None, help="pin the cluster's ports from this base")
+    m.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for every job to end")
+    m.add_argument("--from-db", metavar="DB", default=None,
+                   help="analyze an earlier run's state database instead of running (no cluster)")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=run_moves)
 
 
 def run_decision(args: argparse.Namespace) -> int:
@@ -137,6 +162,67 @@ def run_decision(args: argparse.Namespace) -> int:
           f"(not counted): median {b.median_ms:.2f} ms "
           f"(p90 {b.p90_ms:.2f} ms); median migrations {b.migrations_median:g}, packed pairs {b.packed_median:g}")
     print(table(["STAGE", "MEDIAN_MS"], [[k, f"{v:.2f}"] for k, v in b.stages.items()]))
+    return 0
+
+
+def run_moves(args: argparse.Namespace) -> int:
+    import importlib.util
+    import os
+    from dataclasses import asdict
+
+    if importlib.util.find_spec("sqlalchemy") is None:
+        raise InputError("bench moves runs the daemon: install the daemon extra (pip install 'tesserae-slurm[daemon]')")
+    from ..bench.moves import analyze, as_json, dump_rounds, report_text, run_scenario, scenario_jobs
+
+    root = Path(args.dir).resolve()
+    out = Path(args.out).resolve() if args.out else root / "out"
+    if args.from_db:
+        db = Path(args.from_db)
+        if not db.is_file():
+            raise InputError(f"--from-db {db}: no such file")
+    else:
+        from ..devcluster import DevCluster, ensure_slurm_installed
+        from ..devcluster.compare import CompareError, Settings, policy_options
+        from ..devcluster.errors import DevClusterError
+        from ..slurm import SlurmError
+
+        users = [u.strip() for u in args.users.split(",") if u.strip()]
+        if not users or args.jobs < 1:
+            raise InputError("--users names at least one user and --jobs is >= 1")
+        if any(u != "root" for u in users) and os.geteuid() != 0:
+            raise InputError("--users: submitting as other users needs root (runuser)")
+        jobs = scenario_jobs(args.jobs, args.seed)
+        settings = Settings(policy=args.policy, policy_options=policy_options(args.policy),
+                            round_seconds=args.round_seconds, grace_seconds=args.grace_seconds, timeout_s=args.timeout)
+        ensure_slurm_installed()
+        cluster = DevCluster(root / "cluster", nodes=args.nodes, gpus_per_node=args.gpus, ctld_port=args.ports,
+                             slurmd_base_port=None if args.ports is None else args.ports + 1)
+        work = root / "run"
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        work.chmod(0o755)
+        try:
+            cluster.up()
+            print(f"dev cluster {cluster.root}: {args.nodes} nodes x {args.gpus} fake GPUs; daemon {args.policy}, "
+                  f"{args.round_seconds:g} s rounds, {args.grace_seconds:g} s grace; {len(jobs)} jobs from "
+                  f"{', '.join(users)}, seed {args.seed}", file=sys.stderr, flush=True)
+            db = run_scenario(jobs, cluster.env(), work, settings, ["" if u == "root" else u for u in users])
+        except (DevClusterError, CompareError, SlurmError) as exc:
+            print(f"tesserae bench moves: error: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            cluster.down()
+        (work / "jobs.json").write_text(json.dumps([asdict(j) for j in jobs], indent=1) + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    report = analyze(db)
+    recorded = dump_rounds(db, out / "rounds.jsonl")
+    (out / "report.json").write_text(json.dumps(as_json(report), indent=1) + "\n")
+    if args.json:
+        dump_json(as_json(report))
+    else:
+        print(report_text(report))
+        print(f"\nwrote {out / 'report.json'} and {out / 'rounds.jsonl'} ({recorded} rounds with their inputs)")
     return 0
 
 

@@ -49,6 +49,9 @@ def add_common(p: argparse.ArgumentParser, *, cluster: str = "20x4:a100", trace:
     p.add_argument("--min-speed", type=float, default=0.0, metavar="M",
                    help="pack a pair only if each job keeps at least M of its speed alone (0-1; default 0: any "
                         "pair that raises throughput; the daemon's packing.min_speed)")
+    p.add_argument("--paper-plan", action="store_true",
+                   help="every move free: the consolidated placement rebuilt each round and relabeled, as the paper "
+                        "publishes it (default: a move or preemption only when it pays for its restart)")
     p.add_argument("--check", action="store_true", help="check invariants on every round (slower)")
     p.add_argument("--limits", default="", metavar="YAML",
                    help="per-user/account GPU limits: a file with a `limits:` mapping, as the daemon's config "
@@ -121,7 +124,8 @@ def specs_from_args(args: argparse.Namespace, policies: list[str],
     limits = limits_file(args.limits) if getattr(args, "limits", "") else None
     return [RunSpec(tuple(trace), name, args.cluster, p, profile, args.round_s, args.seed, args.noise,
                     args.check, restart, tuple(sorted((policy_options or {}).items())), decision,
-                    getattr(args, "llm_strategy", "best"), limits, min_speed) for p in policies]
+                    getattr(args, "llm_strategy", "best"), limits, min_speed, getattr(args, "paper_plan", False))
+            for p in policies]
 
 
 def limits_file(path: str) -> GpuLimits | None:

@@ -125,7 +125,8 @@ class Daemon:
         self.journal.save_policy_state(self.policy_key, decided.policy_state)
         # 8. record the decision before anything reaches Slurm
         sources = self.feedback.sources(decided.decision, inp.jobs, inp.cluster)
-        record_decision(self.journal, rid, inp, decided, sources, self.dry_run)
+        record_decision(self.journal, rid, inp, decided, sources, self.dry_run,
+                        self.cfg.scheduler.profile if self.cfg.state.record_inputs else "")
         if self.dry_run:
             record_dry_run(self.journal, rid, decided.plan, decided.decision.placement, snap.time, self.clock())
             return finish_round(self.journal, self.metrics, rid, "dry-run", decided, "", t_round, self.clock)

@@ -51,6 +51,7 @@ class RunSpec:
     llm_strategy: str = "best"  # best | dp | default-pp | default-pp-always (sim/strategies.py)
     limits: GpuLimits | None = None  # per-user/account GPU limits (--limits; model/gpu_limits.py)
     min_speed: float = 0.0  # over the configuration's packing floor when > 0 (EngineConfig.min_speed)
+    paper_plan: bool = False  # every move free, the plan rebuilt each round as the paper has it (moves=None)
 
 
 def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResult:
@@ -59,6 +60,8 @@ def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResul
         config = dataclasses.replace(config, policy_options={**config.policy_options, **dict(spec.policy_options)})
     if spec.min_speed:
         config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, min_speed=spec.min_speed))
+    if spec.paper_plan:
+        config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, moves=None))
     believed = profile_from_spec(spec.decision_profile) if spec.decision_profile else None
     return simulate(spec.trace, Cluster.from_spec(spec.cluster_spec), config, profile_from_spec(spec.profile),
                     round_s=spec.round_s, seed=spec.seed, noise=spec.noise, restart=spec.restart,

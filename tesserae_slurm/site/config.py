@@ -71,6 +71,23 @@ class MpsSection:
 @dataclass(frozen=True)
 class StateSection:
     database: str = "/var/lib/tesserae/state.db"
+    # each round's decision inputs (the engine's RoundRequest) in its decision JSON, for a replay
+    # (`tesserae plan --request`); off by default: at scale they are megabytes a round
+    record_inputs: bool = False
+
+
+@dataclass(frozen=True)
+class MovesSection:
+    """What moving or preempting a job costs here: the engine moves or preempts one only when what that
+    buys exceeds this (docs/daemon.md, "Moves that pay for themselves")."""
+
+    enabled: bool = True  # false: every move free, as the paper's plan (named configurations that pay)
+    restart_s: float = 30.0  # a job's restart: checkpoint load and warm-up
+    restart_per_model: Mapping[str, float] = field(default_factory=lambda: {"Bert-Large": 90.0,
+                                                                           "GPT2-Medium": 90.0})
+    requeue_s: float = 5.0  # Slurm's requeue-hold and the relaunch gap, besides preemption.grace_seconds
+    horizon_s: float = 0.0  # how far ahead a gain counts for a job of unknown length; 0: three rounds
+    recent_rounds: int = 3  # a job moved within this many rounds costs one more move per move (hysteresis)
 
 
 @dataclass(frozen=True)
@@ -132,6 +149,7 @@ class SiteConfig:
     feedback: FeedbackSection = FeedbackSection()
     retention: RetentionSection = RetentionSection()
     admin: AdminSection = AdminSection()
+    moves: MovesSection = MovesSection()
     limits: GpuLimits | None = None  # per-user/account GPU limits for every policy (model/limits.py)
     log_level: str = "INFO"
 
@@ -141,7 +159,7 @@ _SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "packi
                     "preemption": PreemptionSection,
                     "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
                     "http": HttpSection, "feedback": FeedbackSection, "retention": RetentionSection,
-                    "admin": AdminSection}
+                    "admin": AdminSection, "moves": MovesSection}
 
 
 def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any:
@@ -166,6 +184,11 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
             raise InputError(f"{name} must be a list of user names")
         return tuple(value)
+    if key == "restart_per_model":
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, (int, float))
+                                                     and not isinstance(v, bool) for k, v in value.items()):
+            raise InputError(f"{name} must map model names to seconds")
+        return {k: float(v) for k, v in value.items()}
     if key == "policy_options":
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise InputError(f"{name} must be a mapping of option names to values")
@@ -258,6 +281,11 @@ def _validate_values(cfg: SiteConfig, where: str) -> None:
         raise InputError(f"{where}: http.listen and metrics.listen must differ, both are {cfg.http.listen!r}")
     _validate_feedback(cfg.feedback, where)
     _shared_dir(cfg.preemption.stop_records_dir, "preemption.stop_records_dir", where)
+    m = cfg.moves
+    if m.restart_s < 0 or m.requeue_s < 0 or m.horizon_s < 0 or any(v < 0 for v in m.restart_per_model.values()):
+        raise InputError(f"{where}: moves.restart_s, restart_per_model, requeue_s and horizon_s must be >= 0")
+    if m.recent_rounds < 0:
+        raise InputError(f"{where}: moves.recent_rounds must be >= 0")
     r = cfg.retention
     if r.rounds_days < 0 or r.max_rounds < 0 or r.jobs_days < 0:
         raise InputError(f"{where}: retention.rounds_days, max_rounds and jobs_days must be >= 0 (0 = keep all)")

@@ -186,6 +186,9 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
                 order = ctx.get("order", [])
                 entry["rank"] = order.index(job) + 1 if job in order else None
                 entry["started_that_round"] = ctx.get("started", [])
+                why = [m for m in ctx.get("moves", []) if m.get("job") == job]
+                if why:  # what the move bought and cost (cost-aware decisions record it)
+                    entry["why"] = why[0]
             moves.append(entry)
     out["history"] = moves
     out["admin"] = _admin_actions(store, job)

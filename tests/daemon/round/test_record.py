@@ -88,3 +88,48 @@ def test_the_rounds_numbers_count_each_kind_of_action_and_its_stage_times_in_ms(
     assert (c.scheduling_ms, c.placement_ms, c.packing_ms, c.migration_ms) == (8.0, 1.0, 2.0, 4.0)
     assert (c.jobs_active, c.running, c.kept, c.started, c.preempted, c.migrated, c.packed_pairs, c.pending) == (
         7, 4, 1, 1, 1, 2, 1, 2)
+
+
+def test_the_rounds_inputs_are_recorded_and_replay_to_its_decision(world) -> None:
+    """``state.record_inputs``: the engine's request beside the decision (request_codec.py); decided again
+    from the record, it gives the recorded placement."""
+    from tesserae_slurm.engine import decide
+    from tesserae_slurm.model.codec import placement_from_json
+    from tesserae_slurm.request_codec import request_from_json
+
+    inp, d = _decided(world, managed(1, 2, submit_time=1), managed(2, 4, submit_time=2))
+    rid = world.begin_round()
+    record_decision(world.journal, rid, inp, d, {}, dry_run=False, inputs_of="a100")
+    body = json.loads(world.store.round(rid).decision_json)
+    req, profile = request_from_json(body["request"])
+    assert profile == "a100" and [j.id for j in req.jobs] == ["1", "2"]
+    assert decide(req, scheduling_profile(profile)).placement == placement_from_json(body["placement"])
+    rid2 = world.begin_round()
+    record_decision(world.journal, rid2, inp, d, {}, dry_run=False)  # off (the default): not recorded
+    assert "request" not in json.loads(world.store.round(rid2).decision_json)
+
+
+def test_the_inputs_carry_each_placed_jobs_recent_placements(world) -> None:
+    """Hysteresis reads each placed job's GPUs in the last rounds' decisions (the placement rows), newest
+    first, as the engine numbers them."""
+    from tesserae_slurm.daemon.round.inputs import recent_placements
+    from tesserae_slurm.daemon.round.actions import Target
+
+    for gpus in ({"node1": (0, 1)}, {"node2": (2, 3)}):
+        rid = world.begin_round()
+        world.journal.record_decision(rid, d_empty(), {"7": Target(gpus)}, _counts())
+    assert recent_placements(world.journal, ["7", "8"], 3) == {"7": ((("node2", 2), ("node2", 3)),
+                                                                     (("node1", 0), ("node1", 1)))}
+    assert recent_placements(world.journal, ["7"], 1) == {"7": ((("node2", 2), ("node2", 3)),)}
+
+
+def d_empty():
+    from tesserae_slurm.model import Placement, RoundDecision
+
+    return RoundDecision(Placement({}), (), (), (), (), (), ())
+
+
+def _counts():
+    from tesserae_slurm.daemon.state.journal import RoundCounts
+
+    return RoundCounts()
