@@ -27,18 +27,18 @@ from pathlib import Path
 from typing import Any
 
 from ..devcluster.compare import (
-    BATCH_SCRIPT,
     DAEMON,
     STEP_TIME_S,
     CompareError,
+    DaemonProcess,
     DemoJob,
     Settings,
-    _DaemonProcess,
     _job_env,
-    _wait_round,
     daemon_config,
     read_events,
     submit_all,
+    wait_round,
+    write_job_files,
 )
 from ..model.moves import is_return, is_shift, partners
 from ..slurm import SlurmCliBackend, SlurmError
@@ -235,8 +235,8 @@ class _AsUser(SlurmRunner):
         return super().run(["runuser", "-u", self.user, "--", *argv], **kwargs)
 
 
-def _submitter(env: Mapping[str, str], config: Path, script: Path, out: Path, users: Sequence[str],
-               ) -> Callable[[DemoJob], str]:
+def _submitter(env: Mapping[str, str], config: Path, script: Path, payload: Path, out: Path,
+               users: Sequence[str]) -> Callable[[DemoJob], str]:
     from ..site.load import load_config
     from ..tsbatch.submit import prepare, submit
 
@@ -250,7 +250,7 @@ def _submitter(env: Mapping[str, str], config: Path, script: Path, out: Path, us
         turn[0] += 1
         argv = ["--config", str(config), "--gpus", str(job.gpus), "--model", job.model, "--batch-size",
                 batch_of(job), "-J", job.name, "-t", str(job.time_limit_min), "-o", str(out / "%j.out"),
-                "-D", str(out), str(script), DAEMON, str(out), str(job.steps), str(STEP_TIME_S)]
+                "-D", str(out), str(script), DAEMON, str(payload), str(out), str(job.steps), str(STEP_TIME_S)]
         prepared, _ = prepare(argv, lambda _c: backend, lambda _p: cfg)
         prepared.env.update(_job_env() if not users[k] else _other_user_env())
         return str(submit(prepared, backend))
@@ -278,22 +278,20 @@ def run_scenario(jobs: Sequence[DemoJob], env: Mapping[str, str], workdir: Path,
     out = workdir / "jobs"
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o1777)  # the second user's jobs write here too
-    script = workdir / "moves.sbatch"
-    script.write_text(BATCH_SCRIPT)
-    script.chmod(0o755)
+    script, payload = write_job_files(workdir)
     config = workdir / "tesserae.yaml"
     config.write_text(json.dumps(moves_config(settings, workdir), indent=1) + "\n")  # JSON is YAML
     db = workdir / "state.db"
     backend = SlurmCliBackend(env)
-    daemon = _DaemonProcess(config, workdir / "daemon.log", env)
+    daemon = DaemonProcess(config, workdir / "daemon.log", env)
     submitted: dict[str, tuple[str, float]] = {}
     finished = False
     try:
-        _wait_round(db, daemon)
-        submit_all(jobs, _submitter(env, config, script, out, users), into=submitted)
+        wait_round(db, daemon)
+        submit_all(jobs, _submitter(env, config, script, payload, out, users), into=submitted)
         ids = {jid for jid, _ in submitted.values()}
         _wait_ended(backend, settings.partition, ids, time.time() + settings.timeout_s, daemon.problem)
-        _wait_round(db, daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
+        wait_round(db, daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
         finished = True
     finally:
         daemon.stop()

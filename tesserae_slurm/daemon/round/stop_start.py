@@ -214,7 +214,7 @@ class Applier:
         left, next_look = set(ids), 0.0
         view: dict[str, SlurmJob] = {}
         while left:
-            if self.clock() >= next_look:
+            if not records or self.clock() >= next_look:  # without records each wait is one poll already
                 jobs = self._jobs()
                 if jobs is not None:
                     view = jobs
