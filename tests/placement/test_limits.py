@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from dataclasses import replace
 
 import numpy as np
@@ -158,8 +160,12 @@ def test_property_limits_hold_every_round_and_are_not_conservative(case):
         check_limits(d, order, limits)
         if packing == "off":  # the walk without the limited jobs: exactly what the limits leave
             limited = {p.job_id for p in d.pending if p.reason is PendingReason.LIMIT}
-            rest = run(cluster, [j for j in order if j.id not in limited], None, current, packing=packing)
-            assert rest.placement == d.placement
+            # A running job the keep-first walk displaced is over its limit where it stands but may
+            # still shape the walk (its home), so it may be one the walk kept: some such subset stays.
+            homed = sorted(limited & (current.jobs() if current is not None else set()))
+            kept_in = [set(c) for n in range(len(homed) + 1) for c in itertools.combinations(homed, n)]
+            assert any(run(cluster, [j for j in order if j.id not in limited - k], None, current,
+                           packing=packing).placement == d.placement for k in kept_in)
         current = d.placement
         order = perturb_order(order, rng, 0.3)
 
