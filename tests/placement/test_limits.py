@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-
 from dataclasses import replace
 
 import numpy as np
@@ -16,10 +15,10 @@ from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
 from tesserae_slurm.engine import EngineConfig, RoundRequest, _units, decide
 from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placement
 from tesserae_slurm.model.gpu_limits import GpuLimits, limits_from
-from tesserae_slurm.placement.consolidate import place_consolidated, place_units
-from tesserae_slurm.placement.node_rules import NodeRules, unit_rules
 from tesserae_slurm.placement import limit_gate as limits_module
+from tesserae_slurm.placement.consolidate import place_consolidated, place_units
 from tesserae_slurm.placement.limit_gate import gate
+from tesserae_slurm.placement.node_rules import NodeRules, unit_rules
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim import invariants
 from tesserae_slurm.sim.invariants import check_round

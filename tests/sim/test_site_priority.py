@@ -10,17 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tesserae_slurm.presets import get_config
+from tesserae_slurm import rank_decide
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.model.gpu_limits import GpuLimits
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.profiles import load_profile
-from tesserae_slurm import rank_decide
 from tesserae_slurm.sim import runner
 from tesserae_slurm.sim.invariants import InvariantError, check_limits
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.traces import Trace, TraceJob
 from tesserae_slurm.sim.traces.csv_format import dumps_csv, parse_csv
-
 
 A100 = load_profile("a100")
 
