@@ -64,6 +64,10 @@ class Env:
             "slurm": {"partition": "tesserae", "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60,
                       "backend": slurm_backend()},
             "scheduler": {"policy": "tesserae-t", "round_seconds": 2, "policy_options": {"queue_limits": [1.0]}},
+            # every move free, as the paper plans: most live tests need the daemon to stop and move jobs of
+            # seconds, which moves that pay for themselves would rightly not do (the start-between tests turn
+            # them on; their costs are unit-tested in tests/daemon/round and measured by `tesserae bench moves`)
+            "moves": {"enabled": False},
             # a stop ends once the payload has checkpointed and exited (the torch payload does; tick.py's
             # default waits itself, so its stops take the grace)
             "preemption": {"grace_seconds": 20, "stop_records_dir": str(self.tmp / "stops")},

@@ -28,8 +28,8 @@ def test_a_job_submitted_between_rounds_starts_before_the_next_round_where_the_r
     """`tesserae daemon` with 300 s rounds: job A (1 GPU) starts at the first round; job B (2 GPUs),
     submitted after it, starts within a fraction of the round, on A's node (the engine's best fit), by a
     start between rounds. A round then keeps B where it is: no action on it."""
-    env.write_config(scheduler={"policy": "fifo", "round_seconds": ROUND_S, "policy_options": {}},
-                     slurm={"poll_seconds": 0.5})
+    env.write_config(moves={"enabled": True}, slurm={"poll_seconds": 0.5},
+                     scheduler={"policy": "fifo", "round_seconds": ROUND_S, "policy_options": {}})
     a = submit_tick(env, 1, 100_000, name="a", step_time=0.05)
     daemon = Background(env)
     try:
@@ -59,7 +59,7 @@ def test_a_job_ranked_ahead_is_not_passed_over_by_a_start_between_rounds(env: En
     the other node. H (4 GPUs) and S (2 GPUs) arrive: the order is R2, H, S, R, so the decision gives
     R's node to H (preempting R) and nothing to S. R's node has two free GPUs that S fits; a start
     between rounds must leave them to H, which the next round starts there."""
-    env.write_config(scheduler={"policy": "tiresias", "round_seconds": ROUND_S,
+    env.write_config(moves={"enabled": True}, scheduler={"policy": "tiresias", "round_seconds": ROUND_S,
                                 "policy_options": {"queue_limits": [30], "service": "time"}},
                      preemption={"grace_seconds": 10, "stop_records_dir": str(env.tmp / "stops")})
     d = env.daemon()

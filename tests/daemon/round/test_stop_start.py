@@ -244,3 +244,55 @@ def test_a_start_that_fails_is_finished_with_its_error_and_the_job_waits(tmp_pat
     assert (a.status, a.error, a.finished_at) == ("failed", "release 1: refused", 700.0)
     row = journal.store.job("1")
     assert (row.state, row.reason, row.gpus, row.assignment) == ("PENDING", "start failed: release 1: refused", "", "")
+
+
+def test_a_packed_start_over_two_nodes_records_both_nodes_and_the_sites_mps_share(tmp_path: Path) -> None:
+    """The row names every node of the target (Slurm's node list for the job) and the assignment the
+    launcher reads carries ``mps.thread_percentage`` for a packed job (0 for one alone)."""
+    from tesserae_slurm.harness.assignment import Assignment
+
+    applier, backend, journal = _setup(tmp_path, {})
+    applier.cfg = config_from_mapping({"mps": {"thread_percentage": 40}, "state": {"database": str(tmp_path / "x")}},
+                                      check_policy=False)
+    result = ApplyResult()
+    applier.start_jobs(1, [Action("start", "1", target=Target({"n1": (0, 1), "n2": (0, 1)}, partner="2")),
+                           Action("start", "3", target=Target({"n1": (2,)}))], {}, result)
+    one, three = journal.store.job("1"), journal.store.job("3")
+    assert one.nodes == "n1,n2" and one.packed_with == "2"
+    assert Assignment.decode(one.assignment).mps_percentage == 40
+    assert Assignment.decode(three.assignment).mps_percentage == 0
+
+
+def test_a_stop_left_to_the_next_start_is_finished_as_skipped_at_that_moment(tmp_path: Path) -> None:
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running]}, grace=60.0)
+    applier.clock = lambda: 1234.0
+    applier.stop.set()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)},
+                      ApplyResult())
+    (stop,) = [a for a in journal.store.actions() if a.kind == "preempt"]
+    assert (stop.status, stop.finished_at) == ("skipped", 1234.0)
+
+
+def test_a_checkpointed_stop_logs_how_long_after_the_signal_it_came(tmp_path: Path, caplog) -> None:
+    import logging
+
+    import getpass
+
+    from tesserae_slurm.harness.stop_record import StopRecord
+
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running, running, SlurmJobState.PENDING]}, grace=60.0)
+    records = tmp_path / "stops"
+    records.mkdir()
+    applier.cfg = config_from_mapping({"preemption": {"grace_seconds": 60.0, "stop_records_dir": str(records)},
+                                       "state": {"database": str(tmp_path / "x")}}, check_policy=False)
+    applier.clock = _ticking(100.0, 0.5)
+    me = getpass.getuser()  # the record must belong to the job's user
+    backend.slurm.jobs["1"] = replace(backend.slurm.jobs["1"], user=me)
+    assert StopRecord(str(records), "1", 0).write(0)
+    with caplog.at_level(logging.INFO, logger="tesserae_slurm.daemon.round.stop_start"):
+        applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", me, running)},
+                          ApplyResult())
+    assert any(m.startswith("job 1 checkpointed ") and m.endswith("s after the signal: requeue-held now")
+               for m in (r.getMessage() for r in caplog.records)), [r.getMessage() for r in caplog.records]
