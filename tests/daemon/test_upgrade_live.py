@@ -54,6 +54,7 @@ def test_a_pre_migration_database_upgrades_and_keeps_its_history(env: Env, tmp_p
     env.write_config(feedback={"reports_dir": str(reports), "report_every_s": 0.5, "min_reports": 1})
     cfg = yaml.safe_load(env.config.read_text())
     del cfg["preemption"]["stop_records_dir"]  # the old code refuses keys it does not know
+    del cfg["moves"]
     env.config.write_text(yaml.safe_dump(cfg))
     jobs = [submit_tick(env, 1, 3000, name=f"up{i}", step_time=0.02, model="DCGAN", batch="32") for i in range(3)]
     first = _old_daemon(env, old)
