@@ -55,8 +55,11 @@ def _requeue(env: Env, d: Daemon, job: str) -> ActionRow:
     return stop
 
 
-def _restarts(env: Env, job: str) -> int:
-    return int(env.squeue()[job]["restarts"])
+def _back_in_the_queue(q: dict[str, str]) -> bool:
+    """Requeued once. An operator's requeue is carried out before the round's decision, which sees the job
+    back in the queue: with GPUs free it may start it again in that same round (fifo keeps its place), once
+    Slurm has finished the old run, so RUNNING is as right as PENDING here."""
+    return int(q["restarts"]) == 1 and q["state"] in ("PENDING", "RUNNING")
 
 
 def test_a_stop_ends_when_the_payload_has_checkpointed(env: Env) -> None:
@@ -65,11 +68,12 @@ def test_a_stop_ends_when_the_payload_has_checkpointed(env: Env) -> None:
     assert stop.status == "done" and not stop.error, stop.error
     assert stop.finished_at - stop.created_at < LONG_GRACE / 3, (stop.created_at, stop.finished_at)
     q = env.squeue()[job]
-    assert q["state"] == "PENDING" and _restarts(env, job) == 1, q
+    assert _back_in_the_queue(q), q
     assert any(e["event"] == "checkpoint" for e in env.events(job))
     assert not list((env.tmp / "stops").iterdir())  # the record is gone with the run
-    # the next round runs it again, from its checkpoint
-    assert d.run_round().status == "applied"
+    # it runs again from its checkpoint: started by the requeue's own round or by the next one
+    if q["state"] == "PENDING":
+        assert d.run_round().status == "applied"
     wait_for(lambda: sum(e["event"] == "start" for e in env.events(job)) == 2, 60, f"job {job} to run again")
     starts = [e for e in env.events(job) if e["event"] == "start"]
     checkpoint = next(e for e in env.events(job) if e["event"] == "checkpoint")
@@ -81,7 +85,8 @@ def test_a_stop_takes_the_grace_when_the_payload_does_not_exit(env: Env) -> None
     d, job = _running(env, grace, "wait")
     stop = _requeue(env, d, job)
     assert stop.status == "done" and stop.finished_at - stop.created_at >= grace
-    assert env.squeue()[job]["state"] == "PENDING" and _restarts(env, job) == 1
+    q = env.squeue()[job]
+    assert _back_in_the_queue(q), q
     assert not (env.tmp / "stops").exists() or not list((env.tmp / "stops").iterdir())
 
 
