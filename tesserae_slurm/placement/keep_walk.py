@@ -143,20 +143,10 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
                     taken[nt] = home_row[q]
                     nt += 1
         if nt == 0:  # a reservation it does not use ends with its turn: capacity grows
-            for q in range(hs, he):
-                r = home_row[q]
-                if holder[r] == k:
-                    holder[r] = -1
-                    if row_free[r]:
-                        i = node_of[r]
-                        if protect[k]:
-                            pres[i] -= 1
-                            _set(cnt1, eff1, node_type, i, eff1[i] + 1)
-                        else:
-                            res[i] -= 1
-                        _set(cnt0, avail, node_type, i, avail[i] + 1)
-                        held -= 1
-                        epoch += 1
+            ended = _end_reservation(k, home_row[hs:he], holder, row_free, node_of, protect, pres, res, cnt0, avail,
+                                     cnt1, eff1, node_type)
+            held -= ended
+            epoch += ended
         free_at[k] = total - held  # what no running job's home holds
         all_at[k] = total
         status[k] = WAITS
@@ -231,20 +221,11 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
             else:
                 _set(cnt0, avail, node_type, i, avail[i] - 1)
                 _set(cnt1, eff1, node_type, i, eff1[i] - 1)
-        for q in range(hs, he):  # what is left of its reservation ends with its turn
-            r = home_row[q]
-            if holder[r] == k:
-                holder[r] = -1
-                if row_free[r]:
-                    i = node_of[r]
-                    if protect[k]:
-                        pres[i] -= 1
-                        _set(cnt1, eff1, node_type, i, eff1[i] + 1)
-                    else:
-                        res[i] -= 1
-                    _set(cnt0, avail, node_type, i, avail[i] + 1)
-                    held -= 1
-                    epoch += 1
+        # what is left of its reservation ends with its turn
+        ended = _end_reservation(k, home_row[hs:he], holder, row_free, node_of, protect, pres, res, cnt0, avail,
+                                 cnt1, eff1, node_type)
+        held -= ended
+        epoch += ended
         total -= nt
         rows = np.sort(taken[:nt])
         q = 0
@@ -275,6 +256,27 @@ def _set(cnt, counts, node_type, i, v):  # pragma: no cover - compiled
     cnt[node_type[i], old] -= 1
     cnt[node_type[i], new] += 1
     counts[i] = v
+
+
+@_jit
+def _end_reservation(k, rows, holder, row_free, node_of, protect, pres, res, cnt0, avail, cnt1, eff1,
+                     node_type):  # pragma: no cover - compiled
+    """Job ``k``'s home rows it still holds go back to everyone; returns how many were free ones (the GPUs
+    the walk can count again)."""
+    ended = 0
+    for r in rows:
+        if holder[r] == k:
+            holder[r] = -1
+            if row_free[r]:
+                i = node_of[r]
+                if protect[k]:
+                    pres[i] -= 1
+                    _set(cnt1, eff1, node_type, i, eff1[i] + 1)
+                else:
+                    res[i] -= 1
+                _set(cnt0, avail, node_type, i, avail[i] + 1)
+                ended += 1
+    return ended
 
 
 @_jit
