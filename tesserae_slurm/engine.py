@@ -33,7 +33,7 @@ from .placement.consolidate import ConsolidationResult, Unit, place_consolidated
 from .placement.limit_gate import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.node_rules import NodeRule, pack_by_rule, rule_masks, rule_types, rules_of, unit_rules
-from .placement.pack import PackingMode, check_min_speed, pack
+from .placement.pack import CROSS_USER, CrossUser, PackingMode, check_min_speed, pack
 from .placement.pinned import place_beside
 from .profiles import ThroughputProfile
 
@@ -60,9 +60,16 @@ class EngineConfig:
     placement: PlacementMode = "best-fit"
     # packing without victims: a pair only if each member keeps this normalized speed (0 = off; pack.py)
     min_speed: float = 0.0
+    # two users' jobs time-slice a GPU (one MPS server per GPU at a time): score their pairs with the
+    # profile's time-sliced speeds ("timeslice"), or with the MPS speeds like one user's ("mps"; pack.py)
+    cross_user: CrossUser = "timeslice"
+    # form pairs whose normalized speeds sum below 1.0 (a site's choice; pack.py)
+    pairs_below_one: bool = False
 
     def __post_init__(self) -> None:
         check_min_speed(self.min_speed)
+        if self.cross_user not in CROSS_USER:
+            raise InputError(f"cross_user must be one of {', '.join(CROSS_USER)}, got {self.cross_user!r}")
         if self.placement not in PLACEMENTS:
             raise InputError(f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
 
@@ -178,7 +185,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
     gpu_type_of = (dict.fromkeys(placed.placed, only) if only is not None else
                    {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()})
-    policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a])
+    policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a], cfg.cross_user)
                     for a, b in policy_pairs_kept if a in gpu_type_of]
     pairs: list[PackedPair] = list(policy_pairs)
     pending: list[PendingJob] = list(placed.pending)
@@ -194,11 +201,13 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         if gate is not None:
             waiting = [j for j in waiting if j.id not in gate.limited]
         if rules is None:
-            packed_now: Sequence[PackedPair] = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing,
-                                                    objective=cfg.objective, min_speed=cfg.min_speed).pairs
+            packed_now: Sequence[PackedPair] = pack(
+                placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
+                min_speed=cfg.min_speed, cross_user=cfg.cross_user, below_one=cfg.pairs_below_one).pairs
         else:
             packed_now = pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, rules, ids, placed.placement,
-                                      cluster, mode=cfg.packing, objective=cfg.objective, min_speed=cfg.min_speed)
+                                      cluster, mode=cfg.packing, objective=cfg.objective, min_speed=cfg.min_speed,
+                                      cross_user=cfg.cross_user, below_one=cfg.pairs_below_one)
         if gate is not None:
             packed_now = gate.accept_pairs(packed_now, dict(zip(ids, range(len(ids)))), by_id)
         pairs.extend(packed_now)
@@ -300,8 +309,9 @@ def _type_preference(profile: ThroughputProfile, cluster: Cluster) -> Callable[[
     return prefer
 
 
-def _policy_pair(a: Job, b: Job, profile: ThroughputProfile, gpu_type: str) -> PackedPair:
-    best = profile.best_pair(a, b, gpu_type)
+def _policy_pair(a: Job, b: Job, profile: ThroughputProfile, gpu_type: str, cross_user: CrossUser) -> PackedPair:
+    """A pair the policy chose, with its speeds: time-sliced ones for two users' jobs (``cross_user``)."""
+    best = profile.best_pair(a, b, gpu_type, "timeslice" if cross_user == "timeslice" and a.user != b.user else "mps")
     if best is None:  # the policy packed a pair the profile cannot run together: record it as 0 speed
         return PackedPair(a.id, b.id, 0.0, 0.0)
     return PackedPair(a.id, b.id, best.a_speed, best.b_speed, best.a_strategy, best.b_strategy)

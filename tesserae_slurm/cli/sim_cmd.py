@@ -13,7 +13,7 @@ from ..model import Cluster, InputError
 from ..model.gpu_limits import GpuLimits, limits_from
 from ..presets import CONFIGS, get_config
 from ..profiles import profile_from_spec
-from ..sim.compare import RunSpec, run_many, write_report
+from ..sim.compare import CROSS_USER_CHOICES, RunSpec, run_many, write_report
 from ..sim.restart import RestartCost
 from ..sim.strategies import LLM_STRATEGIES
 from ..sim.trace_source import resolve_trace
@@ -49,6 +49,10 @@ def add_common(p: argparse.ArgumentParser, *, cluster: str = "20x4:a100", trace:
     p.add_argument("--min-speed", type=float, default=0.0, metavar="M",
                    help="pack a pair only if each job keeps at least M of its speed alone (0-1; default 0: any "
                         "pair that raises throughput; the daemon's packing.min_speed)")
+    p.add_argument("--cross-user", default="timeslice", choices=CROSS_USER_CHOICES,
+                   help="pairs of two users' jobs (the trace's user column), which time-slice a GPU: score them "
+                        "with the profile's time-sliced speeds (timeslice, default), with the MPS speeds of one "
+                        "user's pair (mps), or never pack them (never); progress uses time-sliced speeds always")
     p.add_argument("--check", action="store_true", help="check invariants on every round (slower)")
     p.add_argument("--limits", default="", metavar="YAML",
                    help="per-user/account GPU limits: a file with a `limits:` mapping, as the daemon's config "
@@ -121,7 +125,8 @@ def specs_from_args(args: argparse.Namespace, policies: list[str],
     limits = limits_file(args.limits) if getattr(args, "limits", "") else None
     return [RunSpec(tuple(trace), name, args.cluster, p, profile, args.round_s, args.seed, args.noise,
                     args.check, restart, tuple(sorted((policy_options or {}).items())), decision,
-                    getattr(args, "llm_strategy", "best"), limits, min_speed) for p in policies]
+                    getattr(args, "llm_strategy", "best"), limits, min_speed,
+                    getattr(args, "cross_user", "timeslice")) for p in policies]
 
 
 def limits_file(path: str) -> GpuLimits | None:

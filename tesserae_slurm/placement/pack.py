@@ -15,6 +15,19 @@ option by speed sum, as the table holds it: a pair whose best option slows one m
 dropped, not re-chosen among slower options); ``ClassTable.slowest`` holds the slower member's speed
 of every class pair, and the mask is one numpy ``where`` over the class matrix.
 
+Two users' jobs (``cross_user="timeslice"``, the default): CUDA runs one MPS server per GPU at a time,
+so the servers of two users time-slice the GPU instead of running both jobs at once. Such a pair is
+scored with the profile's time-sliced speeds (measured with ``tesserae profile --mps off``, else the
+documented fallback: 0.45 of each job's speed alone), never with the MPS speeds one user's jobs get.
+``cross_user="mps"`` scores every pair with the MPS speeds (what the engine did before, and what a
+site whose users share one MPS server would want). Jobs of one class and one user are then
+interchangeable: the class numbers below become (class, user) numbers for the call.
+
+Pairs below one (beyond the paper): a pair whose normalized speeds sum below 1.0 delivers less than
+either job alone at its best, so it is never formed (``below_one=False``, the default) unless a site
+asks; with every job at 1.0 alone the throughput objective already drops such pairs, and the rule
+matters for jobs restricted to a slower strategy and for time-sliced pairs.
+
 Jobs fall into a few profile classes, and jobs of one class are interchangeable, so the job-level
 matrix only repeats a small (class, GPU type) x class matrix from the profile's class table
 (``ClassTable``, built with the profile): medium problems go to one assignment on the job-level
@@ -57,8 +70,11 @@ from . import pack_match
 
 PackingMode = Literal["off", "on", "single"]
 Objective = Literal["throughput", "paper-sum"]
+CrossUser = Literal["timeslice", "mps"]
 MODES: tuple[str, ...] = ("off", "on", "single")
 OBJECTIVES: tuple[str, ...] = ("throughput", "paper-sum")
+CROSS_USER: tuple[str, ...] = ("timeslice", "mps")
+ONE = 1.0 - 1e-9  # a pair's speed sum must reach this unless pairs below one are allowed (float noise)
 ASSIGNMENT_LIMIT = 40_000  # job-level matrices up to ~200 x 200 go to one assignment; larger ones to the LP
 
 
@@ -70,11 +86,13 @@ class PackingResult:
 
 def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfile,
          gpu_type_of: Mapping[str, str], *, mode: PackingMode = "on", objective: Objective = "throughput",
-         exclude: Collection[str] = (), min_speed: float = 0.0,
-         _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
+         exclude: Collection[str] = (), min_speed: float = 0.0, cross_user: CrossUser = "timeslice",
+         below_one: bool = False, _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
     """Pack pending jobs onto placed ones; ``exclude``: placed ids that already have a partner;
     ``min_speed``: a pair is formed only if each member runs at least this normalized speed in it
-    (its speed packed / its best speed alone; 0 = any pair that raises throughput).
+    (its speed packed / its best speed alone; 0 = any pair that raises throughput); ``cross_user``:
+    how pairs of two users' jobs are scored (above); ``below_one``: allow pairs whose speeds sum
+    below 1.0.
 
     ``_assignment_limit`` (tests only): largest job-level matrix solved directly; None = always.
     """
@@ -83,6 +101,8 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     if objective not in OBJECTIVES:
         raise InputError(f"packing objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     check_min_speed(min_speed)
+    if cross_user not in CROSS_USER:
+        raise InputError(f"cross_user must be one of {', '.join(CROSS_USER)}, got {cross_user!r}")
     all_pending = tuple([j.id for j in pending])
     if mode == "off":
         return PackingResult((), all_pending)
@@ -102,9 +122,17 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     # classes are numbered in canonical order: the solvers' tie-breaks do not depend on which job
     # came first nor on which other classes are present
     type_at = [table.gpu_types.index(g) for g in gpu_names]
-    values = (table.gain if objective == "throughput" else table.weight)[type_at]
-    if min_speed > 0.0:  # no edge where the pair's slower member falls below the floor
-        values = np.where(table.slowest[type_at] >= min_speed, values, 0.0)
+    values = _edge_values(table, type_at, objective, min_speed, below_one)
+    tables: tuple[ClassTable, ...] = (table,)
+    users = {j.user for j in hosts} | {j.user for j in guests} if cross_user == "timeslice" else set()
+    if len(users) > 1:  # two users' pairs time-slice: values per (class, user), numbered for this call
+        sliced = profile.timeslice_classes  # numbered alike, also with the classes this call added
+        if table is not profile.classes:
+            sliced = sliced.with_extra(profile, table.classes)
+        tables = (table, sliced)
+        host_cls, guest_cls, values, owners = _by_user(
+            host_cls, guest_cls, [j.user for j in hosts], [j.user for j in guests], values,
+            _edge_values(sliced, type_at, objective, min_speed, below_one))
     gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n, guest_n = np.array(host_gpus, dtype=np.int64), np.array(guest_gpus, dtype=np.int64)
@@ -112,7 +140,12 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     for _n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests):
         for r, c in _match(host_cls[rows], host_type[rows], guest_cls[cols], values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
-            opt = table.options[int(table.option[type_at[host_type[h]], host_cls[h], guest_cls[g]])]
+            if len(tables) == 1:
+                opt = table.options[int(table.option[type_at[host_type[h]], host_cls[h], guest_cls[g]])]
+            else:
+                hc, gc = owners.classes[host_cls[h]], owners.classes[guest_cls[g]]
+                t = tables[0] if owners.users[host_cls[h]] == owners.users[guest_cls[g]] else tables[1]
+                opt = t.options[int(t.option[type_at[host_type[h]], hc, gc])]
             pairs.append(PackedPair(hosts[h].id, guests[g].id, opt.a_speed, opt.b_speed,
                                     opt.a_strategy, opt.b_strategy))
     if not pairs:  # most rounds of big traces
@@ -121,6 +154,43 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     pairs.sort(key=lambda p: order[p.placed])
     packed = {p.partner for p in pairs}
     return PackingResult(tuple(pairs), tuple(filterfalse(packed.__contains__, all_pending)))
+
+
+def _edge_values(table: ClassTable, type_at: Sequence[int], objective: Objective, min_speed: float,
+                 below_one: bool) -> np.ndarray:
+    """The objective's edge values on the given GPU types, less the edges the floors forbid."""
+    values: np.ndarray = (table.gain if objective == "throughput" else table.weight)[type_at]
+    if min_speed > 0.0:  # no edge where the pair's slower member falls below the floor
+        values = np.where(table.slowest[type_at] >= min_speed, values, 0.0)
+    if not below_one:  # NaN (no pair) compares False: no edge either way
+        values = np.where(table.total[type_at] >= ONE, values, 0.0)
+    return values
+
+
+@dataclass(frozen=True)
+class _UserClasses:
+    """(class, user) numbers of one packing call: the class and the user of each."""
+
+    classes: np.ndarray
+    users: tuple[str, ...]
+
+
+def _by_user(host_cls: np.ndarray, guest_cls: np.ndarray, host_users: Sequence[str], guest_users: Sequence[str],
+             same_user: np.ndarray, two_users: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, _UserClasses]:
+    """Number every (class, user) of the call in canonical order (class, then user name) and give
+    the edge values between them: one user's pairs from ``same_user``, two users' from
+    ``two_users`` (both indexed [GPU type, class, class])."""
+    keys = sorted(set(zip(host_cls.tolist(), host_users)) | set(zip(guest_cls.tolist(), guest_users)))
+    number = {k: i for i, k in enumerate(keys)}
+    cls = np.array([c for c, _ in keys], dtype=np.int64)
+    users = tuple(u for _, u in keys)
+    owner = np.array(users, dtype=object)
+    same = owner[:, None] == owner[None, :]
+    grid = np.ix_(np.arange(same_user.shape[0]), cls, cls)
+    values = np.where(same[None, :, :], same_user[grid], two_users[grid])
+    hosts = np.fromiter(map(number.__getitem__, zip(host_cls.tolist(), host_users)), np.int64, len(host_users))
+    guests = np.fromiter(map(number.__getitem__, zip(guest_cls.tolist(), guest_users)), np.int64, len(guest_users))
+    return hosts, guests, values, _UserClasses(cls, users)
 
 
 def check_min_speed(min_speed: float) -> None:

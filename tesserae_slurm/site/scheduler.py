@@ -31,11 +31,14 @@ def site_policy(cfg: SiteConfig) -> Policy:
 
 
 def engine_config(cfg: SiteConfig) -> EngineConfig:
-    """The named configuration's engine settings with the site's ``packing`` section over them."""
+    """The named configuration's engine settings with the site's ``packing`` section over them; two
+    users' pairs are scored time-sliced (``mps.cross_user: timeslice``; ``never`` forms none)."""
     engine = get_config(cfg.scheduler.policy).engine
     if cfg.packing.min_speed:
         engine = dataclasses.replace(engine, min_speed=cfg.packing.min_speed)
-    return engine
+    if cfg.packing.pairs_below_one:
+        engine = dataclasses.replace(engine, pairs_below_one=True)
+    return dataclasses.replace(engine, cross_user="timeslice")
 
 
 def check_scheduler(cfg: SiteConfig, where: str) -> None:
