@@ -1,0 +1,136 @@
+"""`tesserae devcluster replay`: bring the cluster up with its plain partition, replay the trace once per
+run (plain Slurm, or the daemon under a policy), and report each run beside the simulator's prediction.
+
+The replaying and measuring are in replay.py; this is the command's shell: which cluster, where the
+files go, what is printed, and that a cluster it brought up goes down again (also on an error or Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from ..model import InputError
+from ..presets import get_config
+from ..profiles import profile_from_spec
+from ..sim.metrics import SimResult
+from ..sim.trace_source import resolve_trace
+from ..slurm import SlurmError
+from .cluster import DevCluster
+from .errors import DevClusterError
+from .replay import (
+    JobMeasure,
+    daemon_settings,
+    plan_replay,
+    predict,
+    render_jobs,
+    render_summary,
+    report_json,
+    run_replay_mode,
+    summarize_real,
+    summarize_sim,
+)
+from .runs import DAEMON, PLAIN, RunError, Settings, bf_interval, cluster_for_runs
+
+EXIT_INPUT, EXIT_FAILED = 2, 1
+PROG = "tesserae devcluster replay"
+
+
+def parse_modes(text: str) -> list[tuple[str, str]]:
+    """``daemon:POLICY`` and ``plain``, comma-separated -> [(label, policy or "")]; InputError otherwise."""
+    out: list[tuple[str, str]] = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if item == PLAIN:
+            out.append((PLAIN, ""))
+            continue
+        kind, _, policy = item.partition(":")
+        if kind != DAEMON or not policy:
+            raise InputError(f"--mode takes plain or daemon:POLICY (comma-separated), got {item!r}")
+        get_config(policy)
+        out.append((item, policy))
+    if not out:
+        raise InputError("--mode names no run")
+    if len({label for label, _ in out}) < len(out):
+        raise InputError(f"--mode names a run twice: {text!r}")
+    return out
+
+
+def run_replay(cluster: DevCluster, args: argparse.Namespace) -> int:
+    try:
+        modes = parse_modes(args.mode)
+        profile = profile_from_spec(args.profile)
+        trace, name = resolve_trace(args.trace, models="a100" if args.profile == "a100" else None)
+        plan = plan_replay(trace, name, profile, scale=args.scale, nodes=cluster.nodes,
+                           gpus_per_node=cluster.gpus_per_node, round_s=args.round, grace_s=args.grace,
+                           jobs=args.replay_jobs, seed=args.seed)
+    except InputError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    if any(importlib.util.find_spec(m) is None for m in ("yaml", "sqlalchemy")):  # before the cluster starts
+        print(f"{PROG}: error: the daemon runs need the 'daemon' extra: pip install 'tesserae-slurm[daemon]'",
+              file=sys.stderr)
+        return EXIT_INPUT
+    plain = cluster.plain_partition or "plain"
+    out = Path(args.out or "out/devcluster-replay").resolve()
+    base = Settings(partition=cluster.partition, plain_partition=plain)
+    results: dict[str, tuple[list[JobMeasure], SimResult]] = {}
+    settings: dict[str, Settings] = {}
+    brought_up = False
+    try:
+        brought_up = cluster_for_runs(cluster, plain, install=not args.no_install)
+        out.mkdir(parents=True, exist_ok=True)
+        out.chmod(0o755)
+        print(f"dev cluster {cluster.root}: {cluster.nodes} nodes x {cluster.gpus_per_node} emulated GPUs; "
+              f"trace {name}: {len(plan.jobs)} jobs, scale {plan.scale:g} (a trace hour is "
+              f"{3600 / plan.scale:.0f} s), rounds {plan.round_s:g} s and grace {plan.grace_s:g} s of trace time; "
+              f"plain Slurm backfills every {bf_interval(cluster)} s", flush=True)
+        for note in plan.notes:
+            print(f"note: {note}", flush=True)
+        for label, policy in modes:
+            workdir = out / label.replace(":", "-")
+            shutil.rmtree(workdir, ignore_errors=True)  # a stale checkpoint of a reused job id would resume
+            workdir.mkdir(parents=True)
+            workdir.chmod(0o755)
+            mode = PLAIN if label == PLAIN else DAEMON
+            predicted = predict(plan, mode, policy, profile)
+            s = base if mode == PLAIN else daemon_settings(plan, policy, workdir, base, feedback=not args.no_feedback)
+            wall = predicted.makespan / plan.scale
+            s.timeout_s = max(1800.0, 4 * wall)
+            settings[label] = s
+            print(f"running {label}: the simulator predicts a makespan of {predicted.makespan / 3600:.2f} h "
+                  f"(about {wall / 60:.0f} min here) ...", flush=True)
+            measures = run_replay_mode(mode, plan, profile, cluster.env(), workdir, s)
+            results[label] = (measures, predicted)
+            total = cluster.nodes * cluster.gpus_per_node
+            row = render_summary([(summarize_real(label, measures, plan.scale, total),
+                                   summarize_sim(label, predicted, total))])
+            print(row.splitlines()[-1], flush=True)
+    except (DevClusterError, RunError, SlurmError, InputError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if brought_up and not args.keep_up:
+            try:
+                cluster.down()
+            except DevClusterError as exc:
+                print(f"{PROG}: cleanup: {exc}", file=sys.stderr)
+    total = plan.nodes * plan.gpus_per_node
+    rows = [(summarize_real(label, m, plan.scale, total), summarize_sim(label, r, total))
+            for label, (m, r) in results.items()]
+    intro = (f"Trace `{name}` ({len(plan.jobs)} jobs) on `{plan.cluster_spec}` (emulated GPUs), scale "
+             f"{plan.scale:g}, rounds {plan.round_s:g} s, grace {plan.grace_s:g} s; trace time. `sim`: the "
+             "simulator's prediction of the same run; dev.: its deviation from the real run.")
+    text = "\n\n".join([intro, *(f"Note: {n}." for n in plan.notes), render_summary(rows),
+                        render_jobs(plan, results)])
+    print("\n" + text)
+    (out / "report.md").write_text(text + "\n")
+    (out / "report.json").write_text(json.dumps(report_json(plan, results, settings), indent=1) + "\n")
+    print(f"\nwrote {out / 'report.md'} and {out / 'report.json'}")
+    ok = all(r.completed == r.jobs and r.work_conserved == r.jobs for r, _ in rows)
+    return 0 if ok else EXIT_FAILED
