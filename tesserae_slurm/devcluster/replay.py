@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -40,7 +41,7 @@ from ..sim.runner import simulate
 from ..sim.traces.record import TraceJob
 from ..slurm import SlurmBackend, SlurmJob
 from .emulation import job_key, speed_table
-from .runs import PLAIN, Settings, run_jobs, sbatch_submitter, tsbatch_submitter
+from .runs import DAEMON, PLAIN, Settings, run_jobs, sbatch_submitter, tsbatch_submitter
 
 GPU_TYPE = "a100"  # the dev cluster's fake GPUs are the profile's reference type
 DEFAULT_SCALE = 40.0
@@ -177,6 +178,19 @@ def run_replay_mode(mode: str, plan: ReplayPlan, profile: ThroughputProfile, clu
         measured.append(measure_job(j, jid, at, run.ended.get(jid), run.events(out, j.name),
                                     *run.counts.get(jid, (0, 0))))
     return measured
+
+
+def replay_one(plan: ReplayPlan, profile: ThroughputProfile, label: str, policy: str, cluster_env: Mapping[str, str],
+               workdir: Path, base: Settings, feedback: bool = True) -> tuple[list[JobMeasure], SimResult, Settings]:
+    """One run (``plain`` or ``daemon:POLICY``) in a fresh ``workdir``, with its prediction and settings."""
+    shutil.rmtree(workdir, ignore_errors=True)  # a stale checkpoint of a reused job id would resume
+    workdir.mkdir(parents=True)
+    workdir.chmod(0o755)
+    mode = PLAIN if label == PLAIN else DAEMON
+    predicted = predict(plan, mode, policy, profile)
+    settings = dataclasses.replace(base) if mode == PLAIN else daemon_settings(plan, policy, workdir, base, feedback)
+    settings.timeout_s = max(1800.0, 4 * predicted.makespan / plan.scale)
+    return run_replay_mode(mode, plan, profile, cluster_env, workdir, settings), predicted, settings
 
 
 # ---- what a run measured ------------------------------------------------------------------------------

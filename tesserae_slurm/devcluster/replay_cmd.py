@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..model import InputError
 from ..presets import get_config
-from ..profiles import profile_from_spec
+from ..profiles import ThroughputProfile, profile_from_spec
 from ..sim.metrics import SimResult
 from ..sim.trace_source import resolve_trace
 from ..slurm import SlurmError
@@ -24,13 +24,12 @@ from .cluster import DevCluster
 from .errors import DevClusterError
 from .replay import (
     JobMeasure,
-    daemon_settings,
+    ReplayPlan,
     plan_replay,
-    predict,
     render_jobs,
     render_summary,
+    replay_one,
     report_json,
-    run_replay_mode,
     summarize_real,
     summarize_sim,
 )
@@ -61,75 +60,91 @@ def parse_modes(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def run_replay(cluster: DevCluster, args: argparse.Namespace) -> int:
-    try:
-        modes = parse_modes(args.mode)
-        profile = profile_from_spec(args.profile)
-        trace, name = resolve_trace(args.trace, models="a100" if args.profile == "a100" else None)
-        plan = plan_replay(trace, name, profile, scale=args.scale, nodes=cluster.nodes,
-                           gpus_per_node=cluster.gpus_per_node, round_s=args.round, grace_s=args.grace,
-                           jobs=args.replay_jobs, seed=args.seed)
-    except InputError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+Runs = dict[str, list[tuple[list[JobMeasure], SimResult, Settings]]]  # label -> one entry per repeat
+
+
+def plan_from_args(cluster: DevCluster, args: argparse.Namespace) -> tuple[list[tuple[str, str]], ThroughputProfile,
+                                                                         ReplayPlan]:
+    """The runs, the profile and the plan the arguments ask for (InputError: one line, exit 2)."""
+    modes = parse_modes(args.mode)
+    profile = profile_from_spec(args.profile)
+    trace, name = resolve_trace(args.trace, models="a100" if args.profile == "a100" else None)
+    plan = plan_replay(trace, name, profile, scale=args.scale, nodes=cluster.nodes,
+                       gpus_per_node=cluster.gpus_per_node, round_s=args.round, grace_s=args.grace,
+                       jobs=args.replay_jobs, seed=args.seed)
     if any(importlib.util.find_spec(m) is None for m in ("yaml", "sqlalchemy")):  # before the cluster starts
-        print(f"{PROG}: error: the daemon runs need the 'daemon' extra: pip install 'tesserae-slurm[daemon]'",
-              file=sys.stderr)
-        return EXIT_INPUT
+        raise InputError("the daemon runs need the 'daemon' extra: pip install 'tesserae-slurm[daemon]'")
+    return modes, profile, plan
+
+
+def replay_runs(cluster: DevCluster, plan: ReplayPlan, profile: ThroughputProfile, modes: Sequence[tuple[str, str]],
+                out: Path, *, repeats: int = 1, feedback: bool = True, install: bool = True, keep_up: bool = False,
+                prog: str = PROG) -> Runs:
+    """Every run ``repeats`` times in ``out/<label>[-<repeat>]``, on the cluster (brought up here when
+    it is not up, and taken down again unless ``keep_up``); prints a line per run."""
     plain = cluster.plain_partition or "plain"
-    out = Path(args.out or "out/devcluster-replay").resolve()
     base = Settings(partition=cluster.partition, plain_partition=plain)
-    results: dict[str, tuple[list[JobMeasure], SimResult]] = {}
-    settings: dict[str, Settings] = {}
+    total = cluster.nodes * cluster.gpus_per_node
+    runs: Runs = {label: [] for label, _ in modes}
     brought_up = False
     try:
-        brought_up = cluster_for_runs(cluster, plain, install=not args.no_install)
+        brought_up = cluster_for_runs(cluster, plain, install=install)
         out.mkdir(parents=True, exist_ok=True)
         out.chmod(0o755)
         print(f"dev cluster {cluster.root}: {cluster.nodes} nodes x {cluster.gpus_per_node} emulated GPUs; "
-              f"trace {name}: {len(plan.jobs)} jobs, scale {plan.scale:g} (a trace hour is "
+              f"trace {plan.name}: {len(plan.jobs)} jobs, scale {plan.scale:g} (a trace hour is "
               f"{3600 / plan.scale:.0f} s), rounds {plan.round_s:g} s and grace {plan.grace_s:g} s of trace time; "
               f"plain Slurm backfills every {bf_interval(cluster)} s", flush=True)
         for note in plan.notes:
             print(f"note: {note}", flush=True)
-        for label, policy in modes:
-            workdir = out / label.replace(":", "-")
-            shutil.rmtree(workdir, ignore_errors=True)  # a stale checkpoint of a reused job id would resume
-            workdir.mkdir(parents=True)
-            workdir.chmod(0o755)
-            mode = PLAIN if label == PLAIN else DAEMON
-            predicted = predict(plan, mode, policy, profile)
-            s = base if mode == PLAIN else daemon_settings(plan, policy, workdir, base, feedback=not args.no_feedback)
-            wall = predicted.makespan / plan.scale
-            s.timeout_s = max(1800.0, 4 * wall)
-            settings[label] = s
-            print(f"running {label}: the simulator predicts a makespan of {predicted.makespan / 3600:.2f} h "
-                  f"(about {wall / 60:.0f} min here) ...", flush=True)
-            measures = run_replay_mode(mode, plan, profile, cluster.env(), workdir, s)
-            results[label] = (measures, predicted)
-            total = cluster.nodes * cluster.gpus_per_node
-            row = render_summary([(summarize_real(label, measures, plan.scale, total),
-                                   summarize_sim(label, predicted, total))])
-            print(row.splitlines()[-1], flush=True)
-    except (DevClusterError, RunError, SlurmError, InputError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        for k in range(repeats):
+            for label, policy in modes:
+                where = label.replace(":", "-") + (f"-{k + 1}" if repeats > 1 else "")
+                print(f"running {label}{f' ({k + 1} of {repeats})' if repeats > 1 else ''} ...", flush=True)
+                measures, predicted, settings = replay_one(plan, profile, label, policy, cluster.env(), out / where,
+                                                           base, feedback=feedback)
+                runs[label].append((measures, predicted, settings))
+                row = render_summary([(summarize_real(label, measures, plan.scale, total),
+                                       summarize_sim(label, predicted, total))])
+                print(row.splitlines()[-1], flush=True)
     finally:
-        if brought_up and not args.keep_up:
+        if brought_up and not keep_up:
             try:
                 cluster.down()
             except DevClusterError as exc:
-                print(f"{PROG}: cleanup: {exc}", file=sys.stderr)
+                print(f"{prog}: cleanup: {exc}", file=sys.stderr)
+    return runs
+
+
+def intro(plan: ReplayPlan) -> str:
+    return "\n\n".join([
+        f"Trace `{plan.name}` ({len(plan.jobs)} jobs) on `{plan.cluster_spec}` (emulated GPUs), scale "
+        f"{plan.scale:g}, rounds {plan.round_s:g} s, grace {plan.grace_s:g} s; trace time. `sim`: the "
+        "simulator's prediction of the same run; dev.: its deviation from the real run.",
+        *(f"Note: {n}." for n in plan.notes)])
+
+
+def run_replay(cluster: DevCluster, args: argparse.Namespace) -> int:
+    try:
+        modes, profile, plan = plan_from_args(cluster, args)
+    except InputError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    out = Path(args.out or "out/devcluster-replay").resolve()
+    try:
+        runs = replay_runs(cluster, plan, profile, modes, out, feedback=not args.no_feedback,
+                           install=not args.no_install, keep_up=args.keep_up)
+    except (DevClusterError, RunError, SlurmError, InputError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     total = plan.nodes * plan.gpus_per_node
+    results = {label: (m, r) for label, [(m, r, _)] in runs.items()}
     rows = [(summarize_real(label, m, plan.scale, total), summarize_sim(label, r, total))
             for label, (m, r) in results.items()]
-    intro = (f"Trace `{name}` ({len(plan.jobs)} jobs) on `{plan.cluster_spec}` (emulated GPUs), scale "
-             f"{plan.scale:g}, rounds {plan.round_s:g} s, grace {plan.grace_s:g} s; trace time. `sim`: the "
-             "simulator's prediction of the same run; dev.: its deviation from the real run.")
-    text = "\n\n".join([intro, *(f"Note: {n}." for n in plan.notes), render_summary(rows),
-                        render_jobs(plan, results)])
+    text = "\n\n".join([intro(plan), render_summary(rows), render_jobs(plan, results)])
     print("\n" + text)
     (out / "report.md").write_text(text + "\n")
+    settings = {label: s for label, [(_, _, s)] in runs.items()}
     (out / "report.json").write_text(json.dumps(report_json(plan, results, settings), indent=1) + "\n")
     print(f"\nwrote {out / 'report.md'} and {out / 'report.json'}")
     ok = all(r.completed == r.jobs and r.work_conserved == r.jobs for r, _ in rows)
