@@ -60,12 +60,12 @@ def fidelity(runs: Mapping[str, Sequence[tuple[RunSummary, RunSummary]]]) -> lis
     return out
 
 
-def _f(x: float, digits: int = 2) -> str:
-    return "-" if math.isnan(x) else f"{x:.{digits}f}"
+def _f(x: float, digits: int = 2, unit: str = "") -> str:
+    return "-" if math.isnan(x) else f"{x:.{digits}f}{unit}"
 
 
 def _x(x: float) -> str:
-    return "-" if math.isnan(x) else f"{x:.2f}x"
+    return _f(x, 2, "x")
 
 
 def render_fidelity(rows: Sequence[Fidelity]) -> str:
@@ -76,9 +76,9 @@ def render_fidelity(rows: Sequence[Fidelity]) -> str:
         sd = f" ± {f.real_jct_sd_s / 3600:.2f}" if f.runs > 1 else ""
         sdm = f" ± {f.real_makespan_sd_s / 3600:.2f}" if f.runs > 1 else ""
         lines.append(f"| {f.label} | {f.runs} | {f.completed} | {f.real_jct_s / 3600:.2f}{sd} | "
-                     f"{f.sim_jct_s / 3600:.2f} | {_f(f.jct_dev, 1)} % | {_f(pj)} % | "
-                     f"{f.real_makespan_s / 3600:.2f}{sdm} | {f.sim_makespan_s / 3600:.2f} | {_f(f.makespan_dev, 1)} % "
-                     f"| {_f(pm)} % |")
+                     f"{f.sim_jct_s / 3600:.2f} | {_f(f.jct_dev, 1, ' %')} | {_f(pj, 2, ' %')} | "
+                     f"{f.real_makespan_s / 3600:.2f}{sdm} | {f.sim_makespan_s / 3600:.2f} | "
+                     f"{_f(f.makespan_dev, 1, ' %')} | {_f(pm, 2, ' %')} |")
     return "\n".join(lines)
 
 
