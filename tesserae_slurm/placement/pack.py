@@ -123,29 +123,31 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     # came first nor on which other classes are present
     type_at = [table.gpu_types.index(g) for g in gpu_names]
     values = _edge_values(table, type_at, objective, min_speed, below_one)
-    tables: tuple[ClassTable, ...] = (table,)
     users = {j.user for j in hosts} | {j.user for j in guests} if cross_user == "timeslice" else set()
-    if len(users) > 1:  # two users' pairs time-slice: values per (class, user), numbered for this call
+    owners: _UserClasses | None = None  # set when two users' pairs are scored apart from one user's
+    by_user = False  # no two users' pair gains: each user's jobs are a matching problem of their own
+    if len(users) > 1:  # two users' pairs time-slice
         sliced = profile.timeslice_classes  # numbered alike, also with the classes this call added
         if table is not profile.classes:
             sliced = sliced.with_extra(profile, table.classes)
-        tables = (table, sliced)
-        host_cls, guest_cls, values, owners = _by_user(
-            host_cls, guest_cls, [j.user for j in hosts], [j.user for j in guests], values,
-            _edge_values(sliced, type_at, objective, min_speed, below_one))
+        two = _edge_values(sliced, type_at, objective, min_speed, below_one)
+        if not two[:, np.unique(host_cls)][:, :, np.unique(guest_cls)].any():
+            by_user = True  # the common case: the fallback's pairs all sum below one
+        else:
+            host_cls, guest_cls, values, owners = _by_user(
+                host_cls, guest_cls, [j.user for j in hosts], [j.user for j in guests], values, two)
     gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n, guest_n = np.array(host_gpus, dtype=np.int64), np.array(guest_gpus, dtype=np.int64)
     pairs: list[PackedPair] = []
-    for _n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests):
+    for _n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests, by_user):
         for r, c in _match(host_cls[rows], host_type[rows], guest_cls[cols], values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
-            if len(tables) == 1:
-                opt = table.options[int(table.option[type_at[host_type[h]], host_cls[h], guest_cls[g]])]
-            else:
-                hc, gc = owners.classes[host_cls[h]], owners.classes[guest_cls[g]]
-                t = tables[0] if owners.users[host_cls[h]] == owners.users[guest_cls[g]] else tables[1]
-                opt = t.options[int(t.option[type_at[host_type[h]], hc, gc])]
+            t, hc, gc = table, int(host_cls[h]), int(guest_cls[g])
+            if owners is not None:  # (class, user) numbers: back to classes, and the pair's table
+                t = table if owners.host_users[hc] == owners.guest_users[gc] else sliced
+                hc, gc = int(owners.host_classes[hc]), int(owners.guest_classes[gc])
+            opt = t.options[int(t.option[type_at[host_type[h]], hc, gc])]
             pairs.append(PackedPair(hosts[h].id, guests[g].id, opt.a_speed, opt.b_speed,
                                     opt.a_strategy, opt.b_strategy))
     if not pairs:  # most rounds of big traces
@@ -169,28 +171,32 @@ def _edge_values(table: ClassTable, type_at: Sequence[int], objective: Objective
 
 @dataclass(frozen=True)
 class _UserClasses:
-    """(class, user) numbers of one packing call: the class and the user of each."""
+    """The (class, user) numbers of one packing call, placed jobs' and pending jobs' apart: the class
+    and the user of each."""
 
-    classes: np.ndarray
-    users: tuple[str, ...]
+    host_classes: np.ndarray
+    host_users: tuple[str, ...]
+    guest_classes: np.ndarray
+    guest_users: tuple[str, ...]
 
 
 def _by_user(host_cls: np.ndarray, guest_cls: np.ndarray, host_users: Sequence[str], guest_users: Sequence[str],
              same_user: np.ndarray, two_users: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, _UserClasses]:
-    """Number every (class, user) of the call in canonical order (class, then user name) and give
-    the edge values between them: one user's pairs from ``same_user``, two users' from
-    ``two_users`` (both indexed [GPU type, class, class])."""
-    keys = sorted(set(zip(host_cls.tolist(), host_users)) | set(zip(guest_cls.tolist(), guest_users)))
-    number = {k: i for i, k in enumerate(keys)}
-    cls = np.array([c for c, _ in keys], dtype=np.int64)
-    users = tuple(u for _, u in keys)
-    owner = np.array(users, dtype=object)
-    same = owner[:, None] == owner[None, :]
-    grid = np.ix_(np.arange(same_user.shape[0]), cls, cls)
+    """Number the placed jobs' (class, user) and the pending jobs' in canonical order (class, then
+    user name) and give the edge values between them: one user's pairs from ``same_user``, two users'
+    from ``two_users`` (both indexed [GPU type, class, class])."""
+    def number(cls: np.ndarray, users: Sequence[str]) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        keys = sorted(set(zip(cls.tolist(), users)))
+        at = {k: i for i, k in enumerate(keys)}
+        ids = np.fromiter(map(at.__getitem__, zip(cls.tolist(), users)), np.int64, len(users))
+        return ids, np.array([c for c, _ in keys], dtype=np.int64), tuple(u for _, u in keys)
+
+    hosts, h_cls, h_users = number(host_cls, host_users)
+    guests, g_cls, g_users = number(guest_cls, guest_users)
+    same = np.array(h_users, dtype=object)[:, None] == np.array(g_users, dtype=object)[None, :]
+    grid = np.ix_(np.arange(same_user.shape[0]), h_cls, g_cls)
     values = np.where(same[None, :, :], same_user[grid], two_users[grid])
-    hosts = np.fromiter(map(number.__getitem__, zip(host_cls.tolist(), host_users)), np.int64, len(host_users))
-    guests = np.fromiter(map(number.__getitem__, zip(guest_cls.tolist(), guest_users)), np.int64, len(guest_users))
-    return hosts, guests, values, _UserClasses(cls, users)
+    return hosts, guests, values, _UserClasses(h_cls, h_users, g_cls, g_users)
 
 
 def check_min_speed(min_speed: float) -> None:
@@ -199,16 +205,29 @@ def check_min_speed(min_speed: float) -> None:
 
 
 def _problems(counts: Sequence[int], host_n: np.ndarray, guest_n: np.ndarray, hosts: Sequence[Job],
-              guests: Sequence[Job]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+              guests: Sequence[Job], by_user: bool = False) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """One matching problem per GPU count, and per ``group`` when jobs carry groups (a pair never
-    spans two groups): (count, placed rows, pending columns)."""
-    groups = {j.group for j in hosts} | {j.group for j in guests}
+    spans two groups), and per user with ``by_user``: (count, placed rows, pending columns)."""
+    def group(j: Job) -> str:
+        return f"{j.group}\0{j.user}" if by_user else j.group
+
+    groups = {group(j) for j in hosts} | {group(j) for j in guests}
     if len(groups) <= 1:
         return [(n, np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)) for n in counts]
-    host_g = np.array([j.group for j in hosts], dtype=object)
-    guest_g = np.array([j.group for j in guests], dtype=object)
-    return [(n, np.flatnonzero((host_n == n) & (host_g == g)), np.flatnonzero((guest_n == n) & (guest_g == g)))
-            for n in counts for g in sorted(groups)]
+    code = {g: i for i, g in enumerate(sorted(groups))}
+    host_g = np.fromiter(map(code.__getitem__, map(group, hosts)), np.int64, len(hosts))
+    guest_g = np.fromiter(map(code.__getitem__, map(group, guests)), np.int64, len(guests))
+    out = []
+    for n in counts:  # each group's rows and columns, in input order; groups without both make no problem
+        rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
+        rows, cols = rows[np.argsort(host_g[rows], kind="stable")], cols[np.argsort(guest_g[cols], kind="stable")]
+        rg, cg = host_g[rows], guest_g[cols]
+        both = np.intersect1d(rg, cg)
+        r_lo, r_hi = np.searchsorted(rg, both), np.searchsorted(rg, both, side="right")
+        c_lo, c_hi = np.searchsorted(cg, both), np.searchsorted(cg, both, side="right")
+        out += [(n, rows[a:b], cols[c:d]) for a, b, c, d in zip(r_lo.tolist(), r_hi.tolist(), c_lo.tolist(),
+                                                                  c_hi.tolist())]
+    return out
 
 
 def _packable(jobs: Sequence[Job], mode: PackingMode, table: ClassTable, skip: Collection[str] = ()) -> list[Job]:
