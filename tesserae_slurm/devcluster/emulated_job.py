@@ -46,6 +46,7 @@ import os
 import select
 import signal
 import stat
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -318,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reporter = ThroughputReporter.from_env()
     log_event(events, "start", work=work, resumed=resumed, emulated=True)
+    print(f"emulated GPU job {job} (emulation: it sleeps, no GPU work): {a.key or 'speed 1.0'}, work "
+          f"{work:g} of {a.work:g} s, scale {a.scale:g}, GPUs {','.join(map(str, my_gpus(env))) or '-'}"
+          f"{', resumed' if resumed else ''}", file=sys.stderr, flush=True)
     try:
         work = _run(a, table, me, registry, events, work, resumed, reporter)
     finally:
