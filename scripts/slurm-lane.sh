@@ -3,7 +3,8 @@
 # (debootstrap), entered with chroot. Used by `./dev test` and `./dev devcluster --slurm VERSION`.
 #
 #   scripts/slurm-lane.sh VERSION root                  build or check the root and its venv, print its path
-#   scripts/slurm-lane.sh VERSION test [PYTEST ARGS]    the Slurm-facing tests (-m slurm_live) inside it
+#   scripts/slurm-lane.sh VERSION test [--backend cli|pyslurm] [PYTEST ARGS]
+#                                                       the Slurm-facing tests (-m slurm_live) inside it
 #                                                       (default paths: tests/slurm tests/daemon)
 #   scripts/slurm-lane.sh VERSION devcluster up|down|status [ARGS]   `tesserae devcluster` inside it
 #   scripts/slurm-lane.sh VERSION shell [CMD ...]       a shell (or CMD) inside it, SLURM_CONF set when up
@@ -19,6 +20,12 @@
 # root when they end (also on failure or Ctrl-C). `test` refuses to start while something already runs
 # in the root (a dev cluster that is up, a shell). `devcluster up` leaves its mounts and daemons;
 # `devcluster down` stops them and unmounts everything under the root. Needs root (mount, chroot).
+#
+# `--backend pyslurm`: the same tests through the pyslurm backend (TESSERAE_TEST_SLURM_BACKEND=pyslurm).
+# pyslurm is built in the root from the source tree or sdist TESSERAE_PYSLURM_SRC points at (PyPI has
+# no sdist for these releases: docs/slurm-versions.md), against the root's libslurm-dev (installed with
+# a compiler on first use), and rebuilt when that source changes. pyslurm binds one slurm.conf per
+# process, so tests/slurm and tests/daemon (each with its own cluster) run as two pytest processes.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,7 +35,7 @@ include=slurmctld,slurmd,slurm-client,munge,python3,python3-venv,git,ca-certific
 
 die() { echo "slurm-lane: $*" >&2; exit 1; }
 
-[ $# -ge 2 ] || { sed -n '5,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '5,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 version=$1; action=$2; shift 2
 case "$version" in
     24.11) suite=trixie ;;
@@ -216,6 +223,66 @@ print("\n".join(r for r in extras["test"] if r not in extras["bench"]))' </dev/n
     echo "$want" >"$root$venv_in_root/.tesserae-stamp"
 }
 
+pyslurm_in_root=/opt/pyslurm-src
+
+source_digest() {  # $1: a directory or a file; the digest of its content (a directory without .git)
+    if [ -d "$1" ]; then
+        tar -C "$1" --exclude=.git --exclude='*.so' --exclude='*.c' --exclude=build --sort=name --mtime=@0 \
+            --owner=0 --group=0 --numeric-owner -cf - . | sha256sum | cut -d' ' -f1
+    else
+        sha256sum "$1" | cut -d' ' -f1
+    fi
+}
+
+ensure_pyslurm() {  # pyslurm from TESSERAE_PYSLURM_SRC, built against the root's libslurm
+    local src=${TESSERAE_PYSLURM_SRC:-} want have="" stamp=$root$venv_in_root/.pyslurm-stamp log multiarch t0
+    [ -n "$src" ] || die "--backend pyslurm needs TESSERAE_PYSLURM_SRC: pyslurm's $version source (a checkout of \
+PySlurm/pyslurm's ${version/.0/.}.x branch, or its sdist). PyPI has none for Slurm $version (docs/slurm-versions.md)"
+    [ -e "$src" ] || die "TESSERAE_PYSLURM_SRC=$src does not exist"
+    src=$(realpath "$src")
+    want=$(source_digest "$src")
+    [ ! -f "$stamp" ] || have=$(cat "$stamp")
+    if [ "$want" = "$have" ] && in_root "$venv_in_root/bin/python" -m pip show -q pyslurm </dev/null >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(in_root /usr/bin/dpkg-query -W -f='${Status}\n' libslurm-dev gcc libc6-dev python3-dev </dev/null 2>/dev/null \
+            | grep -c '^install ok installed$')" -ne 4 ]; then
+        echo "slurm-lane: installing libslurm-dev and a compiler into the $suite root"
+        in_root /usr/bin/env DEBIAN_FRONTEND=noninteractive /bin/sh -c \
+            'apt-get update -qq && apt-get install -y -qq --no-install-recommends libslurm-dev gcc libc6-dev python3-dev' \
+            </dev/null >"$root/var/log/tesserae-pyslurm-apt.log" 2>&1 \
+            || { tail -n 20 "$root/var/log/tesserae-pyslurm-apt.log" >&2; die "apt-get in the $suite root failed"; }
+    fi
+    rm -rf "$root$pyslurm_in_root"
+    mkdir -p "$root$pyslurm_in_root"
+    if [ -d "$src" ]; then
+        tar -C "$src" --exclude=.git -cf - . | tar -C "$root$pyslurm_in_root" -xf -
+    else
+        tar -C "$root$pyslurm_in_root" --strip-components=1 -xf "$src"
+    fi
+    multiarch=$(in_root /usr/bin/gcc -print-multiarch </dev/null)
+    log=$root$venv_in_root/pyslurm-build.log
+    echo "slurm-lane: building pyslurm from $src against the $suite root's libslurm (several minutes; log: $log)"
+    t0=$(date +%s)
+    if ! in_root /usr/bin/env SLURM_LIB_DIR="/usr/lib/$multiarch" SLURM_INCLUDE_DIR=/usr/include \
+            "$venv_in_root/bin/python" -m pip install --disable-pip-version-check --no-deps --force-reinstall \
+            "$pyslurm_in_root" </dev/null >"$log" 2>&1; then
+        grep -E "Error|error:|^ *[a-z_/]+\.pyx:[0-9]+" "$log" | grep -v "^WARNING: Location" | tail -n 15 >&2
+        die "building pyslurm in the $suite root failed after $(( $(date +%s) - t0 ))s (log: $log)"
+    fi
+    echo "slurm-lane: pyslurm built and installed in $(( $(date +%s) - t0 ))s"
+    echo "$want" >"$stamp"
+}
+
+run_pytest() {  # the live tests, in the background + wait: a TERM or INT to this script runs the cleanup
+    # at once (bash defers traps until a foreground child ends), and the cleanup stops pytest with the rest.
+    # every_release: the live tests whose outcome depends on the Slurm release (pyproject.toml); the
+    # rest (operator actions, web page, retention, logs, ...) runs on the host's 22.05 only.
+    in_root /usr/bin/env TESSERAE_TEST_SLURM_BACKEND="$backend" \
+        "$venv_in_root/bin/python" -m pytest -q -p no:cacheprovider -m "slurm_live and every_release" "$@" </dev/null &
+    wait "$!"
+}
+
 cluster_conf=/root/.cache/tesserae/devcluster/etc/slurm.conf  # `tesserae devcluster`'s default inside
 
 case "$action" in
@@ -228,6 +295,12 @@ case "$action" in
         echo "$root"
         ;;
     test)
+        backend=cli
+        case "${1:-}" in
+            --backend) backend=${2:?"--backend needs cli or pyslurm"}; shift 2 ;;
+            --backend=*) backend=${1#--backend=}; shift ;;
+        esac
+        case "$backend" in cli | pyslurm) ;; *) die "unknown backend '$backend' (cli or pyslurm)" ;; esac
         lock
         ensure_root
         busy=$(pids_in_root | tr '\n' ' ')
@@ -235,20 +308,30 @@ case "$action" in
         own_root=1
         mount_root
         ensure_venv
+        [ "$backend" = cli ] || ensure_pyslurm
         set +e
         # Live tests live in these two directories (tests/conftest.py refuses one elsewhere): the other
         # test modules import torch, numba or cvxpy, which the root does not have.
         # Only options given (e.g. --durations=0): the default paths still apply.
-        has_path=0
-        for a in "$@"; do [ -e "$repo/${a%%::*}" ] && has_path=1; done
-        [ "$has_path" -eq 1 ] || set -- "$@" tests/slurm tests/daemon
-        # In the background + wait: a TERM or INT to this script runs the cleanup at once (bash defers
-        # traps until a foreground child ends), and the cleanup stops pytest with the rest of the root.
-        # every_release: the live tests whose outcome depends on the Slurm release (pyproject.toml); the
-        # rest (operator actions, web page, retention, logs, ...) runs on the host's 22.05 only.
-        in_root "$venv_in_root/bin/python" -m pytest -q -p no:cacheprovider -m "slurm_live and every_release" "$@" </dev/null &
-        wait "$!"
-        rc=$?
+        opts=(); paths=()
+        for a in "$@"; do if [ -e "$repo/${a%%::*}" ]; then paths+=("$a"); else opts+=("$a"); fi; done
+        [ "${#paths[@]}" -gt 0 ] || paths=(tests/slurm tests/daemon)
+        if [ "$backend" = cli ]; then
+            run_pytest "${opts[@]}" "${paths[@]}"
+            rc=$?
+        else  # one pytest per test directory: each has its own cluster, and pyslurm serves one per process
+            rc=0
+            for dir in tests/slurm tests/daemon; do
+                group=()
+                for p in "${paths[@]}"; do case "$p" in "$dir" | "$dir"/*) group+=("$p") ;; esac; done
+                [ "${#group[@]}" -gt 0 ] || continue
+                echo "== pyslurm backend: ${group[*]}"
+                run_pytest "${opts[@]}" "${group[@]}"
+                r=$?
+                [ "$r" -ne 5 ] || { echo "slurm-lane: no tests collected in ${group[*]}" >&2; r=1; }
+                [ "$rc" -ne 0 ] || rc=$r
+            done
+        fi
         set -e
         [ "$rc" -ne 5 ] || { echo "slurm-lane: no tests collected in the $version lane" >&2; rc=1; }
         exit "$rc"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse
 from operator import itemgetter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from .model import (
     Cluster,
     InputError,
     Job,
+    MoveCosts,
     PackedPair,
     PendingJob,
     PendingReason,
@@ -29,11 +30,14 @@ from .model import (
     StageTimings,
 )
 from .model.gpu_limits import GpuLimits
-from .placement.consolidate import ConsolidationResult, Unit, place_consolidated, place_units
+from .model.placement import GpuRef
+from .placement.consolidate import ConsolidationResult, Unit, place_consolidated, place_kept, place_units
+from .placement.limit_gate import LimitGate
 from .placement.limit_gate import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
-from .placement.node_rules import NodeRule, pack_by_rule, rule_masks, rule_types, rules_of, unit_rules
-from .placement.pack import CROSS_USER, CrossUser, PackingMode, check_min_speed, pack
+from .placement.move_value import MoveValue, Plan
+from .placement.node_rules import NodeRule, NodeRules, pack_by_rule, rule_masks, rule_types, rules_of, unit_rules
+from .placement.pack import CROSS_USER, ONE, CrossUser, PackingMode, check_min_speed, pack
 from .placement.pinned import place_beside
 from .profiles import ThroughputProfile
 
@@ -65,6 +69,10 @@ class EngineConfig:
     cross_user: CrossUser = "timeslice"
     # form pairs whose normalized speeds sum below 1.0 (a site's choice; pack.py)
     pairs_below_one: bool = False
+    # cost-aware decisions: running jobs keep their GPUs, and a job is moved or preempted only when that pays
+    # for its cost (placement/move_value.py; the shells set the costs); None: the paper's plan, rebuilt from
+    # nothing each round and relabeled
+    moves: MoveCosts | None = field(default_factory=MoveCosts)
 
     def __post_init__(self) -> None:
         check_min_speed(self.min_speed)
@@ -84,6 +92,10 @@ class RoundRequest:
     rules: Mapping[str, NodeRule] = field(default_factory=dict)  # job -> operator's node rule
     limits: GpuLimits | None = None  # per-user/account GPU limits (site configuration), for every policy
     held: tuple[str, ...] = ()  # jobs the policy keeps waiting this round (Ranking.held): never placed
+    # for cost-aware decisions (config.moves): seconds of work each job has left at its speed alone, where
+    # the shell knows it, and each job's GPUs in the rounds before ``current``, newest first (kept by the shell)
+    remaining: Mapping[str, float] = field(default_factory=dict)
+    recent: Mapping[str, tuple[tuple[GpuRef, ...], ...]] = field(default_factory=dict)
 
 
 def _no_clock() -> float:
@@ -161,10 +173,13 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         raise InputError("operators' node rules (pin, keep-off) need a placement that may move jobs, "
                          "not 'pinned' (slurm-backfill)")
 
+    def sub_rules(js: Sequence[Job]) -> NodeRules | None:
+        return rules if rules is None or len(js) == len(ids) else rules_of(rules, js, ids)
+
     def place(js: Sequence[Job], pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
         if cfg.placement == "pinned":
             return place_beside(cluster, req.current, js)
-        sub = rules if rules is None or len(js) == len(ids) else rules_of(rules, js, ids)
+        sub = sub_rules(js)
         if pairs or homes is not None or types is not None:
             def walk(with_homes: dict[str, int] | None) -> ConsolidationResult:
                 units = _units(js, pairs, with_homes, types)
@@ -175,18 +190,145 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             return res
         return place_consolidated(cluster, js, sub)  # one unit per job, no hints: the common case
 
-    gate = limit_gate(req.limits, jobs) if req.limits is not None else None
-    if gate is None:
-        placed, policy_pairs_kept = place(jobs, req.pairs), req.pairs
-    else:
-        placed, policy_pairs_kept = gate.place_within(jobs, req.pairs, place)
-    t1 = now()
+    def consolidate(walk: Callable[[Sequence[Job], Sequence[tuple[str, str]]], ConsolidationResult]
+                    ) -> tuple[ConsolidationResult, Sequence[tuple[str, str]], LimitGate | None]:
+        gate = limit_gate(req.limits, jobs) if req.limits is not None else None
+        if gate is None:
+            return walk(jobs, req.pairs), req.pairs, None
+        placed, kept = gate.place_within(jobs, req.pairs, walk)
+        return placed, kept, gate
 
+    spent = [0.0, 0.0, 0.0]  # placement, packing, migration
+
+    def finish(placed: ConsolidationResult, pairs_kept: Sequence[tuple[str, str]], gate: LimitGate | None,
+               value: MoveValue | None) -> _Outcome:
+        """Packing and migration of one consolidation (``value``: of the keep-first walk)."""
+        t1 = now()
+        out = _pack_stage(req, profile, by_id, ids, held, placed, pairs_kept, gate, rules, value)
+        t2 = now()
+        final, migrated, cost = out.logical, tuple[str, ...](), 0.0
+        if req.current is not None and cfg.placement != "pinned":  # pinned: the plan is physical already
+            # the keep-first plan is physical already; relabeling it still undoes a swap of equal jobs
+            types_now = node_type if rules is None else rule_types(node_type, cluster.shape[0], rules, ids, out.logical)
+            res = migrate(req.current, out.logical, algorithm=cfg.migration, node_types=types_now)
+            final, migrated, cost = res.placement, res.migrated, res.cost
+        spent[1] += t2 - t1
+        spent[2] += now() - t2
+        return out._replace(final=final, migrated=migrated, cost=cost)
+
+    value = None
+    cost_bound = False
+    current = req.current
+    if cfg.moves is not None and current is not None and cfg.placement != "pinned" and not req.pairs:
+        value = MoveValue(cluster, current, req.jobs, cfg.moves, profile, req.remaining, req.recent, held,
+                          frozenset(req.rules), cfg.cross_user)
+
+    if value is None or current is None:
+        placed, pairs_kept, gate = consolidate(place)
+        spent[0] += now() - t0
+        chosen = finish(placed, pairs_kept, gate, None)
+    else:
+        mv = value
+
+        def keep_first(js: Sequence[Job], _pairs: Sequence[tuple[str, str]]) -> ConsolidationResult:
+            u = mv.units(js, types)
+            sub = sub_rules(js)
+            return place_kept(cluster, u.ids, u.need, u.width, u.types, u.homes,
+                              sub and unit_rules(sub, u.jobs, [j.id for j in js]))
+
+        placed, _, gate = consolidate(keep_first)
+        stranded = list(placed.movable)  # it would run if running jobs moved: maybe the paper's plan pays
+        paper = None
+        cost_bound = placed.cost_bound or bool(value.kept_pairs)
+        if stranded:  # the paper's plan (best fit from nothing) places it: if that pays for its moves
+            paper, paper_pairs, paper_gate = consolidate(place)
+        spent[0] += now() - t0
+        chosen = finish(placed, (), gate, value)
+        if paper is not None and stranded[0] in paper.placed:
+            cost_bound = True
+            other = finish(paper, paper_pairs, paper_gate, None)
+            if value.net_gain(_plan_of(chosen, current), _plan_of(other, current)) is not None:
+                chosen = other
+        settled = value.settle(chosen.final, chosen.migrated)
+        if settled is not chosen.final:
+            res = migrate(current, settled, algorithm="gavel")
+            chosen = chosen._replace(final=settled, migrated=res.migrated, cost=res.cost)
+
+    final, pairs, migrated, pending = chosen.final, chosen.pairs, chosen.migrated, chosen.pending
+    strategies, speeds = _speeds(final, pairs, by_id, profile, node_type,
+                                 cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None)
+    before: set[str] = req.current.jobs() if req.current is not None else set()
+    after = final.jobs()
+    migrated_set = set(migrated)
+    started, kept = after - before, (after & before) - migrated_set
+    preempted = before - after  # may name jobs the policy no longer lists: those go last, by id
+    if preempted:
+        order = {j: i for i, j in enumerate(ids)}
+        preempted_sorted = tuple(sorted(preempted, key=lambda j: (order.get(j, len(order)), j)))
+    else:
+        preempted_sorted = ()
+    migrated_sorted = tuple([j for j in ids if j in migrated_set]) if migrated_set else ()
+    moves = value.reasons(final, migrated_sorted, preempted_sorted, pairs, speeds) if value is not None else ()
+    return RoundDecision(
+        placement=final,
+        started=tuple([j for j in ids if j in started]) if started else (),
+        preempted=preempted_sorted,
+        migrated=migrated_sorted,
+        kept=tuple([j for j in ids if j in kept]),
+        packed=tuple(pairs),
+        pending=tuple(pending),
+        strategies=strategies,
+        speeds=speeds,
+        migration_cost=chosen.cost,
+        timings=StageTimings(placement=spent[0], packing=spent[1], migration=spent[2]),
+        moves=moves,
+        cost_bound=value is not None and (cost_bound or _may_split(final, pairs)),
+    )
+
+
+def _may_split(final: Placement, pairs: Sequence[PackedPair]) -> bool:
+    """A pair runs where a node has the GPUs idle to run one of its jobs alone: whether that split pays
+    for its move turns on the horizon left and on past moves, so the next round may split it."""
+    if not pairs:
+        return False
+    rows = final.rows()
+    idle = (rows.table[:, 0] < 0) & (rows.table[:, 1] < 0)
+    if not idle.any():
+        return False
+    most = int(np.bincount(rows.layout.node_of[idle], minlength=len(rows.names)).max())
+    gpus = final.job_gpus()
+    return any(len(gpus[p.placed]) <= most for p in pairs if p.placed in gpus)
+
+
+def _plan_of(o: _Outcome, current: Placement) -> Plan:
+    return Plan(o.final, tuple(o.pairs), o.migrated, frozenset(current.jobs() - o.final.jobs()))
+
+
+class _Outcome(NamedTuple):
+    """One consolidation carried through packing and migration."""
+
+    logical: Placement  # the plan with packed partners, before relabeling
+    pairs: list[PackedPair]
+    pending: list[PendingJob]
+    final: Placement
+    migrated: tuple[str, ...] = ()
+    cost: float = 0.0
+
+
+def _pack_stage(req: RoundRequest, profile: ThroughputProfile, by_id: dict[str, Job], ids: list[str],
+                held: frozenset[str], placed: ConsolidationResult, policy_pairs_kept: Sequence[tuple[str, str]],
+                gate: LimitGate | None, rules: NodeRules | None, value: MoveValue | None) -> _Outcome:
+    """Packing (paper Algorithm 3) onto one consolidation, and the waiting jobs with their reasons.
+    With ``value`` (cost-aware decisions), the pairs the walk kept as units are pairs already, and a
+    partner whose host the walk placed stays with it."""
+    cluster, cfg = req.cluster, req.config
+    node_type = cluster.node_types
     only = cluster.gpu_types[0] if len(cluster.gpu_types) == 1 else None  # one GPU type: no lookups per job
     gpu_type_of = (dict.fromkeys(placed.placed, only) if only is not None else
                    {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()})
+    fixed = list(policy_pairs_kept) + (value.kept_pair_list(placed.placed) if value is not None else [])
     policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a], cfg.cross_user)
-                    for a, b in policy_pairs_kept if a in gpu_type_of]
+                    for a, b in fixed if a in gpu_type_of]
     pairs: list[PackedPair] = list(policy_pairs)
     pending: list[PendingJob] = list(placed.pending)
     if gate is not None:
@@ -196,10 +338,25 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         pos = dict(zip(ids, range(len(ids))))
         pending.sort(key=lambda p: pos[p.job_id])
     if cfg.packing != "off" and not req.pairs:
-        placed_jobs = list(map(by_id.__getitem__, placed.placed))
+        paired = {j for pair in fixed for j in pair}
+        placed_jobs = [by_id[j] for j in placed.placed if j not in paired] if paired else \
+            list(map(by_id.__getitem__, placed.placed))
         waiting = list(map(by_id.__getitem__, map(_JOB_ID, placed.pending)))
         if gate is not None:
             waiting = [j for j in waiting if j.id not in gate.limited]
+        sticky: list[PackedPair] = []
+        if value is not None:  # a partner stays with its host while both run
+            for h, g in value.sticky_pairs(placed_jobs, waiting):
+                if g in req.rules:  # an operator's rule: packing decides where it may go
+                    continue
+                pair = _sticky_pair(by_id[h], by_id[g], value, gpu_type_of[h], cfg.min_speed, cfg.pairs_below_one)
+                if pair is not None:
+                    sticky.append(pair)
+            if sticky:
+                hosts = {p.placed for p in sticky}
+                guests = {p.partner for p in sticky}
+                placed_jobs = [j for j in placed_jobs if j.id not in hosts]
+                waiting = [j for j in waiting if j.id not in guests]
         if rules is None:
             packed_now: Sequence[PackedPair] = pack(
                 placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
@@ -208,6 +365,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             packed_now = pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, rules, ids, placed.placement,
                                       cluster, mode=cfg.packing, objective=cfg.objective, min_speed=cfg.min_speed,
                                       cross_user=cfg.cross_user, below_one=cfg.pairs_below_one)
+        packed_now = [*sticky, *packed_now]
         if gate is not None:
             packed_now = gate.accept_pairs(packed_now, dict(zip(ids, range(len(ids)))), by_id)
         pairs.extend(packed_now)
@@ -220,41 +378,24 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         gone = {p.job_id for p in limited}
         pending = sorted([p for p in pending if p.job_id not in gone] + limited, key=lambda p: at[p.job_id])
     logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
-    t2 = now()
+    return _Outcome(logical, pairs, pending, logical)
 
-    migrated: tuple[str, ...] = ()
-    cost = 0.0
-    final = logical
-    if req.current is not None and cfg.placement != "pinned":  # pinned: the plan is physical already
-        types_now = node_type if rules is None else rule_types(node_type, cluster.shape[0], rules, ids, logical)
-        res = migrate(req.current, logical, algorithm=cfg.migration, node_types=types_now)
-        final, migrated, cost = res.placement, res.migrated, res.cost
-    t3 = now()
 
-    strategies, speeds = _speeds(final, pairs, by_id, profile, node_type, only)
-    before: set[str] = req.current.jobs() if req.current is not None else set()
-    after = final.jobs()
-    migrated_set = set(migrated)
-    started, kept = after - before, (after & before) - migrated_set
-    preempted = before - after  # may name jobs the policy no longer lists: those go last, by id
-    if preempted:
-        order = {j: i for i, j in enumerate(ids)}
-        preempted_sorted = tuple(sorted(preempted, key=lambda j: (order.get(j, len(order)), j)))
-    else:
-        preempted_sorted = ()
-    return RoundDecision(
-        placement=final,
-        started=tuple([j for j in ids if j in started]) if started else (),
-        preempted=preempted_sorted,
-        migrated=tuple([j for j in ids if j in migrated_set]) if migrated_set else (),
-        kept=tuple([j for j in ids if j in kept]),
-        packed=tuple(pairs),
-        pending=tuple(pending),
-        strategies=strategies,
-        speeds=speeds,
-        migration_cost=cost,
-        timings=StageTimings(placement=t1 - t0, packing=t2 - t1, migration=t3 - t2),
-    )
+def _sticky_pair(host: Job, guest: Job, value: MoveValue, gpu_type: str, min_speed: float,
+                 below_one: bool) -> PackedPair | None:
+    """The pair running now, if packing would still form it: both packable, in one group, with a gain
+    over the host alone, each member at least ``min_speed``, and a speed sum of one unless pairs below
+    one are allowed."""
+    if host.no_pack or guest.no_pack or host.group != guest.group or host.num_gpus != guest.num_gpus:
+        return None
+    best = value.pair(host, guest, gpu_type)
+    if best is None or min(best.a_speed, best.b_speed) < max(min_speed, 1e-9):
+        return None
+    if best.a_speed + best.b_speed <= value.alone(host, gpu_type) + 1e-6:
+        return None
+    if not below_one and best.a_speed + best.b_speed < ONE:
+        return None
+    return PackedPair(host.id, guest.id, best.a_speed, best.b_speed, best.a_strategy, best.b_strategy)
 
 
 _STRANDED = (PendingReason.CONSOLIDATION, PendingReason.NODES)

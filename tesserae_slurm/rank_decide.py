@@ -16,6 +16,7 @@ from typing import Any
 from .engine import Clock, EngineConfig, RoundRequest, decide
 from .model import InputError, Job, JobView, RoundDecision
 from .model.gpu_limits import GpuLimits
+from .model.placement import GpuRef
 from .placement.node_rules import NodeRule
 from .policies.base import Policy, Ranking, SchedulingInput
 from .profiles import ThroughputProfile
@@ -40,18 +41,25 @@ class RankedRound:
 def rank_and_decide(policy: Policy, inp: SchedulingInput, state: Any, profile: ThroughputProfile,
                     config: EngineConfig, *, rules: Mapping[str, NodeRule] | None = None,
                     limits: GpuLimits | None = None, clock: Clock | None = None,
-                    keep: Callable[[Ranking], RoundDecision | None] | None = None) -> RankedRound:
+                    keep: Callable[[Ranking], RoundDecision | None] | None = None,
+                    recent: Mapping[str, tuple[tuple[GpuRef, ...], ...]] | None = None) -> RankedRound:
     """Rank ``inp.jobs`` with ``policy`` from ``state``, check the ranking, and decide the round on
     ``inp.placement`` (the placement the policy saw) with ``profile``.
 
     ``keep``: the shell's shortcut for a round that changes nothing (the simulator's quiet rounds):
     given the ranking, last round's decision to keep, or None to ask the engine. ``clock`` times the
-    ranking and the engine's stages, as ``engine.decide``'s clock."""
+    ranking and the engine's stages, as ``engine.decide``'s clock. ``recent``: each job's GPUs in the
+    rounds before this one, newest first (the shell's record; cost-aware decisions read it), and the
+    jobs' remaining work comes from the views where the shell knows it."""
     t0 = clock() if clock is not None else 0.0
     ranking, new_state = policy.rank(inp, state)
     rank_s = clock() - t0 if clock is not None else 0.0
+    remaining: Mapping[str, float] = {}
+    if config.moves is not None and inp.placement is not None:
+        remaining = {v.job.id: v.remaining_work for v in inp.jobs if v.remaining_work is not None}
     request = RoundRequest(inp.cluster, ranked_jobs(ranking, inp.jobs, policy.name), inp.placement, ranking.pairs,
-                           config, rules or {}, limits=limits, held=ranking.held)
+                           config, rules or {}, limits=limits, held=ranking.held, remaining=remaining,
+                           recent=recent or {})
     kept = keep(ranking) if keep is not None else None
     if kept is not None:
         return RankedRound(ranking, new_state, request, kept, rank_s, reused=True)

@@ -74,10 +74,10 @@ def test_gavel_rule_migrates_more_than_tesserae_on_the_same_rounds():
     cluster = Cluster.from_spec("8x4:a100")
     rng = np.random.default_rng(11)
     jobs = synthetic_jobs(60, rng)
-    current = run(cluster, jobs).placement
+    current = run(cluster, jobs, moves=None).placement
     order = perturb_order(jobs, rng, swap_frac=0.3)
-    tess = run(cluster, order, current)
-    gavel = run(cluster, order, current, migration="gavel")
+    tess = run(cluster, order, current, moves=None)
+    gavel = run(cluster, order, current, migration="gavel", moves=None)
     assert tess.placement.jobs() == gavel.placement.jobs()  # same jobs run, only where differs
     assert tess.migration_cost <= gavel.migration_cost
     assert tess.migration_cost == pytest.approx(mapping_cost(current, tess.placement))
@@ -129,8 +129,8 @@ def test_sticky_placement_returns_jobs_to_their_nodes():
     jobs = [Job(f"j{i}", 1, "resnet50", "32") for i in range(4)]
     # last round: j0, j1 on node1 and j2, j3 on node2; best fit would put all four on one node
     current = Placement.from_lists({"node1": [["j0"], ["j1"], [], []], "node2": [["j2"], ["j3"], [], []]})
-    best_fit = run(cluster, jobs, current, packing="off")
-    sticky = run(cluster, jobs, current, packing="off", placement="sticky")
+    best_fit = run(cluster, jobs, current, packing="off", moves=None)
+    sticky = run(cluster, jobs, current, packing="off", placement="sticky", moves=None)
     assert len(best_fit.migrated) == 2 and sticky.migrated == () and sticky.placement == current
     with pytest.raises(InputError, match="placement must be one of"):
         EngineConfig(placement="random")  # type: ignore[arg-type]
@@ -142,17 +142,17 @@ def test_sticky_fit_falls_back_to_best_fit_when_stickiness_strands_a_job():
     jobs = [*small, Job("big", 4, "resnet50", "32")]
     # last round j0 on node1, j1 on node2: back home, they leave 3 + 3 GPUs free and the 4-GPU job waits
     current = Placement.from_lists({"node1": [["j0"], [], [], []], "node2": [["j1"], [], [], []]})
-    sticky = run(cluster, jobs, current, packing="off", placement="sticky")
+    sticky = run(cluster, jobs, current, packing="off", placement="sticky", moves=None)
     assert sticky.placement.jobs() == {"j0", "j1"} and sticky.migrated == ()
     assert {p.job_id: p.reason for p in sticky.pending} == {"big": PendingReason.CONSOLIDATION}
-    fit = run(cluster, jobs, current, packing="off", placement="sticky-fit")
+    fit = run(cluster, jobs, current, packing="off", placement="sticky-fit", moves=None)
     assert fit.placement.jobs() == {"j0", "j1", "big"} and not fit.pending
     assert len(fit.migrated) == 1  # one small job joins the other; the big one gets the freed node
     assert {n for n, _ in fit.gpus_of("j0")} == {n for n, _ in fit.gpus_of("j1")} != {n for n, _ in fit.gpus_of("big")}
     # nobody stranded: sticky-fit is sticky (no move), where best fit would consolidate the two
-    alone = run(cluster, small, current, packing="off", placement="sticky-fit")
+    alone = run(cluster, small, current, packing="off", placement="sticky-fit", moves=None)
     assert alone.placement == current and alone.migrated == ()
-    assert len(run(cluster, small, current, packing="off").migrated) == 1
+    assert len(run(cluster, small, current, packing="off", moves=None).migrated) == 1
 
 
 def test_sticky_fit_keeps_sticky_when_best_fit_strands_an_earlier_job():
@@ -165,11 +165,11 @@ def test_sticky_fit_keeps_sticky_when_best_fit_strands_an_earlier_job():
     jobs = [Job(j, n, "resnet50", "32") for j, n in size.items()]
     current = Placement.from_lists({"node1": [["c"], ["c"], ["c"], ["a"]], "node2": [["f"], ["f"], ["b"], ["b"]],
                                     "node3": [["e"], ["e"], ["e"], []]})
-    sticky = run(cluster, jobs, current, packing="off", placement="sticky")
-    best = run(cluster, jobs, current, packing="off")
+    sticky = run(cluster, jobs, current, packing="off", placement="sticky", moves=None)
+    best = run(cluster, jobs, current, packing="off", moves=None)
     assert sticky.placement.jobs() == {"a", "b", "c", "d", "f"} and best.placement.jobs() == {"a", "b", "c", "d"}
     assert {p.job_id: p.reason for p in sticky.pending} == {"e": PendingReason.CONSOLIDATION}
-    fit = run(cluster, jobs, current, packing="off", placement="sticky-fit")
+    fit = run(cluster, jobs, current, packing="off", placement="sticky-fit", moves=None)
     assert fit.placement == sticky.placement and fit.migrated == sticky.migrated
 
 
@@ -182,12 +182,12 @@ def test_sticky_fit_places_the_better_of_sticky_and_best_fit(seed, nodes):
     rng = np.random.default_rng(seed)
     cluster = Cluster.from_spec(f"{nodes}x4:a100")
     jobs = synthetic_jobs(int(rng.integers(2, 6 * nodes)), rng)
-    current = run(cluster, jobs, packing="off").placement
+    current = run(cluster, jobs, packing="off", moves=None).placement
     for _ in range(2):  # the round after: a new order, some jobs gone
         jobs = [j for j in perturb_order(jobs, rng, swap_frac=0.7) if rng.random() > 0.2]
-        sticky = run(cluster, jobs, current, packing="off", placement="sticky")
-        best = run(cluster, jobs, current, packing="off")
-        fit = run(cluster, jobs, current, packing="off", placement="sticky-fit")
+        sticky = run(cluster, jobs, current, packing="off", placement="sticky", moves=None)
+        best = run(cluster, jobs, current, packing="off", moves=None)
+        fit = run(cluster, jobs, current, packing="off", placement="sticky-fit", moves=None)
         first = next((j.id for j in jobs if (j.id in sticky.placement.jobs()) != (j.id in best.placement.jobs())),
                      None)
         winner = best if first is not None and first in best.placement.jobs() else sticky

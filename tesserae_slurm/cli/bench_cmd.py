@@ -120,6 +120,56 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ph.add_argument("--keep-up", action="store_true", help="leave the cluster running")
     ph.add_argument("--out", default="out/bench-physical", help="report directory (default out/bench-physical)")
     ph.set_defaults(func=run_physical)
+    v = bsub.add_parser("responsive", help="submit -> start and signal -> GPUs free on the dev cluster, and the cost "
+                                           "of the poll between rounds on slurmctld",
+                        description="On a dev cluster (2 nodes x 4 fake GPUs, with a plain partition): 1-GPU jobs "
+                                    "submitted to an idle cluster, timed to their start, under plain Slurm and "
+                                    "under the daemon; operators' requeues of running jobs, timed from the "
+                                    "checkpoint signal to the stop's end; the poll's cost in slurmctld (sdiag). "
+                                    "Medians. Needs root (Slurm) and the daemon extra.")
+    v.add_argument("--dir", default="/tmp/tesserae-bench-responsive", help="the dev cluster's directory")
+    v.add_argument("--ports", type=int, default=None, help="slurmctld's port (the slurmds take the next ones)")
+    v.add_argument("--out", default="out/bench-responsive", help="the runs' files and report.md/json")
+    v.add_argument("--parts", default="plain,start,stop,poll", help="which measures (default all of them)")
+    v.add_argument("--repeats", type=int, default=7, help="jobs per measure; medians are reported (default 7)")
+    v.add_argument("--round-seconds", type=float, default=360.0, help="the daemon's rounds for submit -> start "
+                                                                      "(default 360, as etc/tesserae.yaml)")
+    v.add_argument("--grace-seconds", type=float, default=30.0, help="preemption grace (default 30)")
+    v.add_argument("--checkpoint-seconds", type=float, default=1.0, help="time the payload takes to checkpoint "
+                                                                         "(default 1)")
+    v.add_argument("--queue", type=_ints, default=[1, 500], help="held jobs in the partition while the poll is "
+                                                                  "timed (default 1,500)")
+    v.add_argument("--poll-calls", type=int, default=50, help="calls per listing timed (default 50)")
+    v.add_argument("--checkout", metavar="DIR", default=None,
+                   help="run the daemon and the launcher from another source tree (before/after)")
+    v.add_argument("--keep-up", action="store_true", help="leave a cluster this command brought up running")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=run_responsive)
+    m = bsub.add_parser("moves", help="the dev-cluster scenario of moves: migrations, preemptions, shifts and "
+                                      "oscillations of the daemon on a real Slurm",
+                        description="Bring up the dev cluster (8 nodes x 4 fake GPUs), run the daemon with the dev "
+                                    "configuration (tesserae-t, 5 s rounds, 20 s grace, Tiresias demoting after 30 "
+                                    "GPU-s) and 32 jobs of 1-8 GPUs over the six a100 models from two users until "
+                                    "every job ended, and count from its state database how it moved and stopped "
+                                    "jobs. Each round's inputs are recorded and dumped (rounds.jsonl) for replays. "
+                                    "Needs the daemon extra, the host's Slurm and root (for the second user).")
+    m.add_argument("--dir", default="/tmp/tesserae-bench-moves", help="cluster and run directory")
+    m.add_argument("--out", default=None, help="where the report goes (default DIR/out)")
+    m.add_argument("--jobs", type=int, default=32)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--nodes", type=int, default=8)
+    m.add_argument("--gpus", type=int, default=4, help="fake GPUs per node (default 4)")
+    m.add_argument("--policy", default="tesserae-t", help="the daemon's named configuration (default tesserae-t)")
+    m.add_argument("--round-seconds", type=float, default=5.0)
+    m.add_argument("--grace-seconds", type=float, default=20.0)
+    m.add_argument("--users", default="root,nobody",
+                   help="comma-separated Unix users submitting in turn (root: the caller; others through runuser)")
+    m.add_argument("--ports", type=int, default=None, help="pin the cluster's ports from this base")
+    m.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for every job to end")
+    m.add_argument("--from-db", metavar="DB", default=None,
+                   help="analyze an earlier run's state database instead of running (no cluster)")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=run_moves)
 
 
 def run_decision(args: argparse.Namespace) -> int:
@@ -140,6 +190,68 @@ def run_decision(args: argparse.Namespace) -> int:
           f"(not counted): median {b.median_ms:.2f} ms "
           f"(p90 {b.p90_ms:.2f} ms); median migrations {b.migrations_median:g}, packed pairs {b.packed_median:g}")
     print(table(["STAGE", "MEDIAN_MS"], [[k, f"{v:.2f}"] for k, v in b.stages.items()]))
+    return 0
+
+
+def run_moves(args: argparse.Namespace) -> int:
+    import importlib.util
+    import os
+    from dataclasses import asdict
+
+    if importlib.util.find_spec("sqlalchemy") is None:
+        raise InputError("bench moves runs the daemon: install the daemon extra (pip install 'tesserae-slurm[daemon]')")
+    from ..bench.moves import analyze, as_json, dump_rounds, report_text, run_scenario, scenario_jobs
+
+    root = Path(args.dir).resolve()
+    out = Path(args.out).resolve() if args.out else root / "out"
+    if args.from_db:
+        db = Path(args.from_db)
+        if not db.is_file():
+            raise InputError(f"--from-db {db}: no such file")
+    else:
+        from ..devcluster import DevCluster, ensure_slurm_installed
+        from ..devcluster.compare import Settings, policy_options
+        from ..devcluster.errors import DevClusterError
+        from ..devcluster.runs import RunError
+        from ..slurm import SlurmError
+
+        users = [u.strip() for u in args.users.split(",") if u.strip()]
+        if not users or args.jobs < 1:
+            raise InputError("--users names at least one user and --jobs is >= 1")
+        if any(u != "root" for u in users) and os.geteuid() != 0:
+            raise InputError("--users: submitting as other users needs root (runuser)")
+        jobs = scenario_jobs(args.jobs, args.seed)
+        settings = Settings(policy=args.policy, policy_options=policy_options(args.policy),
+                            round_seconds=args.round_seconds, grace_seconds=args.grace_seconds, timeout_s=args.timeout)
+        ensure_slurm_installed()
+        cluster = DevCluster(root / "cluster", nodes=args.nodes, gpus_per_node=args.gpus, ctld_port=args.ports,
+                             slurmd_base_port=None if args.ports is None else args.ports + 1)
+        work = root / "run"
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        work.chmod(0o755)
+        try:
+            cluster.up()
+            print(f"dev cluster {cluster.root}: {args.nodes} nodes x {args.gpus} fake GPUs; daemon {args.policy}, "
+                  f"{args.round_seconds:g} s rounds, {args.grace_seconds:g} s grace; {len(jobs)} jobs from "
+                  f"{', '.join(users)}, seed {args.seed}", file=sys.stderr, flush=True)
+            db = run_scenario(jobs, cluster.env(), work, settings, ["" if u == "root" else u for u in users])
+        except (DevClusterError, RunError, SlurmError) as exc:
+            print(f"tesserae bench moves: error: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            cluster.down()
+        (work / "jobs.json").write_text(json.dumps([asdict(j) for j in jobs], indent=1) + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    report = analyze(db)
+    recorded = dump_rounds(db, out / "rounds.jsonl")
+    (out / "report.json").write_text(json.dumps(as_json(report), indent=1) + "\n")
+    if args.json:
+        dump_json(as_json(report))
+    else:
+        print(report_text(report))
+        print(f"\nwrote {out / 'report.json'} and {out / 'rounds.jsonl'} ({recorded} rounds with their inputs)")
     return 0
 
 
@@ -327,3 +439,48 @@ def run_physical(args: argparse.Namespace) -> int:
     print(f"\nwrote {out / 'report.md'} and {out / 'report.json'}")
     ok = all(r.completed == r.jobs and r.work_conserved == r.jobs for r, _ in every)
     return 0 if ok else 1
+
+
+def run_responsive(args: argparse.Namespace) -> int:
+    from ..bench import responsive
+    from ..devcluster import DevCluster
+    from ..devcluster.errors import DevClusterError
+    from ..devcluster.install import ensure_slurm_installed
+    from ..slurm import SlurmError
+
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    bad = [p for p in parts if p not in responsive.PARTS]
+    if bad or not parts:
+        raise InputError(f"--parts takes {', '.join(responsive.PARTS)}, got {args.parts!r}")
+    if args.repeats < 1 or args.round_seconds <= 0 or args.grace_seconds < 0 or args.checkpoint_seconds < 0:
+        raise InputError("--repeats must be >= 1, --round-seconds > 0, --grace/--checkpoint-seconds >= 0")
+    if args.checkout and not (Path(args.checkout) / "tesserae_slurm" / "cli" / "main.py").is_file():
+        raise InputError(f"--checkout {args.checkout}: not a tesserae-slurm source tree")
+    cluster = DevCluster(args.dir, nodes=2, gpus_per_node=4, plain_partition="plain", bf_interval_s=1,
+                         ctld_port=args.ports, slurmd_base_port=args.ports + 1 if args.ports else None)
+    work = Path(args.out).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o755)
+    brought_up = False
+    try:
+        if not cluster.status().up:
+            ensure_slurm_installed()
+            cluster.up()
+            brought_up = True
+        result = responsive.run(cluster, work, parts, args.repeats, args.round_seconds, args.grace_seconds,
+                                args.checkpoint_seconds, args.checkout, args.queue, args.poll_calls,
+                                lambda t: print(f"bench responsive: {t}", file=sys.stderr, flush=True))
+    except (responsive.BenchError, DevClusterError, SlurmError) as exc:
+        print(f"tesserae bench responsive: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if brought_up and not args.keep_up:
+            cluster.down()
+    text = responsive.report(result)
+    (work / "report.md").write_text(text + "\n")
+    (work / "report.json").write_text(json.dumps(responsive.as_json(result), indent=1) + "\n")
+    if args.json:
+        dump_json(responsive.as_json(result))
+    else:
+        print(text)
+    return 0

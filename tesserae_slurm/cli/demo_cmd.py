@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 def run_engine(args: argparse.Namespace) -> int:
     state, old, new = example_path("state.json"), example_path("old.json"), example_path("new.json")
     print(f"== tesserae plan {state}")
-    plan_cmd.run(argparse.Namespace(state=state, json=args.json))
+    plan_cmd.run(argparse.Namespace(state=state, json=args.json, request=False))
     print(f"\n== tesserae migrate {old} {new}")
     migrate_cmd.run(argparse.Namespace(old=old, new=new, algorithm="tesserae", json=args.json))
     print(f"\n== tesserae migrate --algorithm gavel {old} {new}")

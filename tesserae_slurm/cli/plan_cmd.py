@@ -16,13 +16,16 @@ from .jsonio import dump_json, load_json
 from .render import render_placement, table
 
 _STATE_KEYS = {"cluster", "jobs", "current", "packing", "migration", "objective", "placement", "profile", "pairs",
-               "cross_user", "pairs_below_one"}
+               "cross_user", "pairs_below_one", "moves"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="compute one round decision from a state snapshot",
                        description="Place, pack and migrate the jobs of STATE.json (see docs/formats.md).")
     p.add_argument("state", metavar="STATE.json", help="state snapshot ('-' for stdin)")
+    p.add_argument("--request", action="store_true",
+                   help="STATE.json is a round's recorded inputs (the daemon's state.record_inputs, a line of "
+                        "`tesserae bench moves`' rounds.jsonl): replay that round")
     p.add_argument("--json", action="store_true", help="print the decision as JSON")
     p.set_defaults(func=run)
 
@@ -56,12 +59,24 @@ def request_from_state(state: Any, where: str) -> tuple[RoundRequest, Any]:
         if not isinstance(state["pairs_below_one"], bool):
             raise InputError(f"{where}: pairs_below_one must be true or false, got {state['pairs_below_one']!r}")
         cfg["pairs_below_one"] = state["pairs_below_one"]
+    if state.get("moves") is False:  # every move free: the paper's plan
+        cfg["moves"] = None
+    elif state.get("moves") not in (None, True):
+        raise InputError(f"{where}: moves must be true (moves pay for themselves, the default) or false (the "
+                         "paper's plan)")
     req = RoundRequest(cluster, jobs, current, tuple((str(a), str(b)) for a, b in pairs), EngineConfig(**cfg))
     return req, profile_from_spec(state.get("profile", "a100"))
 
 
 def run(args: argparse.Namespace) -> int:
-    req, profile = request_from_state(load_json(args.state), args.state)
+    if args.request:
+        from ..request_codec import request_from_json
+
+        raw = load_json(args.state)
+        req, name = request_from_json(raw.get("request", raw) if isinstance(raw, dict) else raw, args.state)
+        profile = profile_from_spec(name or "a100")
+    else:
+        req, profile = request_from_state(load_json(args.state), args.state)
     decision = decide(req, profile, clock=time.perf_counter)
     if args.json:
         dump_json(decision_to_json(decision))
@@ -82,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
         rows.append([job_id, "", "", "PREEMPT", "", "", "", ""])
     print(table(["JOBID", "GPUS", "MODEL", "ACTION", "PACKED_WITH", "STRATEGY", "SPEED", "REASON"], rows))
     t = decision.timings
+    for m in decision.moves:
+        print(f"{m.action} {m.job}: {m.detail}")
     print(f"\nmigrations: {len(decision.migrated)}  cost: {decision.migration_cost:g}  "
           f"time: placement {t.placement*1e3:.2f} ms, packing {t.packing*1e3:.2f} ms, "
           f"migration {t.migration*1e3:.2f} ms")

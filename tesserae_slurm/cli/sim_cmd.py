@@ -53,6 +53,9 @@ def add_common(p: argparse.ArgumentParser, *, cluster: str = "20x4:a100", trace:
                    help="pairs of two users' jobs (the trace's user column), which time-slice a GPU: score them "
                         "with the profile's time-sliced speeds (timeslice, default), with the MPS speeds of one "
                         "user's pair (mps), or never pack them (never); progress uses time-sliced speeds always")
+    p.add_argument("--paper-plan", action="store_true",
+                   help="every move free: the consolidated placement rebuilt each round and relabeled, as the paper "
+                        "publishes it (default: a move or preemption only when it pays for its restart)")
     p.add_argument("--check", action="store_true", help="check invariants on every round (slower)")
     p.add_argument("--limits", default="", metavar="YAML",
                    help="per-user/account GPU limits: a file with a `limits:` mapping, as the daemon's config "
@@ -126,7 +129,8 @@ def specs_from_args(args: argparse.Namespace, policies: list[str],
     return [RunSpec(tuple(trace), name, args.cluster, p, profile, args.round_s, args.seed, args.noise,
                     args.check, restart, tuple(sorted((policy_options or {}).items())), decision,
                     getattr(args, "llm_strategy", "best"), limits, min_speed,
-                    getattr(args, "cross_user", "timeslice")) for p in policies]
+                    cross_user=getattr(args, "cross_user", "timeslice"), paper_plan=getattr(args, "paper_plan", False))
+            for p in policies]
 
 
 def limits_file(path: str) -> GpuLimits | None:

@@ -20,9 +20,10 @@ from ..site.config import SiteConfig
 from ..site.partition import scheduling_profile
 from ..site.scheduler import engine_config, policy_options, site_policy
 from ..slurm import SlurmBackend, SlurmError
+from .feedback import stop_records
 from .feedback.online import OnlineFeedback
 from .operators import admin
-from .round.apply import apply_plan
+from .round.apply import apply_plan, occupied
 from .round.carry_out import carry_out
 from .round.decide import decide_round
 from .round.guard import Guard
@@ -31,12 +32,13 @@ from .round.observe import Snapshot, observe
 from .round.outcome import RoundResult, applied, finish_round, skip_round
 from .round.reconcile import Followups, reconcile
 from .round.record import record_decision, record_dry_run
+from .round.start_between import Watch, carried_out, free_starts
 from .round.stop_start import Applier, ApplyResult
 from .round.throughput import take_reports
 from .service.calls import RecordingBackend
 from .service.metrics import Metrics
 from .state.journal import Journal
-from .state.store import Store, acquire_lock
+from .state.store import PLACED_STATES, Store, acquire_lock
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class Daemon:
         self.admin = admin.Standing({}, {}, [])  # operators' holds, drains and rules in force
         self.guard = Guard(self.backend, self.journal, clock)
         self.inputs = InputBuilder(self.journal)
+        self.watch = Watch()  # the partition's jobs as last seen: a new one or one gone starts a pass
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.configure(cfg)
@@ -69,6 +72,8 @@ class Daemon:
         self.profile = scheduling_profile(cfg.scheduler.profile)
         self.feedback = OnlineFeedback(cfg, self.journal.store, self.profile)
         self.applier = Applier(self.backend, self.journal, cfg, self.stop_event, self.clock, self.sleep)
+        if not self.dry_run:
+            stop_records.ensure_dir(cfg.preemption.stop_records_dir)
 
     def request_stop(self) -> None:
         self.stop_event.set()
@@ -108,6 +113,7 @@ class Daemon:
         # 5. feedback: throughput reports of running jobs into the table the engine decides with
         if self.cfg.feedback.enabled and not self.dry_run:
             take_reports(self.feedback, self.journal, snap.time, rid)
+        self.watch.saw(snap)  # the round decides on this: what it shows needs no start between rounds
         self.journal.update_round(rid, status="deciding", observe_ms=(time.perf_counter() - t_round) * 1e3)
         # 6. inputs: the schedulable jobs and the GPUs the placed ones hold
         inp = self.inputs.build(snap, self.cfg, self.profile, self.admin, self.dry_run)
@@ -119,7 +125,8 @@ class Daemon:
         self.journal.save_policy_state(self.policy_key, decided.policy_state)
         # 8. record the decision before anything reaches Slurm
         sources = self.feedback.sources(decided.decision, inp.jobs, inp.cluster)
-        record_decision(self.journal, rid, inp, decided, sources, self.dry_run)
+        record_decision(self.journal, rid, inp, decided, sources, self.dry_run,
+                        self.cfg.scheduler.profile if self.cfg.state.record_inputs else "")
         if self.dry_run:
             record_dry_run(self.journal, rid, decided.plan, decided.decision.placement, snap.time, self.clock())
             return finish_round(self.journal, self.metrics, rid, "dry-run", decided, "", t_round, self.clock)
@@ -130,10 +137,71 @@ class Daemon:
         status, error = applied(self.journal, decided.plan, result)
         return finish_round(self.journal, self.metrics, rid, status, decided, error, t_round, self.clock)
 
+    def start_between(self) -> RoundResult | None:
+        """Between rounds: start what the decision starts on GPUs that are free now, nothing else
+        (round/start_between.py); recorded as a round of kind ``start`` when it starts anything."""
+        t_pass = time.perf_counter()
+        rid: int | None = None
+        try:
+            admin.ingest(self.journal.store, self.cfg, None)  # operators' holds, pins and drains count at once
+            self.admin = admin.standing(self.journal.store)
+            snap, followups = self.look(None)
+            self.guard.secure(None, snap, followups, ApplyResult())  # finishing stops waits for the round
+            if followups.evict or followups.hold:
+                snap, _ = self.look(None)
+            self.watch.saw(snap)
+            inp = self.inputs.build(snap, self.cfg, self.profile, self.admin, False)
+            rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}
+            profile, _ = self.feedback.decision_profile()
+            decided = decide_round(self.policy, self.pstate, inp, snap, profile, self.cfg, self.engine_config, rules)
+            chosen = free_starts(decided.plan, occupied(self.journal, inp.actual, set()))
+            if not chosen:
+                return None
+            done = carried_out(decided, inp, chosen, {r.job_id: r for r in self.journal.rows(PLACED_STATES)})
+            rid = self.journal.begin_round(snap.time, self.cfg.scheduler.policy, False, kind="start")
+            self.journal.update_round(rid, status="applying", observe_ms=(time.perf_counter() - t_pass) * 1e3)
+            record_decision(self.journal, rid, inp, done, self.feedback.sources(done.decision, inp.jobs, inp.cluster),
+                            False)
+            result = apply_plan(rid, done.plan, snap, inp.actual, self.applier, self.guard, self.journal,
+                                self.metrics, self.stop_event)
+            status, error = applied(self.journal, done.plan, result, count_rounds=False)
+            return finish_round(self.journal, self.metrics, rid, status, done, error, t_pass, self.clock, kind="start")
+        except (SlurmError, InputError) as exc:  # the round that follows says so (and records it)
+            self.watch.forget()  # the next poll tries again
+            if rid is not None:
+                return self._skip(rid, f"Slurm unavailable: {exc}" if isinstance(exc, SlurmError) else str(exc),
+                                  status="skipped" if isinstance(exc, SlurmError) else "failed")
+            log.debug("start between rounds skipped: %s", exc)
+            return None
+        except Exception as exc:
+            self.watch.forget()
+            if rid is not None:
+                self._skip(rid, f"internal error: {exc!r}", status="failed")
+            raise
+        finally:
+            self.journal.record_calls(rid, self.backend.drain())
+
     def look(self, rid: int | None) -> tuple[Snapshot, Followups]:
         """Observe, then reconcile every job's row with what Slurm shows."""
         snap = observe(self.backend, self.cfg, self.clock(), admin.drain_reasons(self.admin))
         return snap, reconcile(self.journal, snap, self.guard.own_holds(snap), self.cfg.slurm.start_timeout_s, rid)
+
+    def poll_between(self) -> None:
+        """The cheap look between rounds (one squeue; on 24.11 and later, the lighter listing of every
+        job's state first, and the partition's only when something moved); a start pass when a job of the
+        partition came or went."""
+        try:
+            states = self.backend.job_states()
+            if states is not None and not self.watch.moved(states):
+                return
+            news = self.watch.news(self.backend.poll_jobs(self.cfg.slurm.partition))
+        except SlurmError as exc:
+            self.watch.forget()  # what moved meanwhile is news at the next poll that works
+            log.debug("poll between rounds failed: %s", exc)
+            return
+        if news:
+            log.debug("between rounds: %s", news)
+            self.start_between()
 
     def _skip(self, rid: int, why: str, status: str = "skipped") -> RoundResult:
         return skip_round(self.journal, self.metrics, rid, why, status, self.clock)
@@ -181,18 +249,26 @@ class Daemon:
             self.journal.record_calls(None, self.backend.drain())
 
     def _between_rounds(self, next_round: float) -> None:
-        """Wait for the next round, running the guard check every ``slurm.guard_seconds`` meanwhile and
-        pinging the systemd watchdog (service/sdnotify.py) at least every ``heartbeat_s``."""
-        every = self.cfg.slurm.guard_seconds
+        """Wait for the next round, polling the partition every ``slurm.poll_seconds`` (starts between
+        rounds) and running the guard check every ``slurm.guard_seconds`` meanwhile, and pinging the
+        systemd watchdog (service/sdnotify.py) at least every ``heartbeat_s``."""
+        every, poll = self.cfg.slurm.guard_seconds, 0.0 if self.dry_run else self.cfg.slurm.poll_seconds
         next_guard = self.clock() + every if every > 0 else float("inf")
+        next_poll = self.clock() + poll if poll > 0 else float("inf")
         while not self.stop_event.is_set():
             self.heartbeat()
             left = next_round - self.clock()
             if left <= 0:
                 return
-            if self.stop_event.wait(max(0.0, min(left, next_guard - self.clock(), self.heartbeat_s))) \
-                    or self.clock() >= next_round:
+            if self.stop_event.wait(max(0.0, min(left, next_guard - self.clock(), next_poll - self.clock(),
+                                                 self.heartbeat_s))) or self.clock() >= next_round:
                 return
+            if self.clock() >= next_poll:
+                next_poll = self.clock() + poll
+                try:
+                    self.poll_between()
+                except Exception:  # noqa: BLE001 - the next round decides anyway
+                    log.exception("start between rounds failed")
             if self.clock() >= next_guard:
                 next_guard = self.clock() + every
                 try:

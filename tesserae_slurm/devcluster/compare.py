@@ -27,6 +27,7 @@ from typing import Any
 from ..slurm import SlurmBackend, SlurmJob
 from .runs import (
     PLAIN,
+    JobFiles,
     Settings,
     run_jobs,
     sbatch_submitter,
@@ -97,6 +98,7 @@ class JobResult:
     preemptions: int = 0  # the daemon's records (0 under plain Slurm)
     migrations: int = 0
     nodelists: tuple[str, ...] = ()
+    stops_s: tuple[float, ...] = ()  # each stop of the job: the daemon's checkpoint signal to its GPUs free
 
     @property
     def jct(self) -> float | None:
@@ -127,6 +129,9 @@ class ModeSummary:
     preemptions: int
     migrations: int
     restarts: int
+    stops: int = 0  # stops timed (preemptions and migrations that requeued the job)
+    median_stop_s: float = math.nan  # checkpoint signal to GPUs free, median over the stops
+    mean_stop_s: float = math.nan
 
 
 def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
@@ -138,6 +143,7 @@ def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
     first = min((r.submit for r in results), default=0.0)
     last = max((r.end for r in results if r.end is not None), default=first)
     multi = [r for r in results if r.gpus > 1]
+    stops = [t for r in results for t in r.stops_s]
     return ModeSummary(
         mode=mode, jobs=len(results), completed=len(done),
         avg_jct_s=statistics.fmean(jcts) if jcts else math.nan, max_jct_s=max(jcts, default=math.nan),
@@ -145,11 +151,13 @@ def summarize(mode: str, results: Sequence[JobResult]) -> ModeSummary:
         multi_gpu_jobs=len(multi), split_jobs=sum(1 for r in multi if r.split),
         runs=sum(max(1, len(r.run_nodes)) for r in results), preemptions=sum(r.preemptions for r in results),
         migrations=sum(r.migrations for r in results), restarts=sum(r.restarts for r in results),
+        stops=len(stops), median_stop_s=statistics.median(stops) if stops else math.nan,
+        mean_stop_s=statistics.fmean(stops) if stops else math.nan,
     )
 
 
 def job_result(job: DemoJob, job_id: str, submit: float, slurm: SlurmJob | None, events: Sequence[Mapping[str, Any]],
-               preemptions: int = 0, migrations: int = 0) -> JobResult:
+               preemptions: int = 0, migrations: int = 0, stops_s: Sequence[float] = ()) -> JobResult:
     starts = [e for e in events if e.get("event") == "start"]
     done = [float(e["time"]) for e in events if e.get("event") == "done"]
     end = float(slurm.end_time) if slurm is not None and slurm.end_time is not None else None
@@ -162,31 +170,39 @@ def job_result(job: DemoJob, job_id: str, submit: float, slurm: SlurmJob | None,
         state=slurm.state.value if slurm is not None else "LOST",
         run_nodes=tuple(int(e.get("num_nodes", 1)) for e in starts),
         restarts=slurm.restart_count if slurm is not None else 0,
-        preemptions=preemptions, migrations=migrations,
+        preemptions=preemptions, migrations=migrations, stops_s=tuple(stops_s),
         nodelists=tuple(str(e.get("nodelist", "")) for e in starts),
     )
 
 
 # ---- running one mode ----------------------------------------------------------------------------------
 
-def _args(job: DemoJob, out: Path) -> list[str]:
+def job_args(job: DemoJob) -> list[str]:
     """The emulated job's arguments: its work at 1.0, whatever shares its GPUs (no speed table)."""
-    return ["--out", str(out), "--work", f"{job.duration_s:g}", "--tick", str(STEP_TIME_S)]
+    return ["--work", f"{job.duration_s:g}", "--tick", str(STEP_TIME_S)]
 
 
-def _submitter(settings: Settings, out: Path) -> Callable[[str, SlurmBackend, Path, Path | None],
-                                                           Callable[[DemoJob], str]]:
-    def make(mode: str, backend: SlurmBackend, script: Path, config: Path | None) -> Callable[[DemoJob], str]:
+def submit_plain(backend: SlurmBackend, partition: str, files: JobFiles) -> Callable[[DemoJob], str]:
+    """sbatch to the partition the daemon does not manage, asking Slurm for the GPUs."""
+    plain = sbatch_submitter(backend, files)
+    return lambda job: plain(job_args(job), ["-p", partition, f"--gpus={job.gpus}", "-J", job.name,
+                                          "-t", str(job.time_limit_min), "-o", str(files.out / "%j.out")])
+
+
+def submit_tsbatch(backend: SlurmBackend, config: Path, files: JobFiles) -> Callable[[DemoJob], str]:
+    """tsbatch's own code path (parse, validate, sbatch) in this process, to the managed partition."""
+    managed = tsbatch_submitter(backend, config, files)
+    return lambda job: managed(job_args(job), [
+        "--gpus", str(job.gpus), "--model", job.model, "--batch-size", str(job.batch_size), "--no-pack",
+        "-J", job.name, "-t", str(job.time_limit_min), "-o", str(files.out / "%j.out")])
+
+
+def _submitter(settings: Settings) -> Callable[[str, SlurmBackend, JobFiles, Path | None], Callable[[DemoJob], str]]:
+    def make(mode: str, backend: SlurmBackend, files: JobFiles, config: Path | None) -> Callable[[DemoJob], str]:
         if mode == PLAIN:
-            plain = sbatch_submitter(backend, script)
-            return lambda job: plain(_args(job, out), [
-                "-p", settings.plain_partition, f"--gpus={job.gpus}", "-J", job.name, "-t", str(job.time_limit_min),
-                "-o", str(out / "%j.out")])
+            return submit_plain(backend, settings.plain_partition, files)
         assert config is not None
-        managed = tsbatch_submitter(backend, config, script)
-        return lambda job: managed(_args(job, out), [
-            "--gpus", str(job.gpus), "--model", job.model, "--batch-size", str(job.batch_size), "--no-pack",
-            "-J", job.name, "-t", str(job.time_limit_min), "-o", str(out / "%j.out")])
+        return submit_tsbatch(backend, config, files)
     return make
 
 
@@ -194,12 +210,13 @@ def run_mode(mode: str, jobs: Sequence[DemoJob], cluster_env: Mapping[str, str],
              settings: Settings) -> list[JobResult]:
     """Run the job set once (``plain`` or ``daemon``) and measure it; the jobs' files go under ``workdir``."""
     out = workdir / "jobs"
-    run = run_jobs(mode, jobs, cluster_env, workdir, settings, _submitter(settings, out))
+    run = run_jobs(mode, jobs, cluster_env, workdir, settings, _submitter(settings))
     results = []
     for job in jobs:
         jid, at = run.submitted[job.name]
         p, m = run.counts.get(jid, (0, 0))
-        results.append(job_result(job, jid, at, run.ended.get(jid), run.events(out, job.name), p, m))
+        results.append(job_result(job, jid, at, run.ended.get(jid), run.events(out, job.name), p, m,
+                                  run.stops.get(jid, ())))
     return results
 
 
@@ -211,12 +228,14 @@ def _f(x: float | None, digits: int = 1) -> str:
 
 def render_summary(summaries: Sequence[ModeSummary]) -> str:
     head = ("| mode | completed | avg JCT (s) | max JCT (s) | makespan (s) | avg queueing (s) | "
-            "multi-GPU jobs split over nodes | runs | preemptions | migrations |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+            "multi-GPU jobs split over nodes | runs | preemptions | migrations | stop: signal -> GPUs free, "
+            "median / mean (s) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
+        stop = f"{_f(s.median_stop_s)} / {_f(s.mean_stop_s)} ({s.stops})" if s.stops else "-"
         lines.append(f"| {s.mode} | {s.completed}/{s.jobs} | {_f(s.avg_jct_s)} | {_f(s.max_jct_s)} | "
                      f"{_f(s.makespan_s)} | {_f(s.avg_queueing_s)} | {s.split_jobs}/{s.multi_gpu_jobs} | {s.runs} | "
-                     f"{s.preemptions} | {s.migrations} |")
+                     f"{s.preemptions} | {s.migrations} | {stop} |")
     return "\n".join(lines)
 
 

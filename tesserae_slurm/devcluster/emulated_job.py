@@ -1,7 +1,7 @@
 """An emulated GPU job for the dev cluster's fake GPUs: it sleeps, and progresses as the profile says.
 
     python -m tesserae_slurm.devcluster.emulated_job --out DIR --work W [--speeds FILE --key KEY]
-        [--scale S] [--restart-s R] [--registry DIR] [--tick T] [--managed]
+        [--scale S] [--restart-s R] [--registry DIR] [--tick T] [--checkpoint-s C]
 
 EMULATION, not training: no torch, no GPU; a job is a sleeping process whose *work* (seconds of its
 work alone on the reference GPU, the trace's ``duration``) grows by ``scale x speed`` per wall second,
@@ -26,14 +26,18 @@ GPUs (fake GPUs that do no work: `tesserae devcluster compare`).
 
 Checkpoint protocol (docs/daemon.md "Job side"): it resumes its work from ``DIR/ckpt-<job>.json``,
 loses ``--restart-s`` seconds of trace time on a resume (checkpoint load and warm-up, as the
-simulator's restart cost), and on the checkpoint signal (USR1) or TERM saves its work and stops
-computing; under the daemon (``--managed``) it then waits for the requeue-hold to end it. Every run
+simulator's restart cost), and on the checkpoint signal (USR1) or TERM saves its work (taking ``C``
+wall seconds, as a real checkpoint takes time) and exits; under the daemon `tesserae launch` forwards
+the signal, records that the payload exited after it (a stop record: the daemon ends the stop then
+rather than after the grace) and outlives it until the requeue-hold. Every run
 appends JSON events to ``DIR/events-<job>.jsonl``: ``start``, ``speed`` (each change, with the
 partner and how they share), ``checkpoint`` and ``done``, each with its wall time and work. With
 online feedback on it reports its throughput (``harness/report.py``): one emulated step is one
 second of reference work.
 
-Stdlib only (no numpy): started once per run of every job, on a loaded two-core machine.
+Stdlib only (no numpy): started once per run of every job, on a loaded two-core machine; the runs copy
+this file beside their jobs and run it as a script, so it is the same payload whichever checkout's
+daemon and launcher run it (`tesserae bench responsive --checkout`).
 """
 
 from __future__ import annotations
@@ -162,7 +166,7 @@ class Registry:
         self.wake_fd = -1
 
     def join(self, me: Occupant) -> None:
-        self.wake_dir.mkdir(parents=True, exist_ok=True)
+        _mkdir_shared(self.wake_dir)
         fifo = self.wake_dir / me.job
         try:
             if not stat.S_ISFIFO(fifo.stat().st_mode):
@@ -174,7 +178,7 @@ class Registry:
         self.wake_fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
         body = json.dumps(me.to_json())
         for d in self.dirs:
-            d.mkdir(parents=True, exist_ok=True)
+            _mkdir_shared(d)
             tmp = d / f".{me.job}.{me.pid}.tmp"
             tmp.write_text(body)
             tmp.replace(d / f"{me.job}.json")
@@ -230,6 +234,21 @@ class Registry:
                     continue
                 seen[o.job] = o
         return list(seen.values())
+
+
+def _mkdir_shared(d: Path) -> None:
+    """Make ``d`` and what is missing above it writable by every user, sticky as /tmp: two users' jobs
+    share the emulated GPUs, and each removes only its own entries."""
+    missing = []
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    for m in reversed(missing):
+        try:
+            m.mkdir()
+        except FileExistsError:
+            continue  # another job made it: its maker set the mode
+        m.chmod(0o1777)
 
 
 def _alive(pid: int) -> bool:
@@ -298,11 +317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                     f"or {DEFAULT_REGISTRY})")
     p.add_argument("--tick", type=float, default=1.0,
                    help="wall seconds between looks at the GPUs when nobody joins or leaves them (1.0)")
-    p.add_argument("--managed", action="store_true",
-                   help="after a checkpoint, wait for the daemon's requeue-hold instead of exiting")
+    p.add_argument("--checkpoint-s", type=float, default=0.0,
+                   help="wall seconds a checkpoint on the signal takes (default 0)")
     a = p.parse_args(argv)
-    if not (a.work > 0 and a.scale > 0 and a.tick > 0 and a.restart_s >= 0):
-        p.error("--work, --scale and --tick must be > 0 and --restart-s >= 0")
+    if not (a.work > 0 and a.scale > 0 and a.tick > 0 and a.restart_s >= 0 and a.checkpoint_s >= 0):
+        p.error("--work, --scale and --tick must be > 0 and --restart-s and --checkpoint-s >= 0")
     table = SpeedTable.load(a.speeds) if a.speeds is not None else None
     if table is not None:
         table.solo(a.key)  # an unknown key fails here, before the job counts as started
@@ -315,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = Registry(a.registry or env.get(REGISTRY_ENV) or DEFAULT_REGISTRY, env.get("SLURMD_NODENAME", ""),
                         my_gpus(env))
     registry.join(me)
-    from ..harness.report import ThroughputReporter  # stdlib only; None unless the daemon asked
+    from tesserae_slurm.harness.report import ThroughputReporter  # stdlib only; None unless the daemon asked
 
     reporter = ThroughputReporter.from_env()
     log_event(events, "start", work=work, resumed=resumed, emulated=True)
@@ -326,13 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = _run(a, table, me, registry, events, work, resumed, reporter)
     finally:
         registry.leave(me)
-    _save(ckpt, work)
     done = work >= a.work
+    if not done:
+        time.sleep(a.checkpoint_s)
+    _save(ckpt, work)
     log_event(events, "done" if done else "checkpoint", work=work)
-    if not done and a.managed:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the requeue-hold's TERM ends the wait at once
-        while True:
-            time.sleep(1)
     return 0
 
 

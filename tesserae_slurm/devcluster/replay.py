@@ -41,7 +41,7 @@ from ..sim.runner import simulate
 from ..sim.traces.record import TraceJob
 from ..slurm import SlurmBackend, SlurmJob
 from .emulation import job_key, speed_table
-from .runs import DAEMON, PLAIN, Settings, run_jobs, sbatch_submitter, tsbatch_submitter
+from .runs import DAEMON, PLAIN, JobFiles, Settings, run_jobs, sbatch_submitter, tsbatch_submitter
 
 GPU_TYPE = "a100"  # the dev cluster's fake GPUs are the profile's reference type
 DEFAULT_SCALE = 40.0
@@ -145,8 +145,8 @@ def daemon_settings(plan: ReplayPlan, policy: str, workdir: Path, base: Settings
 
 # ---- running ---------------------------------------------------------------------------------------------
 
-def _args(job: ReplayJob, plan: ReplayPlan, out: Path, speeds: Path, registry: Path) -> list[str]:
-    return ["--out", str(out), "--work", repr(job.work_s), "--speeds", str(speeds), "--key", job.key,
+def _args(job: ReplayJob, plan: ReplayPlan, speeds: Path, registry: Path) -> list[str]:
+    return ["--work", repr(job.work_s), "--speeds", str(speeds), "--key", job.key,
             "--scale", repr(plan.scale), "--restart-s", repr(job.restart_s), "--registry", str(registry)]
 
 
@@ -159,15 +159,15 @@ def run_replay_mode(mode: str, plan: ReplayPlan, profile: ThroughputProfile, clu
     reps = [Job(j.trace_id, j.gpus, j.model, j.batch_size) for j in plan.jobs]
     speeds.write_text(json.dumps(speed_table(profile, reps, GPU_TYPE)) + "\n")
 
-    def make(m: str, backend: SlurmBackend, script: Path, config: Path | None) -> Callable[[ReplayJob], str]:
+    def make(m: str, backend: SlurmBackend, files: JobFiles, config: Path | None) -> Callable[[ReplayJob], str]:
         if m == PLAIN:
-            plain = sbatch_submitter(backend, script)
-            return lambda j: plain(_args(j, plan, out, speeds, registry), [
+            plain = sbatch_submitter(backend, files)
+            return lambda j: plain(_args(j, plan, speeds, registry), [
                 "-p", settings.plain_partition, f"--gpus={j.gpus}", "-J", j.name, "-t", str(j.time_limit_min),
                 "-o", str(out / "%j.out")])
         assert config is not None
-        managed = tsbatch_submitter(backend, config, script)
-        return lambda j: managed(_args(j, plan, out, speeds, registry), [
+        managed = tsbatch_submitter(backend, config, files)
+        return lambda j: managed(_args(j, plan, speeds, registry), [
             "--gpus", str(j.gpus), "--model", j.model, "--batch-size", j.batch_size, "-J", j.name,
             "-o", str(out / "%j.out")])
 

@@ -5,12 +5,14 @@ trace in scaled time on emulated GPUs): both submit every job at its offset, eit
 partition the daemon does not manage (Slurm's own priority and backfill) or through tsbatch's own code
 path to the managed partition while a daemon runs rounds; both then wait for every job to end and read
 what happened from Slurm, the jobs' event files and the daemon's state database. Every job runs the
-emulated GPU job (``emulated_job.py``) through ``BATCH_SCRIPT``.
+emulated GPU job (``emulated_job.py``) through ``BATCH_SCRIPT``; `tesserae bench responsive` and `tesserae
+bench moves` submit through the same submitters.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -22,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..model import InputError
 from ..slurm import SlurmBackend, SlurmCliBackend, SlurmError, SlurmJob
 from .cluster import DevCluster
 from .errors import DevClusterError
@@ -31,23 +32,24 @@ from .install import ensure_slurm_installed
 PLAIN, DAEMON = "plain", "daemon"
 MODES = (PLAIN, DAEMON)
 
-# The batch script of every job, written into the run directory: MODE, then the emulated job's
-# arguments. Lines 2-3 trap the checkpoint signal and TERM before anything else runs (as jobscripts/
-# do: docs/daemon.md "Job side").
+# The batch script of every job, written into the run directory: MODE, the payload (the run's copy of
+# the emulated job), then its arguments. Lines 2-3 trap the checkpoint signal and TERM before anything
+# else runs (as jobscripts/ do: docs/daemon.md "Job side").
 BATCH_SCRIPT = r"""#!/bin/bash
 trap 'echo USR1 >>"${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"' USR1
 trap 'echo TERM >>"${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"' TERM
-# One emulated GPU job of `tesserae devcluster compare|replay`: job.sbatch MODE EMULATED-JOB-ARGS...
+# One emulated GPU job of `tesserae devcluster compare|replay`: job.sbatch MODE PAYLOAD EMULATED-JOB-ARGS...
 # plain: submitted with sbatch, runs the payload directly on the GPUs Slurm gave it.
-# daemon: submitted with tsbatch; `tesserae launch` pins the daemon's GPUs and forwards the checkpoint signal.
-mode=$1; shift
+# daemon: submitted with tsbatch; `tesserae launch` pins the daemon's GPUs and forwards the checkpoint signal;
+# the payload exits after its checkpoint and the launcher, outliving it, records the stop.
+mode=$1; payload=$2; shift 2
 py=${TESSERAE_PYTHON:-python3}
 if [ "$mode" = plain ]; then
-    exec "$py" -m tesserae_slurm.devcluster.emulated_job "$@"
+    exec "$py" "$payload" "$@"
 fi
 export TESSERAE_SIGNAL_FILE="${TMPDIR:-/tmp}/tesserae-signals.${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}.$$"
 ( trap '' USR1 TERM; exec "$py" -m tesserae_slurm.harness launch -- \
-    "$py" -m tesserae_slurm.devcluster.emulated_job --managed "$@" ) &
+    "$py" "$payload" "$@" ) &
 _tl=$!
 while :; do wait "$_tl" && rc=0 || rc=$?; kill -0 "$_tl" 2>/dev/null || break; done
 wait "$_tl" && rc=0 || rc=$?
@@ -76,6 +78,7 @@ class Settings:
     policy_options: dict[str, Any] = field(default_factory=dict)
     round_seconds: float = 5.0
     grace_seconds: float = 5.0
+    checkpoint_s: float = 0.0  # wall seconds the payload takes to checkpoint on the signal
     timeout_s: float = 1800.0  # per run
     daemon_extra: dict[str, Any] = field(default_factory=dict)  # more config sections (feedback, packing)
 
@@ -110,7 +113,7 @@ def daemon_config(settings: Settings, workdir: Path) -> dict[str, Any]:
         "slurm": {"partition": settings.partition, "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60},
         "scheduler": {"policy": settings.policy, "round_seconds": settings.round_seconds,
                       "policy_options": settings.policy_options},
-        "preemption": {"grace_seconds": settings.grace_seconds},
+        "preemption": {"grace_seconds": settings.grace_seconds, "stop_records_dir": str(workdir / "stops")},
         "state": {"database": str(workdir / "state.db")},
         "metrics": {"listen": ""},
         "http": {"listen": ""},
@@ -127,27 +130,57 @@ def job_env() -> dict[str, str]:
     return env
 
 
-Submit = Callable[[Sequence[str], Sequence[str]], str]  # (batch script arguments, submission options) -> job id
+@dataclass(frozen=True)
+class JobFiles:
+    """Where a run's jobs come from and write to: the batch script, the payload, the output directory
+    (also their working directory: `python -m` looks there first, and a source tree there would
+    shadow the code under test), and options every job's payload gets (``--checkpoint-s``)."""
+
+    script: Path
+    payload: Path
+    out: Path
+    payload_options: tuple[str, ...] = ()
+
+    def argv(self, mode: str, args: Sequence[str]) -> list[str]:
+        return [str(self.script), mode, str(self.payload), "--out", str(self.out), *args, *self.payload_options]
 
 
-def sbatch_submitter(backend: SlurmBackend, script: Path) -> Submit:
-    """``submit(script arguments, sbatch options)`` for plain Slurm."""
+def write_job_files(workdir: Path, out: Path, payload_options: Sequence[str] = ()) -> JobFiles:
+    """The batch script and a copy of the emulated job (standard library only) in ``workdir``: the jobs
+    run this payload whichever checkout's launcher and daemon run them (`bench responsive --checkout`)."""
+    from . import emulated_job
+
+    script, payload = workdir / "job.sbatch", workdir / "emulated_job.py"
+    script.write_text(BATCH_SCRIPT)
+    payload.write_text(Path(emulated_job.__file__).read_text())
+    for f in (script, payload):
+        f.chmod(0o755)
+    return JobFiles(script, payload, out, tuple(payload_options))
+
+
+Submit = Callable[[Sequence[str], Sequence[str]], str]  # (payload arguments, submission options) -> job id
+
+
+def sbatch_submitter(backend: SlurmBackend, files: JobFiles) -> Submit:
+    """``submit(payload arguments, sbatch options)`` for plain Slurm."""
     def submit(args: Sequence[str], options: Sequence[str]) -> str:
-        return str(backend.submit([str(script), PLAIN, *args], list(options), env=job_env()))
+        return str(backend.submit(files.argv(PLAIN, args), [*options, f"--chdir={files.out}"], env=job_env()))
     return submit
 
 
-def tsbatch_submitter(backend: SlurmBackend, config: Path, script: Path) -> Submit:
-    """``submit(script arguments, tsbatch options)`` through tsbatch's own code path."""
+def tsbatch_submitter(backend: SlurmBackend, config: Path, files: JobFiles,
+                      env: Callable[[], Mapping[str, str]] = job_env) -> Submit:
+    """``submit(payload arguments, tsbatch options)`` through tsbatch's own code path; ``env``: what the
+    job's environment gets over the caller's (another user's jobs run another Python)."""
     from ..site.load import load_config
     from ..tsbatch.submit import prepare, submit
 
     cfg = load_config(config, check_policy=False)
 
     def submit_one(args: Sequence[str], options: Sequence[str]) -> str:
-        argv = ["--config", str(config), *options, str(script), DAEMON, *args]
+        argv = ["--config", str(config), *options, f"--chdir={files.out}", *files.argv(DAEMON, args)]
         prepared, _ = prepare(argv, lambda _c: backend, lambda _p: cfg)
-        prepared.env.update(job_env())
+        prepared.env.update(env())
         return str(submit(prepared, backend))
     return submit_one
 
@@ -188,11 +221,11 @@ class DaemonProcess:
 
     def __init__(self, config: Path, log: Path, env: Mapping[str, str]) -> None:
         self.log = log
-        with log.open("ab") as fh:
+        with log.open("ab") as fh:  # in the run's directory: `-m` looks in the working directory first
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tesserae_slurm.cli.main", "daemon", "--config", str(config)],
                 stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                start_new_session=True)
+                start_new_session=True, cwd=log.parent)
 
     def problem(self) -> str:
         code = self.proc.poll()
@@ -208,26 +241,32 @@ class DaemonProcess:
                 self.proc.wait(timeout=10)
 
 
+def _read(db: Path, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a query on the daemon's state database, read-only, in plain SQL over columns every schema
+    revision has: `tesserae bench responsive --checkout` reads databases of older code, which the
+    store's readers (at the newest revision) refuse. No rows while the daemon has not made its tables."""
+    import sqlite3
+
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute(sql, tuple(args)).fetchall()
+    except sqlite3.OperationalError:  # no such table yet
+        return []
+    finally:
+        conn.close()
+
+
 def wait_round(db: Path, daemon: DaemonProcess, *, after: float = 0.0, timeout_s: float = 120.0) -> None:
     """Wait until the daemon has finished a round that began at or after ``after`` (its first, by default)."""
-    from ..daemon.state.store import Store
-
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         problem = daemon.problem()
         if problem:
             raise RunError(problem)
-        if db.exists():
-            try:
-                store = Store.open(db, read_only=True)
-            except InputError:  # the daemon has created the file but not its schema yet
-                store = None
-            if store is not None:
-                try:
-                    if any(r.finished_at is not None and r.started_at >= after for r in store.rounds(limit=2)):
-                        return
-                finally:
-                    store.close()
+        if _read(db, "SELECT 1 FROM rounds WHERE finished_at IS NOT NULL AND started_at >= ? LIMIT 1", [after]):
+            return
         time.sleep(0.5)
     raise RunError(f"the daemon finished no round within {timeout_s:g}s (see {daemon.log})")
 
@@ -241,6 +280,35 @@ def daemon_counts(db: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
         return {r.job_id: (r.preemptions, r.migrations) for r in store.jobs_by_id(sorted(ids))}
     finally:
         store.close()
+
+
+STOP_KINDS = ("preempt", "migrate", "requeue")
+
+
+def stop_seconds(db: Path, ids: Sequence[str], after: float = 0.0) -> dict[str, list[float]]:
+    """Per job, each stop the daemon finished (the job requeue-held, not ended meanwhile): seconds from its
+    checkpoint signal (the ``signal`` call on record) to the stop's end in its records, when Slurm listed
+    the job pending and its GPUs were free. Stops finished before ``after`` are left out."""
+    wanted = set(ids)
+    signals: dict[str, list[float]] = {}
+    for when, jobs in _read(db, "SELECT time, job_ids FROM slurm_calls WHERE method = 'signal' AND ok"):
+        for job in str(jobs).split(","):
+            if job in wanted:
+                signals.setdefault(job, []).append(float(when))
+    marks = ",".join("?" * len(STOP_KINDS))
+    out: dict[str, list[float]] = {}
+    done: dict[str, float] = {}  # job -> the end of its last stop: a signal belongs to the stop after it
+    for job, end, error in _read(db, f"SELECT job_id, finished_at, error FROM actions WHERE kind IN ({marks}) "
+                                     "AND status = 'done' AND finished_at IS NOT NULL ORDER BY id", STOP_KINDS):
+        if job not in wanted:
+            continue
+        end, since = float(end), done.get(job, -math.inf)
+        done[job] = end
+        sent = [t for t in signals.get(job, ()) if since < t <= end]
+        # an error on a done stop: the job ended instead; no signal: a released job held again, no stop
+        if sent and not error and end >= after:
+            out.setdefault(job, []).append(end - max(sent))
+    return out
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
@@ -261,39 +329,39 @@ class RunOutcome:
     ended: dict[str, SlurmJob]  # Slurm id -> the job as Slurm last listed it
     counts: dict[str, tuple[int, int]]  # Slurm id -> (preemptions, migrations) under the daemon
     started_at: float  # when submissions began (under the daemon: after its first round)
+    stops: dict[str, list[float]] = field(default_factory=dict)  # Slurm id -> each stop's seconds (stop_seconds)
 
     def events(self, out: Path, name: str) -> list[dict[str, Any]]:
         return read_events(out / f"events-{self.submitted[name][0]}.jsonl")
 
 
 def run_jobs(mode: str, jobs: Sequence[J], cluster_env: Mapping[str, str], workdir: Path, settings: Settings,
-             make_submit: Callable[[str, SlurmBackend, Path, Path | None], Callable[[J], str]]) -> RunOutcome:
+             make_submit: Callable[[str, SlurmBackend, JobFiles, Path | None], Callable[[J], str]]) -> RunOutcome:
     """Run the job set once (``plain`` or ``daemon``) and wait for every job to end; the jobs' files
-    go under ``workdir/jobs``. ``make_submit(mode, backend, batch script, daemon config or None)``
-    gives the function that submits one job. On an error or Ctrl-C no job of the run is left on the
+    go under ``workdir/jobs``. ``make_submit(mode, backend, job files, daemon config or None)`` gives
+    the function that submits one job. On an error or Ctrl-C no job of the run is left on the
     cluster."""
     out = workdir / "jobs"
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)
-    script = workdir / "job.sbatch"
-    script.write_text(BATCH_SCRIPT)
-    script.chmod(0o755)
+    files = write_job_files(workdir, out, ("--checkpoint-s", f"{settings.checkpoint_s:g}"))
     backend = SlurmCliBackend(cluster_env)
     daemon: DaemonProcess | None = None
     counts: dict[str, tuple[int, int]] = {}
+    stops: dict[str, list[float]] = {}
     submitted: dict[str, tuple[str, float]] = {}
     finished = False
     try:
         if mode == PLAIN:
             partition = settings.plain_partition
-            submit = make_submit(PLAIN, backend, script, None)
+            submit = make_submit(PLAIN, backend, files, None)
         else:
             partition = settings.partition
             config = workdir / "tesserae.yaml"
             config.write_text(json.dumps(daemon_config(settings, workdir), indent=1) + "\n")  # JSON is YAML
             daemon = DaemonProcess(config, workdir / "daemon.log", cluster_env)
             wait_round(workdir / "state.db", daemon)  # its start (imports, compiled cores) not timed
-            submit = make_submit(DAEMON, backend, script, config)
+            submit = make_submit(DAEMON, backend, files, config)
         started_at = time.time()
         submit_all(jobs, submit, into=submitted)
         ids = {jid for jid, _ in submitted.values()}
@@ -303,6 +371,7 @@ def run_jobs(mode: str, jobs: Sequence[J], cluster_env: Mapping[str, str], workd
             # one more whole round records the last ends (a round under load can outlast round_seconds)
             wait_round(workdir / "state.db", daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
             counts = daemon_counts(workdir / "state.db", ids)
+            stops = stop_seconds(workdir / "state.db", sorted(ids))
         finished = True
     finally:
         if daemon is not None:
@@ -313,4 +382,4 @@ def run_jobs(mode: str, jobs: Sequence[J], cluster_env: Mapping[str, str], workd
                     backend.cancel(int(jid))
                 except SlurmError:
                     pass
-    return RunOutcome(dict(submitted), ended, counts, started_at)
+    return RunOutcome(dict(submitted), ended, counts, started_at, stops)

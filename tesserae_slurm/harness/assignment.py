@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from ..model import InputError
 
 PREFIX = "tesserae-assign:"
-# Assignment.extra keys: online feedback's reports directory and window length in seconds (harness/report.py)
-REPORTS_KEY, EVERY_KEY = "reports", "report_every"
+# Assignment.extra keys: online feedback's reports directory and window length in seconds (harness/report.py),
+# and where the launcher records that its payload checkpointed after the signal (harness/stop_record.py)
+REPORTS_KEY, EVERY_KEY, STOPS_KEY = "reports", "report_every", "stops"
 
 
 @dataclass(frozen=True)

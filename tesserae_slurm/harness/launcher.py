@@ -12,7 +12,9 @@ with them ignored, installs its handlers, then reads that file. The payload star
 checkpoint signal ignored, and gets it as soon as one of its processes catches it (``/proc``), so a
 payload that is still importing its libraries is not killed by it. After a checkpoint signal the
 launcher outlives the payload (up to ``--requeue-wait`` seconds) until the daemon's requeue-hold
-ends the job: a job that exits by itself has really ended.
+ends the job: a job that exits by itself has really ended. Meanwhile it records that the payload has
+exited (``harness/stop_record.py``), so the daemon requeue-holds the job at once instead of waiting out
+the grace.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ from typing import Any
 
 from ..model import InputError
 from ..model.strategy import parse_strategy
-from .assignment import EVERY_KEY, REPORTS_KEY, Assignment, from_scontrol_oneliner
+from .assignment import EVERY_KEY, REPORTS_KEY, STOPS_KEY, Assignment, from_scontrol_oneliner
 from .megatron import megatron_parallelism
 from .mps import MpsSetup, join_mps, leave_mps
 from .report import ENV_EVERY, ENV_FILE
+from .stop_record import StopRecord
 
 log = logging.getLogger(__name__)
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT)
@@ -63,6 +66,15 @@ def read_assignment(env: Mapping[str, str], scontrol: str = "scontrol", timeout:
     if found is None:
         raise InputError(f"job {job_id} has no tesserae assignment (was it started by the tesserae daemon?)")
     return found, found.packed or _packable(out.stdout)
+
+
+def stop_record(a: Assignment, env: Mapping[str, str]) -> StopRecord | None:
+    """Where this run records an early stop, when the daemon asked for it (``preemption.stop_records_dir``)."""
+    directory = a.extra.get(STOPS_KEY)
+    restart = env.get("SLURM_RESTART_COUNT", "0") or "0"
+    if not directory or not restart.isdigit():
+        return None
+    return StopRecord(directory, a.job_id, int(restart))
 
 
 def _packable(oneliner: str) -> bool:
@@ -168,7 +180,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         if forwarder.terminated:  # Slurm is ending the job: do not start what would be killed at once
             log.info("terminated before the payload started")
             return 128 + signal.SIGTERM
-        return _run_forwarding(cmd, child_env, forwarder, wait_s)
+        return _run_forwarding(cmd, child_env, forwarder, wait_s, stop_record(a, env))
     finally:
         _restore(previous)
         if mps is not None:
@@ -289,9 +301,11 @@ def _restore(previous: Mapping[signal.Signals, Callable[[int, FrameType | None],
         signal.signal(s, h)
 
 
-def _run_forwarding(cmd: Sequence[str], env: Mapping[str, str], forwarder: _Forwarder, requeue_wait: float) -> int:
+def _run_forwarding(cmd: Sequence[str], env: Mapping[str, str], forwarder: _Forwarder, requeue_wait: float,
+                    record: StopRecord | None = None) -> int:
     """Run the payload in its own process group with the checkpoint signal ignored until it installs
-    a handler, pass signals on, and after a checkpoint signal outlive it until the requeue-hold."""
+    a handler, pass signals on, and after a checkpoint signal outlive it until the requeue-hold, which
+    ``record`` (when the daemon asked for one) tells the daemon it may send now."""
     ckpt = forwarder.checkpoint
     child = subprocess.Popen(list(cmd), env=dict(env), start_new_session=True,
                              preexec_fn=lambda: signal.signal(ckpt, signal.SIG_IGN))
@@ -307,10 +321,17 @@ def _run_forwarding(cmd: Sequence[str], env: Mapping[str, str], forwarder: _Forw
         return rc
     log.info("payload exited with %d after the checkpoint signal; waiting up to %gs for the requeue-hold", rc,
              requeue_wait)
-    deadline = time.monotonic() + requeue_wait
-    while time.monotonic() < deadline and not forwarder.terminated:
-        time.sleep(0.2)
-        forwarder.read_recorded()
-    if not forwarder.terminated:
-        log.info("no requeue-hold within %gs: the job ends with the payload's exit code %d", requeue_wait, rc)
+    # Recorded only when this process will wait: a record of a job about to end could make the
+    # daemon requeue a job that has finished.
+    recorded = record is not None and requeue_wait > 0 and record.write(rc)
+    try:
+        deadline = time.monotonic() + requeue_wait
+        while time.monotonic() < deadline and not forwarder.terminated:
+            time.sleep(0.05)
+            forwarder.read_recorded()
+        if not forwarder.terminated:
+            log.info("no requeue-hold within %gs: the job ends with the payload's exit code %d", requeue_wait, rc)
+    finally:
+        if recorded and record is not None:
+            record.remove()
     return rc

@@ -14,19 +14,22 @@ if TYPE_CHECKING:
     from .decision import PackedPair, PendingJob, PendingReason, RoundDecision, StageTimings
     from .errors import InputError
     from .job import Job
+    from .moves import MoveCosts, MoveReason
     from .placement import MAX_JOBS_PER_GPU, GpuRef, GpuSlot, Placement, PlanRows
     from .state import JobView
 
 _WHERE = {
     "Cluster": "cluster", "Node": "cluster", "PackedPair": "decision", "PendingJob": "decision",
     "PendingReason": "decision", "RoundDecision": "decision", "StageTimings": "decision", "InputError": "errors",
-    "Job": "job", "MAX_JOBS_PER_GPU": "placement", "GpuRef": "placement", "GpuSlot": "placement",
+    "Job": "job", "MoveCosts": "moves", "MoveReason": "moves",
+    "MAX_JOBS_PER_GPU": "placement", "GpuRef": "placement", "GpuSlot": "placement",
     "Placement": "placement", "PlanRows": "placement", "JobView": "state",
 }
 
 __all__ = [
     "Cluster", "Node", "Job", "JobView", "Placement", "PlanRows", "GpuRef", "GpuSlot", "MAX_JOBS_PER_GPU",
-    "RoundDecision", "PackedPair", "PendingJob", "PendingReason", "StageTimings", "InputError",
+    "MoveCosts", "MoveReason", "RoundDecision", "PackedPair", "PendingJob", "PendingReason", "StageTimings",
+    "InputError",
 ]
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
+from .moves import MoveReason
 from .placement import GpuRef, Placement
 
 
@@ -19,6 +20,8 @@ class PendingReason(str, Enum):
     UNSATISFIABLE = "Unsatisfiable"  # the cluster can never hold the job (too many GPUs, unknown type)
     NODES = "Nodes"  # an operator pinned it to nodes (or kept it off nodes) that cannot hold it now
     LIMIT = "Limit"  # its user or account would go over a configured GPU limit (placement/limit_gate.py)
+    # the daemon between rounds: the decision runs it on GPUs running jobs hold now; only a round stops them
+    ROUND = "Round"
 
 
 class PendingJob(NamedTuple):
@@ -73,6 +76,11 @@ class RoundDecision:
     speeds: Mapping[str, float] = field(default_factory=dict)  # job -> normalized throughput
     migration_cost: float = 0.0
     timings: StageTimings = StageTimings()
+    # per migrated or preempted job: what the move bought and cost (cost-aware decisions, model/moves.py)
+    moves: tuple[MoveReason, ...] = ()
+    # what moves cost decided something (a stop refused, a pair kept, a plan that moves jobs turned down):
+    # with the same jobs and order a later round may decide otherwise, as past moves age and work shrinks
+    cost_bound: bool = False
 
     def gpus_of(self, job_id: str) -> tuple[GpuRef, ...]:
         return self.placement.job_gpus().get(job_id, ())

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..model import Cluster, Job, PendingJob, PendingReason, Placement, PlanRows
-from . import consolidate_walk
+from . import consolidate_walk, keep_walk
 from .arrays import gpu_layout, runs
 from .node_rules import NodeRules
 
@@ -42,6 +42,10 @@ class ConsolidationResult:
     placement: Placement
     placed: tuple[str, ...]  # in policy order
     pending: tuple[PendingJob, ...]  # in policy order
+    cost_bound: bool = False  # a keep-first walk refused a displacement for what the stop costs
+    # of a keep-first walk, the waiting jobs that would have run in a plan that moved running jobs (enough
+    # GPUs free at their turn, counting the homes of running jobs ranked lower), in policy order
+    movable: tuple[str, ...] = ()
 
 
 class Unit(NamedTuple):
@@ -99,11 +103,37 @@ def place_units(cluster: Cluster, units: Sequence[Unit], rules: NodeRules | None
     return _walk(cluster, ids, need, width, home, [u.types for u in units], rules)
 
 
+class Homes(NamedTuple):
+    """Per unit of a keep-first walk (``place_kept``): its home, the flat GPU rows of the cluster's layout
+    it holds now (``rows[start[k]:start[k + 1]]``; none for a unit that holds no GPUs), whether it is
+    protected from being displaced (``protect[k]``), whether it may displace others (``modest[k]``:
+    not, a packed partner that would leave its host only to run alone), what placing it is worth
+    (``value[k]``) and what displacing it costs (``cost[k]``; GPU-seconds of work, placement/move_value.py)."""
+
+    start: np.ndarray
+    rows: np.ndarray
+    protect: np.ndarray
+    modest: np.ndarray
+    value: np.ndarray
+    cost: np.ndarray
+
+
+def place_kept(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray | None,
+               unit_types: Sequence[tuple[str, ...] | None] | None, homes: Homes, rules: NodeRules | None = None
+               ) -> ConsolidationResult:
+    """Listing 1 on the physical GPUs: running units keep their GPUs (``keep_walk``); the plan's rows
+    are physical, so it needs no relabeling. Units as ``_walk`` takes them."""
+    hinted = unit_types is not None and any(t is not None and t != cluster.gpu_types for t in unit_types)
+    return _walk(cluster, ids, need, width, np.full(len(need), -1), unit_types if hinted else None, rules, kept=homes)
+
+
 def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray | None, home: np.ndarray,
-          unit_types: Sequence[tuple[str, ...] | None] | None, rules: NodeRules | None) -> ConsolidationResult:
+          unit_types: Sequence[tuple[str, ...] | None] | None, rules: NodeRules | None,
+          kept: Homes | None = None) -> ConsolidationResult:
     """The walk of units needing ``need`` GPUs, ``width`` jobs each (None: one each; their ids in
     ``ids``, in unit order), homes ``home``, GPU-type orders ``unit_types`` (None: the
-    cluster's, for every unit) and node rules ``rules`` (None: no unit has one)."""
+    cluster's, for every unit) and node rules ``rules`` (None: no unit has one); with ``kept``,
+    the keep-first walk on physical GPUs (``keep_walk``) instead."""
     if rules is None:
         rules = _NO_RULES._replace(rule=np.full(len(need), -1, dtype=np.int64))
     names, sizes = cluster.shape
@@ -121,9 +151,22 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray 
         type_start = np.zeros(count + 1, dtype=np.int64)
         np.cumsum([len(o) for o in orders], out=type_start[1:])
         type_list = np.fromiter(chain.from_iterable(orders), np.int64, int(type_start[-1]))
-    status, free_at, first, p_node, p_start, p_count = consolidate_walk.walk(
-        layout.sizes, node_type, need, home, type_start, type_list, rules.rule, rules.allowed)
+    if kept is None:
+        walked = consolidate_walk.walk(layout.sizes, node_type, need, home, type_start, type_list, rules.rule,
+                                       rules.allowed)
+    else:
+        walked = keep_walk.keep_walk(layout.sizes, node_type, need, kept.start, kept.rows, kept.protect, kept.modest,
+                                     kept.value, kept.cost, type_start, type_list, rules.rule, rules.allowed)
+    return _assemble(cluster, ids, need, width, rules, walked, max_capacity)
 
+
+def _assemble(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray | None, rules: NodeRules,
+              walked: tuple[np.ndarray, ...], max_capacity: int) -> ConsolidationResult:
+    """The plan and the waiting reasons of a walk's outcome (``consolidate_walk.walk``'s returns)."""
+    status, free_at, first, p_node, p_start, p_count = walked[:6]
+    names, sizes = cluster.shape
+    layout = gpu_layout(names, sizes)
+    count = len(need)
     # jobs numbered in unit order; a unit's jobs share its GPUs (its second job in column 1)
     placed_k = np.flatnonzero(status == consolidate_walk.PLACED)
     wait_k = np.flatnonzero(status == consolidate_walk.WAITS)
@@ -162,7 +205,12 @@ def _walk(cluster: Cluster, ids: list[str], need: np.ndarray, width: np.ndarray 
     if len(stop):
         pending += map(_NEW_PENDING, zip(ids[int(start[stop[0]]):], repeat(PendingReason.PRIORITY),
                                          repeat(_NO_GPU_LEFT)))
-    return ConsolidationResult(Placement.from_rows(PlanRows(names, sizes, placed, table)), placed, tuple(pending))
+    movable: tuple[str, ...] = ()
+    if len(walked) > 7 and len(wait_k):
+        could = wait_k[walked[7][wait_k] >= need[wait_k]]
+        movable = tuple(ids[int(start[k])] for k in could.tolist())
+    return ConsolidationResult(Placement.from_rows(PlanRows(names, sizes, placed, table)), placed, tuple(pending),
+                               len(walked) > 6 and bool(walked[6]), movable)
 
 
 @lru_cache(maxsize=8)

@@ -4,8 +4,9 @@ A placed job counts its ``num_gpus`` against its user's and its account's limit,
 Slurm's GrpTRES counts each job's allocation). Jobs without a user (or account) are not limited by
 that key. The rule is the consolidation walk with one more check: a job is skipped, reason ``Limit``,
 when the jobs placed *before it in policy order* already hold so many GPUs of its user or account
-that its own would go over. A job is therefore never held back by jobs that did not get GPUs, and a
-job held back is over its limit in the final placement too (usage only grows along the walk).
+that its own would go over (a policy pair's second member is judged beside its first, where their
+unit walks). A job is therefore never held back by jobs that did not get GPUs, and a job held back
+is over its limit in the final placement too (usage only grows along the walk).
 
 The walk itself is compiled (consolidate_walk.walk) and knows nothing of limits, so ``place_within``
 walks without the jobs it guesses limited and checks the guesses against that walk, until a walk
@@ -44,10 +45,10 @@ def gate(limits: GpuLimits, jobs: Sequence[Job]) -> LimitGate | None:
     return LimitGate(keys)
 
 
-def _walk_order(jobs: Sequence[Job], kept: Sequence[tuple[str, str]], skipped: set[str]) -> list[str]:
-    """Job ids in the walk's order: policy order, a policy pair at its first member's place (as the
-    engine's units), skipped jobs at their own places."""
-    partner = {a: b for a, b in kept} | {b: a for a, b in kept}
+def _walk_order(jobs: Sequence[Job], partner: Mapping[str, str], skipped: set[str]) -> list[str]:
+    """Job ids in the order the limits judge them: policy order, a policy pair at its first member's
+    place (as the engine's units). The second member stays there when it is skipped itself, since
+    there its limit was found to bind; only a skipped first member sends it to its own place."""
     out: list[str] = []
     seen: set[str] = set()
     for j in jobs:
@@ -55,9 +56,10 @@ def _walk_order(jobs: Sequence[Job], kept: Sequence[tuple[str, str]], skipped: s
             continue
         seen.add(j.id)
         out.append(j.id)
-        if j.id in partner and j.id not in skipped:
-            seen.add(partner[j.id])
-            out.append(partner[j.id])
+        mate = partner.get(j.id)
+        if mate is not None and mate not in seen and j.id not in skipped:
+            seen.add(mate)
+            out.append(mate)
     return out
 
 
@@ -81,25 +83,39 @@ class LimitGate:
         """The walk in policy order with limited jobs skipped; returns it and the policy pairs kept
         (a pair with a limited member is dropped: the other member is walked alone).
 
-        Guess and check: walk without the jobs guessed limited, then go through the walk's order with
-        the guessed jobs at their places, counting the placed ones. A placed job over a limit there is
-        guessed limited next time; a guessed job under its limit there is not. When a walk changes no
-        guess, every job saw exactly the usage the walk with skips would have given it (induction along
-        the order), so the result is that walk. Usually two or three walks; guesses that keep changing
-        (never seen in tests) fall back to settling one first job per walk."""
+        A job is judged at its place: its own in policy order, except the second member of a policy
+        pair whose first member is not limited, judged right after it (their unit walks there, so
+        the pair is kept unless that member is over there). It is limited when the GPUs of the placed
+        jobs judged before it and its own exceed a cap of its user or account.
+
+        Guess and check: walk without the jobs guessed limited, then judge every job in that order,
+        guessed ones included, counting the placed ones. A job over a limit is guessed limited next
+        time; a guessed job within its limits is not. When a walk changes no guess, it is the walk
+        with skips. Induction along the judging order: the walk places units in order, each by the
+        units before it alone, so if the guesses before a job's place are right, the placed jobs
+        counted there are those of the walk with skips and the verdict is too; and a second member's
+        place follows from its first member's verdict, reached earlier. One case needs more: a
+        guessed second member beside a first member that the walk placed alone. The pair may not
+        fit where the member alone does (node rules narrow a pair to the nodes both may use), so
+        when the first member's GPUs decide, one more walk, with the pair kept, says whether it is
+        placed. Usually two or three walks; guesses that keep changing fall back to settling one
+        first job per walk."""
         by_id = {j.id: j for j in jobs}
+        partner = {a: b for a, b in pairs} | {b: a for a, b in pairs}
         certain = {j.id for j in jobs if self._over(j, {})}  # over its limit with nothing placed
         guess = set(certain)
         for _ in range(_GUESSES):
             result, kept = self._walk(jobs, pairs, guess, place)
-            changed = self._check(jobs, kept, guess, set(result.placed), by_id)
+            def paired(second: str, skip: set[str] = guess) -> bool:
+                return partner[second] in self._walk(jobs, pairs, skip - {second}, place)[0].placed
+            changed = self._check(jobs, partner, guess, set(result.placed), by_id, paired)
             if changed is None:
                 return self._done(result, kept, guess, by_id)
             guess = changed
         guess = set(certain)
         while True:  # the slow, certain way: one first job over its limit settled per walk
             result, kept = self._walk(jobs, pairs, guess, place)
-            first = self._first_over(jobs, kept, guess, set(result.placed), by_id)
+            first = self._first_over(jobs, partner, guess, set(result.placed), by_id)
             if first is None:
                 return self._done(result, kept, guess, by_id)
             guess.add(first)
@@ -110,28 +126,39 @@ class LimitGate:
         kept = tuple(p for p in pairs if p[0] not in skip and p[1] not in skip)
         return place([j for j in jobs if j.id not in skip], kept), kept
 
-    def _check(self, jobs: Sequence[Job], kept: Sequence[tuple[str, str]], guess: set[str], placed: set[str],
-               by_id: Mapping[str, Job]) -> set[str] | None:
+    def _check(self, jobs: Sequence[Job], partner: Mapping[str, str], guess: set[str], placed: set[str],
+               by_id: Mapping[str, Job], paired: Callable[[str], bool]) -> set[str] | None:
         """The next guess, or None when this walk confirms every guess: a job is limited exactly when,
-        at its place in the walk, the placed jobs before it fill its user or account (placed or not:
-        a limited member splits its policy pair)."""
+        at its place, the placed jobs before it fill its user or account (placed or not: a limited
+        member splits its policy pair). ``paired(b)``: whether the walk with guessed second member
+        ``b`` kept in its pair places the pair."""
         used: Counter[str] = Counter()
         out = set(guess)
-        for jid in _walk_order(jobs, kept, guess):
+        before = ""  # the job judged just before: a second member is judged right after its first
+        for jid in _walk_order(jobs, partner, guess):
             j = by_id[jid]
-            if self._over(j, used):
+            over = self._over(j, used)
+            if over and jid in guess and (mate := partner.get(jid)) == before and mate in placed \
+                    and mate not in guess:
+                # Judged beside its first member, which this walk placed alone: the pair (node rules
+                # narrowed to both members' nodes) may not fit where the member alone does.
+                without = used.copy()
+                without.subtract({k: by_id[mate].num_gpus for k, _ in self.keys.get(mate, ())})
+                over = self._over(j, without) or paired(jid)
+            if over:
                 out.add(jid)
             elif jid in guess:
                 out.discard(jid)
             elif jid in placed:
                 for k, _ in self.keys.get(jid, ()):
                     used[k] += j.num_gpus
+            before = jid
         return None if out == guess else out
 
-    def _first_over(self, jobs: Sequence[Job], kept: Sequence[tuple[str, str]], skip: set[str], placed: set[str],
+    def _first_over(self, jobs: Sequence[Job], partner: Mapping[str, str], skip: set[str], placed: set[str],
                     by_id: Mapping[str, Job]) -> str | None:
         used: Counter[str] = Counter()
-        for jid in _walk_order(jobs, kept, skip):
+        for jid in _walk_order(jobs, partner, skip):
             if jid in skip:
                 continue
             if self._over(by_id[jid], used):

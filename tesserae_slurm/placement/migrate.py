@@ -177,14 +177,16 @@ def _groups_of(keys: tuple[tuple[int, str | None], ...]) -> dict[tuple[int, str 
 # ---- algorithms ------------------------------------------------------------------------------------
 def _identity_nodes(old: Placement, new: Placement) -> dict[str, str]:
     """Gavel's rule: no relabeling. Same names map to themselves; otherwise the i-th node to the i-th."""
-    if set(old.nodes) == set(new.nodes):
-        mapping = {name: name for name in new.nodes}
+    ro, rn = old.rows(), new.rows()  # the tables' node names and sizes: no per-GPU sets built
+    if set(ro.names) == set(rn.names):
+        mapping = {name: name for name in rn.names}
     else:
-        mapping = dict(zip(new.nodes, old.nodes))
+        mapping = dict(zip(rn.names, ro.names))
+    size_old, size_new = dict(zip(ro.names, ro.sizes)), dict(zip(rn.names, rn.sizes))
     for nn, on in mapping.items():
-        if len(new.nodes[nn]) != len(old.nodes[on]):
-            raise InputError(f"gavel: new node {nn!r} has {len(new.nodes[nn])} GPUs but physical node {on!r} has "
-                             f"{len(old.nodes[on])}; without relabeling the i-th nodes must match")
+        if size_new[nn] != size_old[on]:
+            raise InputError(f"gavel: new node {nn!r} has {size_new[nn]} GPUs but physical node {on!r} has "
+                             f"{size_old[on]}; without relabeling the i-th nodes must match")
     return mapping
 
 

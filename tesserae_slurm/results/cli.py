@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import profile_studies as profiling
-from .render import FAIR_TITLE, ROOT, render, render_fairness, render_slurm, splice
+from .render import FAIR_TITLE, MOVES_TITLE, ROOT, render, render_fairness, render_moves, render_slurm, splice
 from .runner import run_study
 from .studies import SLURM_STUDIES, studies
 
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cluster", default="20x4", help="NODESxGPUS without type (20x4 = 80 GPUs)")
     ap.add_argument("--only", default="",
                     help="comma-separated studies to simulate: a100, restart, ftf, noise, v100, estimators, "
-                         "parallelism, gavel-trace, slurm-a100, slurm-gavel, slurm-philly, fairness")
+                         "parallelism, gavel-trace, slurm-a100, slurm-gavel, slurm-philly, fairness, moves")
     ap.add_argument("--budgets", default=",".join(map(str, profiling.BUDGETS)),
                     help="estimators study: strategies measured per LLM search problem (2,3,4,6)")
     ap.add_argument("--llm-shares", default=",".join(f"{x:g}" for x in profiling.LLM_SHARES),
@@ -46,8 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true", help="ignore cached results")
     ap.add_argument("--render-only", action="store_true", help="simulate nothing; write the document from the cache")
     ap.add_argument("--splice", action="store_true",
-                    help="replace only section 8 (Against plain Slurm), or with --only fairness section 9, "
-                         "of the existing --out document")
+                    help="replace only section 8 (Against plain Slurm), or with --only fairness section 9, or with "
+                         "--only moves section 10, of the existing --out document")
     args = ap.parse_args(argv)
     try:
         args.budgets = tuple(int(x) for x in args.budgets.split(",") if x.strip())
@@ -65,9 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown studies {sorted(unknown)}; known: {', '.join(s.key for s in every)}")
     t0 = time.perf_counter()
-    fair_only = args.only.split(",") == ["fairness"]
-    if args.splice:  # section 8 (or 9) alone, into the document as it stands
-        every = [s for s in every if s.key in (("fairness",) if fair_only else SLURM_STUDIES)]
+    alone = args.only.split(",")[0] if args.only.split(",") in (["fairness"], ["moves"]) else ""
+    if args.splice:  # section 8 (or 9, or 10) alone, into the document as it stands
+        every = [s for s in every if s.key in ((alone,) if alone else SLURM_STUDIES)]
     for study in every:  # --only limits what is simulated; the document shows everything cached
         wanted = not args.render_only and (not args.only or study.key in args.only.split(","))
         run_study(study, cache, args.workers, args.fresh, simulate=wanted)
@@ -75,8 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.splice:
         old = Path(args.out).read_text() if Path(args.out).exists() else ""
         by = {s.key: s for s in every}
-        new = splice(old, render_fairness(by, Path(args.out)), FAIR_TITLE) if fair_only else \
-            splice(old, render_slurm(by))
+        if alone == "fairness":
+            new = splice(old, render_fairness(by, Path(args.out)), FAIR_TITLE)
+        elif alone == "moves":
+            new = splice(old, render_moves(by), MOVES_TITLE)
+        else:
+            new = splice(old, render_slurm(by))
         Path(args.out).write_text(new)
     else:
         Path(args.out).write_text(render(every, args, time.perf_counter() - t0))

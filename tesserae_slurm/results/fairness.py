@@ -95,7 +95,7 @@ def plan(study: Any, trace: Sequence[TraceJob], name: str, cache: Path, fresh: b
                 if (seed and v.key not in SEEDED) or (v.key == "gavel" and s.key not in study.extra["gavel_on"]):
                     continue
                 spec = RunSpec(tuple(tr), nm, s.cluster, v.config, s.profile, policy_options=v.options,
-                               min_speed=v.min_speed)
+                               min_speed=v.min_speed, paper_plan=study.paper_plan)
                 out.append(((s.key, v.key, seed), f"{s.key}-{v.key}-s{seed}", spec))
     return out
 

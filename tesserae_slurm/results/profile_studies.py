@@ -94,7 +94,8 @@ def plan_estimators(study: Any, trace: Sequence[TraceJob], name: str, cache: Pat
                     simulate: bool) -> list[tuple[tuple[Any, ...], str, RunSpec]]:
     s = study.setup
     config = study.configs[0]
-    out = [(("oracle", 0, 0), f"{config}-oracle", RunSpec(tuple(trace), name, s.cluster, config, s.profile))]
+    out = [(("oracle", 0, 0), f"{config}-oracle", RunSpec(tuple(trace), name, s.cluster, config, s.profile,
+                                                          paper_plan=study.paper_plan))]
     scores: dict[tuple[int, int], dict[str, Any]] = {}
     for budget in study.extra["budgets"]:
         for seed in study.extra["seeds"]:
@@ -103,7 +104,8 @@ def plan_estimators(study: Any, trace: Sequence[TraceJob], name: str, cache: Pat
                 continue
             paths, scores[(budget, seed)] = got
             for est in ESTIMATORS:
-                spec = RunSpec(tuple(trace), name, s.cluster, config, s.profile, decision_profile=str(paths[est]))
+                spec = RunSpec(tuple(trace), name, s.cluster, config, s.profile, decision_profile=str(paths[est]),
+                               paper_plan=study.paper_plan)
                 out.append(((est, budget, seed), f"{config}-{est}-b{budget}-s{seed}", spec))
     study.extra["scores"] = scores
     return out
@@ -191,7 +193,8 @@ def plan_parallelism(study: Any, trace: Sequence[TraceJob], name: str, cache: Pa
             digest = hashlib.sha256(json.dumps([(j.job_id, j.model, j.batch_size) for j in jobs]).encode()).hexdigest()
             tname = f"{name}+llm{share:g}-s{seed}-{digest[:8]}"
             for mode in MODES:
-                spec = RunSpec(jobs, tname, s.cluster, config, s.profile, llm_strategy=mode)
+                spec = RunSpec(jobs, tname, s.cluster, config, s.profile, llm_strategy=mode,
+                               paper_plan=study.paper_plan)
                 out.append(((mode, share, seed), f"{config}-{mode}-llm{share:g}-s{seed}", spec))
     return out
 

@@ -19,6 +19,7 @@ from .studies import SLURM_STUDIES, Study
 ROOT = Path(__file__).resolve().parents[2]  # the repository of a source checkout, where the document lives
 SLURM_TITLE = "## 8. Against plain Slurm"
 FAIR_TITLE = "## 9. Packing without victims (beyond the paper)"
+MOVES_TITLE = "## 10. Moves that pay for themselves (beyond the paper)"
 
 
 def _shown(path: Path) -> str:
@@ -194,6 +195,45 @@ def render_slurm(by: dict[str, Study]) -> list[str]:
     return out
 
 
+def render_moves(by: dict[str, Study]) -> list[str]:
+    """Section 10: every suite with the paper's plan (every move free) and with moves that pay."""
+    study = by.get("moves")
+    if study is None or not study.results:
+        return []
+    out = [MOVES_TITLE, "", prose.text("moves-intro"), "",
+           "| suite | configuration | plan | avg JCT (h) | makespan (h) | FTF worst | FTF p99 | migrations | "
+           "preemptions | moves per job | oscillations | same-node shifts | decision ms (median) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    changes: list[tuple[str, str, float, float, float]] = []  # suite, configuration, JCT, migrations, moves
+    for k, title in enumerate(study.extra["titles"]):
+        for config in study.configs:
+            before, after = study.results.get((k, config, "paper")), study.results.get((k, config, "paying"))
+            for label, r in (("paper's (every move free)", before), ("moves that pay", after)):
+                if r is None:
+                    continue
+                f = r["ftf"]
+                out.append(f"| {title} | {config} | {label} | {hours(r['avg_jct_s'])} | {hours(r['makespan_s'])} | "
+                           f"{f['worst']:.2f} | {f['p99']:.2f} | {r['migrations']} | {r['preemptions']} | "
+                           f"{r['moves_per_job']:.2f} | {r['oscillations']} | {r['same_node_shifts']} | "
+                           f"{r['decision_ms']['median']:.1f} |")
+            if before and after:
+                moved_b = before["migrations"] + before["preemptions"]
+                changes.append((title, config, after["avg_jct_s"] / before["avg_jct_s"] - 1,
+                                after["migrations"] / before["migrations"] - 1 if before["migrations"] else 0.0,
+                                (after["migrations"] + after["preemptions"]) / moved_b - 1 if moved_b else 0.0))
+    out.append("")
+    if changes:
+        out += ["| suite | configuration | avg JCT | migrations | migrations and preemptions |",
+                "|---|---|---|---|---|"]
+        out += [f"| {t} | {c} | {j:+.1%} | {m:+.0%} | {mv:+.0%} |" for t, c, j, m, mv in changes]
+        worst = max(changes, key=lambda x: x[2])
+        out += ["", prose.text("moves-verdict", worst=f"{worst[2]:+.1%}", worst_where=f"{worst[0]}, {worst[1]}",
+                               best=f"{min(x[2] for x in changes):+.1%}",
+                               mig=f"{max(x[3] for x in changes):+.0%} to {min(x[3] for x in changes):+.0%}"), ""]
+    out += [*prose.lines("moves-why"), ""]
+    return out
+
+
 def render_fairness(by: dict[str, Study], out_path: Path) -> list[str]:
     """Section 9: packing without victims (fairness.py), figures next to the document."""
     study = by.get("fairness")
@@ -344,6 +384,7 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
         out += profiling.render_parallelism(par, "7")
     out += render_slurm(by)
     out += render_fairness(by, Path(args.out))
+    out += render_moves(by)
     missing = sorted({c for s in all_studies for c in s.missing})
     not_run = [s.key for s in all_studies if not s.results]
     if not_run:

@@ -38,6 +38,8 @@ def cache_key(spec: RunSpec) -> str:
         fields.append(["min_speed", spec.min_speed])
     if spec.cross_user != "timeslice":
         fields.append(["cross_user", spec.cross_user])
+    if spec.paper_plan:
+        fields.append("paper_plan")
     ident = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
@@ -51,7 +53,7 @@ def _default_plan(study: Study, trace: Sequence[Any], name: str, restart: Restar
         for noise in study.noise:
             for seed in (study.seeds if noise > 0 else study.seeds[:1]):
                 spec = RunSpec(tuple(trace), name, study.setup.cluster, config, study.setup.profile,
-                               seed=seed, noise=noise, restart=restart)
+                               seed=seed, noise=noise, restart=restart, paper_plan=study.paper_plan)
                 out.append(((config, noise, seed), f"{config}-{noise:g}-{seed}", spec))
     return out
 

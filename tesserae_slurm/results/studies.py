@@ -13,6 +13,7 @@ from typing import Any
 from ..policies.registry import POLICIES
 from ..presets import get_config
 from ..sim.compare import RunSpec
+from ..sim.trace_source import resolve_trace
 from ..sim.traces import generate_gavel, load_shipped
 from . import fairness
 from . import profile_studies as profiling
@@ -23,6 +24,7 @@ MAIN = ("tiresias", "tiresias-single", "gavel", "tesserae-t", "tesserae-t-nomig"
 FAIRNESS = ("gavel-ftf", "tesserae-ftf", "themis")
 HARDWARE = ("tiresias", "tiresias-single", "tesserae-t")
 SLURM = ("slurm-backfill", "tesserae-t", "tesserae-t-sticky", "tesserae-ftf")  # plain Slurm first: the baseline
+MOVES = ("tesserae-t", "tesserae-t-fair")  # the default and the fairness study's best, before and after
 PHILLY_VC, PHILLY_CLUSTER = "philly-0e4a51", "16x4:v100"  # the VC that loads 64 V100s most without 16-GPU jobs
 
 
@@ -42,6 +44,9 @@ class Study:
     noise: Sequence[float] = (0.0,)
     seeds: Sequence[int] = (0,)
     restart_scale: float = 1.0  # multiplies every default restart overhead
+    # every move free, the plan rebuilt each round (EngineConfig.moves = None), as the paper publishes it:
+    # the reproduction's sections; section 8 (what a site runs) and section 10 decide with moves that pay
+    paper_plan: bool = True
     results: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     # Studies that vary more than configuration x noise x seed list their own runs:
@@ -92,16 +97,38 @@ def studies(args: argparse.Namespace) -> list[Study]:
               ("tesserae-t",), plan=profiling.plan_parallelism,
               extra={"shares": args.llm_shares, "seeds": tuple(range(args.repeats))}),
         Study("gavel-trace", "Gavel-style trace (paper Figure 15)", Setup(gavel, a100, "a100"), MAIN),  # slowest: last
-        Study("slurm-a100", "Tesserae-style trace, A100", Setup(tess, a100, "a100"), SLURM),
-        Study("slurm-gavel", "Gavel-style trace, A100", Setup(gavel, a100, "a100"), SLURM),
+        Study("slurm-a100", "Tesserae-style trace, A100", Setup(tess, a100, "a100"), SLURM, paper_plan=False),
+        Study("slurm-gavel", "Gavel-style trace, A100", Setup(gavel, a100, "a100"), SLURM, paper_plan=False),
         Study("slurm-philly", f"Philly virtual cluster {PHILLY_VC.split('-')[1]}, V100",
-              Setup(PHILLY_VC, PHILLY_CLUSTER, "gavel"), SLURM),
+              Setup(PHILLY_VC, PHILLY_CLUSTER, "gavel"), SLURM, paper_plan=False),
         Study("fairness", "Packing without victims (beyond the paper)", Setup(tess, a100, "a100"),
               (fairness.NEW,), plan=fairness.plan,
               extra={"setups": fairness.setups(n, cluster, rate, PHILLY_VC, PHILLY_CLUSTER),
                      "seeds": tuple(range(1, args.trace_seeds)), "gavel_on": ("a100", "gavel", "philly"),
                      "per_job": True}),
+        Study("moves", "Moves that pay for themselves (beyond the paper)", Setup(tess, a100, "a100"),
+              MOVES, plan=plan_moves, paper_plan=False,
+              extra={"suites": (Setup(tess, a100, "a100"), Setup(gavel, a100, "a100"), Setup(tess, v100, "gavel"),
+                                Setup(PHILLY_VC, PHILLY_CLUSTER, "gavel")),
+                     "titles": ("Tesserae-style trace, A100", "Gavel-style trace, A100",
+                                "Tesserae-style trace, V100 (Gavel's table)",
+                                f"Philly virtual cluster {PHILLY_VC.split('-')[1]}, V100")}),
     ]
+
+
+def plan_moves(study: Study, trace: Sequence[Any], name: str, cache: Any, fresh: bool, simulate: bool
+               ) -> list[tuple[tuple[Any, ...], str, RunSpec]]:
+    """Each suite of the document (the setups its sections simulate), every configuration of the study
+    twice: with the paper's plan (every move free: before) and with moves that pay (after)."""
+    out = []
+    for k, s in enumerate(study.extra["suites"]):
+        tr, nm = resolve_trace(s.trace, models=s.profile)
+        for config in study.configs:
+            for paper in (True, False):
+                label = "paper" if paper else "paying"
+                spec = RunSpec(tuple(tr), nm, s.cluster, config, s.profile, paper_plan=paper)
+                out.append(((k, config, label), f"s{k}-{config}-{label}", spec))
+    return out
 
 
 SLURM_STUDIES = ("slurm-a100", "slurm-gavel", "slurm-philly")

@@ -55,6 +55,7 @@ class RunSpec:
     # two users' pairs: scored time-sliced ("timeslice", the configurations' own), as one user's ("mps"),
     # or never formed ("never": the daemon's mps.cross_user: never); the truth time-slices them either way
     cross_user: str = "timeslice"
+    paper_plan: bool = False  # every move free, the plan rebuilt each round as the paper has it (moves=None)
 
 
 def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResult:
@@ -67,6 +68,8 @@ def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResul
         raise InputError(f"cross_user must be one of {', '.join(CROSS_USER_CHOICES)}, got {spec.cross_user!r}")
     if spec.cross_user == "mps":
         config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, cross_user="mps"))
+    if spec.paper_plan:
+        config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, moves=None))
     believed = profile_from_spec(spec.decision_profile) if spec.decision_profile else None
     return simulate(spec.trace, Cluster.from_spec(spec.cluster_spec), config, profile_from_spec(spec.profile),
                     round_s=spec.round_s, seed=spec.seed, noise=spec.noise, restart=spec.restart,

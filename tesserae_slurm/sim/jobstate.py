@@ -65,7 +65,7 @@ class LiveJob:
     """One job of the simulation: trace record, engine job, slot in ``cols``, and counters."""
 
     __slots__ = ("trace", "job", "cols", "k", "start", "finish", "preemptions", "migrations",
-                 "contention_at_arrival", "rounds_at_arrival")
+                 "contention_at_arrival", "rounds_at_arrival", "shifts", "returns")
 
     def __init__(self, trace: TraceJob, job: Job, remaining: float, done_work: float = 0.0, attained: float = 0.0,
                  executed: float = 0.0, rounds_run: int = 0, start: float | None = None, preemptions: int = 0,
@@ -76,6 +76,7 @@ class LiveJob:
         self.cols, self.k = (cols, k) if cols is not None else (JobColumns(1), 0)
         self.start, self.finish = start, finish
         self.preemptions, self.migrations = preemptions, migrations
+        self.shifts = self.returns = 0  # migrations within its nodes, and back to GPUs it left (model/moves.py)
         # the run's cumulative contention and round count at arrival: a job's averages are
         # differences, not per-round additions to every job
         self.contention_at_arrival, self.rounds_at_arrival = contention_at_arrival, rounds_at_arrival

@@ -25,6 +25,8 @@ class JobRecord:
     avg_contention: float  # mean active jobs per GPU over the job's life (for the FTF ratio)
     packed_s: float = 0.0  # seconds computed next to a partner
     work_done: float = 0.0  # reference seconds of work done (= duration once finished)
+    shifts: int = 0  # migrations between GPUs of its own node(s)
+    oscillations: int = 0  # migrations back to GPUs it had left within the last rounds (A -> B -> A)
 
     @property
     def jct(self) -> float:
@@ -98,6 +100,11 @@ class SimResult:
     def preemptions(self) -> int:
         return sum(r.preemptions for r in self.rounds)
 
+    @property
+    def moves_per_job(self) -> float:
+        """Migrations and preemptions per job."""
+        return (self.migrations + self.preemptions) / len(self.jobs) if self.jobs else 0.0
+
     def gpu_utilization(self) -> float:
         """Busy GPU-seconds over the cluster's GPU-seconds, from the first round to the last finish."""
         if not self.rounds or not self.jobs:
@@ -122,7 +129,9 @@ class SimResult:
             "round_s": self.round_duration, "seed": self.seed, "jobs": len(self.jobs),
             "avg_jct_s": self.avg_jct, "median_jct_s": float(np.median(jct)),
             "p99_jct_s": float(np.percentile(jct, 99)), "makespan_s": self.makespan,
-            "migrations": self.migrations, "preemptions": self.preemptions,
+            "migrations": self.migrations, "preemptions": self.preemptions, "moves_per_job": self.moves_per_job,
+            "same_node_shifts": sum(j.shifts for j in self.jobs),
+            "oscillations": sum(j.oscillations for j in self.jobs),
             "ftf": {"worst": float(ftf.max()), "median": float(np.median(ftf)), "mean": float(ftf.mean()),
                     "p90": float(np.percentile(ftf, 90)), "share_above_1": float(np.mean(ftf > 1.0))},
             "gpu_utilization": self.gpu_utilization(),
@@ -141,8 +150,9 @@ class SimResult:
         out["per_job"] = [
             {"id": j.job_id, "num_gpus": j.num_gpus, "model": j.model, "submit": j.submit_time,
              "start": j.start_time, "finish": j.finish_time, "duration": j.duration, "jct": j.jct,
-             "ftf": j.ftf, "preemptions": j.preemptions, "migrations": j.migrations,
-             "rounds_packed": j.rounds_packed, "rounds_run": j.rounds_run, "packed_s": j.packed_s}
+             "ftf": j.ftf, "preemptions": j.preemptions, "migrations": j.migrations, "shifts": j.shifts,
+             "oscillations": j.oscillations, "rounds_packed": j.rounds_packed, "rounds_run": j.rounds_run,
+             "packed_s": j.packed_s}
             for j in self.jobs
         ]
         return out

@@ -2,11 +2,11 @@
 
 A job that resumes after a preemption, or is migrated, first saves and loads a checkpoint and warms
 up again (process start, CUDA/NCCL init, data loader, first iterations); the paper's Figure 3 measures
-both on A100 nodes. Defaults (docs/simulator.md): 30 s for the small models (about 20 s warm-up +
-10 s checkpoint save/load), 90 s for the LLMs Bert-Large and GPT2-Medium and Gavel's multi-GPU
-Transformer/LM families (about 60 s warm-up with pipeline set-up + 30 s for a multi-GB checkpoint
-with optimizer state). The first start of a job costs nothing extra: a trace's duration already
-holds one start.
+both on A100 nodes. Defaults (docs/simulator.md; model/moves.py, where the engine's move costs take the
+same numbers): 30 s for the small models (about 20 s warm-up + 10 s checkpoint save/load), 90 s for
+the LLMs Bert-Large and GPT2-Medium and Gavel's multi-GPU Transformer/LM families (about 60 s warm-up
+with pipeline set-up + 30 s for a multi-GB checkpoint with optimizer state). The first start of a job
+costs nothing extra: a trace's duration already holds one start.
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..model import InputError
+from ..model import InputError, MoveCosts
+from ..model.moves import DEFAULT_PER_MODEL as _PER_MODEL
+from ..model.moves import DEFAULT_RESTART_S, restart_seconds
 
-DEFAULT_RESTART_S = 30.0
-LLM_RESTART_S = 90.0
-DEFAULT_PER_MODEL: Mapping[str, float] = {"Bert-Large": LLM_RESTART_S, "GPT2-Medium": LLM_RESTART_S,
-                                          "Transformer": LLM_RESTART_S, "LM": LLM_RESTART_S}
+DEFAULT_PER_MODEL: Mapping[str, float] = dict(_PER_MODEL)
 
 
 @dataclass(frozen=True)
@@ -36,10 +35,12 @@ class RestartCost:
                 raise InputError(f"restart cost for {name} must be >= 0 seconds, got {s}")
 
     def of(self, model: str) -> float:
-        hit = self.per_model.get(model)
-        if hit is None and " (" in model:
-            hit = self.per_model.get(model.split(" (", 1)[0])
-        return self.default_s if hit is None else hit
+        return restart_seconds(model, self.default_s, self.per_model)
+
+    def move_costs(self, base: MoveCosts, round_s: float) -> MoveCosts:
+        """The engine's move costs with this model's restarts (the simulator adds no stop overhead) and
+        a horizon of three rounds."""
+        return MoveCosts(self.default_s, tuple(sorted(self.per_model.items())), 0.0, 3 * round_s, base.recent_rounds)
 
     @staticmethod
     def uniform(seconds: float) -> RestartCost:

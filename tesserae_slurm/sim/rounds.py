@@ -235,7 +235,7 @@ def record_of(s: LiveJob, now: float, cum_contention: float, cum_rounds: int) ->
         preemptions=s.preemptions, migrations=s.migrations, rounds_packed=s.rounds_packed,
         rounds_run=s.rounds_run,
         avg_contention=(cum_contention - s.contention_at_arrival) / max(1, cum_rounds - s.rounds_at_arrival),
-        packed_s=s.packed_s, work_done=s.done_work,
+        packed_s=s.packed_s, work_done=s.done_work, shifts=s.shifts, oscillations=s.returns,
     )
 
 

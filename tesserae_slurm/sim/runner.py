@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -21,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..engine import decide
-from ..model import Cluster, InputError, JobView, Placement, RoundDecision
+from ..model import Cluster, InputError, JobView, PackedPair, Placement, RoundDecision
 from ..model.gpu_limits import GpuLimits
+from ..model.moves import OSCILLATION_ROUNDS, RecentPlacements, is_return, is_shift, partners
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
 from ..policies.registry import make_policy
 from ..presets import SchedulerConfig
@@ -116,6 +118,9 @@ def simulate(
         _check_trace(trace, cluster, decision_speeds)
     parallelism = {t.job_id: job_parallelism(profile, t.model, t.batch_size, t.num_gpus, llm_strategy)
                    for t in trace} if llm_strategy == "default-pp-always" else {}
+    if config.engine.moves is not None:  # the engine's move costs are the simulator's restarts
+        config = dataclasses.replace(config, engine=dataclasses.replace(
+            config.engine, moves=restart.move_costs(config.engine.moves, round_s)))
     run = _Run(trace, cluster, config, believed, decision_speeds, true_speeds, restart, round_s, seed, parallelism,
                check_invariants, reuse_decisions, fast_forward, limits, group_by_user)
 
@@ -139,6 +144,7 @@ def simulate(
                   "policy_options": dict(config.policy_options), "reference_gpu": true_speeds.reference,
                   "profile": profile.name, "decision_profile": believed.name, "llm_strategy": llm_strategy,
                   "fast_forwarded_rounds": run.skipped,
+                  "moves": None if config.engine.moves is None else dataclasses.asdict(config.engine.moves),
                   **({"min_speed": config.engine.min_speed} if config.engine.min_speed else {}),
                   **_cross_user_settings(trace, config, group_by_user),
                   **({"limits": dataclasses.asdict(limits)} if limits is not None else {})},
@@ -182,6 +188,10 @@ class _Run:
         self.done: list[JobRecord] = []
         self.rounds: list[RoundRecord] = []
         self.current = Placement.empty(cluster)
+        moves = config.engine.moves
+        # the plans before ``current``, newest first: the history cost-aware decisions read
+        self.history: deque[Placement] = deque(maxlen=max(OSCILLATION_ROUNDS - 1, moves.recent_rounds if moves else 0))
+        self.recent_rounds = moves.recent_rounds if moves is not None else 0
         self.running: AbstractSet[str] = frozenset()  # placed in the round that just ended
         self.now = self.arrivals[0].submit_time if self.arrivals else 0.0
         self.stalled = 0
@@ -215,12 +225,14 @@ class _Run:
         inp = SchedulingInput(self.now, self.round_s, tuple(self.views_of.values()), self.cluster, self.lookup,
                               self.seed, self.current)
         ranked = rank_and_decide(self.policy, inp, self.pstate, self.believed, self.config.engine, limits=self.limits,
-                                 clock=time.perf_counter, keep=self._unchanged if self.reuse else None)
+                                 clock=time.perf_counter, keep=self._unchanged if self.reuse else None,
+                                 recent=RecentPlacements(list(self.history)[:self.recent_rounds])
+                                 if self.recent_rounds else None)
         ranking, decision, request = ranked.ranking, ranked.decision, ranked.request
         self.pstate = ranked.policy_state
         if ranked.reused and self.check:
             full = decide(request, self.believed)
-            if full.placement != decision.placement or full.packed != decision.packed:
+            if full.placement != decision.placement or _pairs(full.packed) != _pairs(decision.packed):
                 raise InvariantError(f"t={self.now:g}: reusing last round's decision differs from the engine's")
         self.last = (ranking, decision)
         if self.check:
@@ -235,9 +247,15 @@ class _Run:
         """Last round's decision when the ranking and the plan are last round's: no job arrived or
         finished, so the engine would map the same logical plan onto it at cost 0."""
         last = self.last
-        if last is None or last[0] != ranking or last[1].placement is not self.current:
+        if last is None or last[0] != ranking or last[1].placement is not self.current or self._may_change(last[1]):
             return None
         return unchanged(last[1], ranking.order)
+
+    def _may_change(self, decision: RoundDecision) -> bool:
+        """What moves cost decided something (a stop refused, a pair kept, a plan that moves jobs turned
+        down): that changes with time (remaining work, recent moves), so a round that changes nothing
+        else is decided again."""
+        return decision.cost_bound
 
     def act(self, decision: RoundDecision) -> RoundResult:
         """3. Progress (restart overheads, packed speeds, finishes inside the round) and counters; also
@@ -249,6 +267,8 @@ class _Run:
                 arrived: bool) -> None:
         """4. The round's record; finished jobs leave with theirs; the plan loses them; the clock moves."""
         finished, outcomes = step.finished, step.outcomes
+        if decision.migrated:
+            self._count_kinds(decision)
         node_of = decision.placement.job_nodes()
         busy_gpu_s = busy_gpu_seconds(decision, outcomes, self.round_s, finished)
         active = len(self.live)
@@ -272,6 +292,7 @@ class _Run:
             placement_ms=timings.placement * 1e3, packing_ms=timings.packing * 1e3,
             migration_ms=timings.migration * 1e3, infeasible_pairs=step.infeasible, reused=reused,
         ))
+        self.history.appendleft(self.current)
         self.current = without(decision.placement, finished)
         self.stalled = 0 if step.progressed or self.nxt < len(self.arrivals) else self.stalled + 1
         if self.stalled >= STALL_ROUNDS:
@@ -284,6 +305,17 @@ class _Run:
             self.promised -= 1
         self.now += self.round_s
 
+    def _count_kinds(self, decision: RoundDecision) -> None:
+        """Each migration that stays within the job's nodes (a shift) or goes back to GPUs it left
+        lately (an oscillation), counted on the job (model/moves.py)."""
+        before, after = self.current.job_gpus(), decision.placement.job_gpus()
+        was, now = partners(self.current), partners(decision.placement)
+        earlier = [p.job_gpus() for p in self.history]
+        for j in decision.migrated:
+            s = self.live[j]
+            s.shifts += is_shift(before[j], after[j], was.get(j, ""), now.get(j, ""))
+            s.returns += is_return(before[j], after[j], [e.get(j, ()) for e in earlier])
+
     def fast_forward(self, inp: SchedulingInput, ranking: Ranking, decision: RoundDecision,
                      step: RoundResult) -> None:
         """5. After a round that kept the running set: the rounds that are certainly quiet (no arrival,
@@ -291,7 +323,7 @@ class _Run:
         node_of = decision.placement.job_nodes()
         kept_running = not step.finished and node_of.keys() == self.running
         self.running = node_of.keys() - step.finished if step.finished else node_of.keys()
-        if self.quiet is None or not kept_running or self.promised:
+        if self.quiet is None or not kept_running or self.promised or self._may_change(decision):
             return
         st = stretch_of(decision, self.live, self.cols, self.true_speeds, self.round_s, step.infeasible,
                         len(self.live))
@@ -308,6 +340,7 @@ class _Run:
             return
         self.pstate = self.quiet.skip_rounds(inp, self.pstate, ranking, k)
         self.now = apply_rounds(st, k, self.now, self.round_s, self.rounds)
+        self.history.extendleft([self.current] * min(k, self.history.maxlen or 0))  # nothing moved
         self.views_of.update(running_views(self.cols, st.ids, st.slots))
         share = len(self.live) / self.cluster.total_gpus
         for _ in range(k):  # one addition per round, as the rounds would
@@ -315,6 +348,12 @@ class _Run:
         self.cum_rounds += k
         self.stalled = 0
         self.skipped += k
+
+
+def _pairs(packed: Sequence[PackedPair]) -> list[tuple[tuple[str, float, str | None], ...]]:
+    """Packed pairs as the same decision may list them: in any order, either job as the host."""
+    return sorted(tuple(sorted(((p.placed, p.placed_speed, p.placed_strategy),
+                                (p.partner, p.partner_speed, p.partner_strategy)))) for p in packed)
 
 
 def _check_trace(trace: Sequence[TraceJob], cluster: Cluster, speeds: SpeedModel) -> None:

@@ -28,6 +28,9 @@ class SlurmSection:
     bin_dir: str = ""  # directory of squeue/scontrol/...; "" = PATH
     start_timeout_s: float = 120.0  # a released job Slurm has not started by then is held back again
     guard_seconds: float = 5.0  # between rounds: stop hand-started jobs, admin-hold new ones; 0 = rounds only
+    # between rounds: list the partition's jobs this often (one cheap squeue); a new job or one gone starts
+    # what fits free GPUs now (round/start_between.py); 0 = jobs start only at rounds
+    poll_seconds: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ class PackingSection:
 class PreemptionSection:
     signal: str = "USR1"  # sent to the batch shell (tsbatch submits with --signal=B:USR1@grace)
     grace_seconds: float = 90.0  # time to checkpoint before requeue-hold
+    # shared directory (mode 1777) where a stopped job's launcher records that its payload checkpointed and
+    # exited: the daemon then requeue-holds it at once instead of waiting out the grace; "" = always the grace
+    stop_records_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,23 @@ class MpsSection:
 @dataclass(frozen=True)
 class StateSection:
     database: str = "/var/lib/tesserae/state.db"
+    # each round's decision inputs (the engine's RoundRequest) in its decision JSON, for a replay
+    # (`tesserae plan --request`); off by default: at scale they are megabytes a round
+    record_inputs: bool = False
+
+
+@dataclass(frozen=True)
+class MovesSection:
+    """What moving or preempting a job costs here: the engine moves or preempts one only when what that
+    buys exceeds this (docs/daemon.md, "Moves that pay for themselves")."""
+
+    enabled: bool = True  # false: every move free, as the paper's plan (named configurations that pay)
+    restart_s: float = 30.0  # a job's restart: checkpoint load and warm-up
+    restart_per_model: Mapping[str, float] = field(default_factory=lambda: {"Bert-Large": 90.0,
+                                                                           "GPT2-Medium": 90.0})
+    requeue_s: float = 5.0  # Slurm's requeue-hold and the relaunch gap, besides preemption.grace_seconds
+    horizon_s: float = 0.0  # how far ahead a gain counts for a job of unknown length; 0: three rounds
+    recent_rounds: int = 3  # a job moved within this many rounds costs one more move per move (hysteresis)
 
 
 @dataclass(frozen=True)
@@ -130,6 +153,7 @@ class SiteConfig:
     feedback: FeedbackSection = FeedbackSection()
     retention: RetentionSection = RetentionSection()
     admin: AdminSection = AdminSection()
+    moves: MovesSection = MovesSection()
     limits: GpuLimits | None = None  # per-user/account GPU limits for every policy (model/limits.py)
     log_level: str = "INFO"
 
@@ -139,7 +163,7 @@ _SECTION_CLASSES = {"slurm": SlurmSection, "scheduler": SchedulerSection, "packi
                     "preemption": PreemptionSection,
                     "mps": MpsSection, "state": StateSection, "metrics": MetricsSection,
                     "http": HttpSection, "feedback": FeedbackSection, "retention": RetentionSection,
-                    "admin": AdminSection}
+                    "admin": AdminSection, "moves": MovesSection}
 
 
 def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any:
@@ -164,6 +188,11 @@ def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
             raise InputError(f"{name} must be a list of user names")
         return tuple(value)
+    if key == "restart_per_model":
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, (int, float))
+                                                     and not isinstance(v, bool) for k, v in value.items()):
+            raise InputError(f"{name} must map model names to seconds")
+        return {k: float(v) for k, v in value.items()}
     if key == "policy_options":
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise InputError(f"{name} must be a mapping of option names to values")
@@ -204,6 +233,10 @@ def parse_config(raw: Any, where: str = "config") -> SiteConfig:
         import dataclasses
         fb = kwargs["feedback"]
         kwargs["feedback"] = dataclasses.replace(fb, reports_dir=str(Path(fb.reports_dir).expanduser()))
+    if kwargs.get("preemption") is not None and kwargs["preemption"].stop_records_dir.startswith("~"):
+        import dataclasses
+        pre = kwargs["preemption"]
+        kwargs["preemption"] = dataclasses.replace(pre, stop_records_dir=str(Path(pre.stop_records_dir).expanduser()))
     cfg = SiteConfig(**kwargs)
     _validate(cfg, where)
     return cfg
@@ -231,6 +264,8 @@ def _validate_values(cfg: SiteConfig, where: str) -> None:
         raise InputError(f"{where}: preemption.signal: {exc}") from None
     if cfg.slurm.guard_seconds < 0:
         raise InputError(f"{where}: slurm.guard_seconds must be >= 0")
+    if cfg.slurm.poll_seconds < 0:
+        raise InputError(f"{where}: slurm.poll_seconds must be >= 0 (0 = jobs start only at rounds)")
     if cfg.slurm.start_timeout_s <= 0:
         raise InputError(f"{where}: slurm.start_timeout_s must be > 0")
     if cfg.preemption.grace_seconds < 0:
@@ -249,6 +284,12 @@ def _validate_values(cfg: SiteConfig, where: str) -> None:
     if cfg.metrics.listen and cfg.metrics.listen == cfg.http.listen and not cfg.http.listen.endswith(":0"):
         raise InputError(f"{where}: http.listen and metrics.listen must differ, both are {cfg.http.listen!r}")
     _validate_feedback(cfg.feedback, where)
+    _shared_dir(cfg.preemption.stop_records_dir, "preemption.stop_records_dir", where)
+    m = cfg.moves
+    if m.restart_s < 0 or m.requeue_s < 0 or m.horizon_s < 0 or any(v < 0 for v in m.restart_per_model.values()):
+        raise InputError(f"{where}: moves.restart_s, restart_per_model, requeue_s and horizon_s must be >= 0")
+    if m.recent_rounds < 0:
+        raise InputError(f"{where}: moves.recent_rounds must be >= 0")
     r = cfg.retention
     if r.rounds_days < 0 or r.max_rounds < 0 or r.jobs_days < 0:
         raise InputError(f"{where}: retention.rounds_days, max_rounds and jobs_days must be >= 0 (0 = keep all)")
@@ -256,12 +297,16 @@ def _validate_values(cfg: SiteConfig, where: str) -> None:
         raise InputError(f"{where}: retention.batch must be >= 1 and retention.budget_s > 0")
 
 
+def _shared_dir(path: str, name: str, where: str) -> None:
+    """A directory jobs write to and the daemon reads: named in each job's AdminComment."""
+    if path and not Path(path).is_absolute():
+        raise InputError(f"{where}: {name} must be an absolute path (jobs on other hosts open it), got {path!r}")
+    if any(c.isspace() or ord(c) < 32 for c in path):  # it travels in AdminComment, one token
+        raise InputError(f"{where}: {name} must not contain whitespace")
+
+
 def _validate_feedback(fb: FeedbackSection, where: str) -> None:
-    if fb.reports_dir and not Path(fb.reports_dir).is_absolute():
-        raise InputError(f"{where}: feedback.reports_dir must be an absolute path (jobs on other hosts open it), "
-                         f"got {fb.reports_dir!r}")
-    if any(c.isspace() or ord(c) < 32 for c in fb.reports_dir):  # it travels in AdminComment, one token
-        raise InputError(f"{where}: feedback.reports_dir must not contain whitespace")
+    _shared_dir(fb.reports_dir, "feedback.reports_dir", where)
     if not fb.report_every_s > 0:
         raise InputError(f"{where}: feedback.report_every_s must be > 0")
     if not 0.0 < fb.alpha <= 1.0:

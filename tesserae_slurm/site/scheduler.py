@@ -1,7 +1,7 @@
 """The scheduler a site configures: its named configuration, the policy's options and the engine's
 settings, and the check that they exist and that the profile knows the partition's GPU types.
 
-The one place the site's configuration meets the named configurations (``configs.py``): the daemon
+The one place the site's configuration meets the named configurations (``presets.py``): the daemon
 schedules with what this module gives, and a configuration loads only when this module accepts it.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine import EngineConfig
-from ..model import InputError
+from ..model import InputError, MoveCosts
 from ..policies.base import Policy
 from ..policies.registry import make_policy
 from ..presets import CONFIGS, get_config
@@ -31,13 +31,20 @@ def site_policy(cfg: SiteConfig) -> Policy:
 
 
 def engine_config(cfg: SiteConfig) -> EngineConfig:
-    """The named configuration's engine settings with the site's ``packing`` section over them; two
-    users' pairs are scored time-sliced (``mps.cross_user: timeslice``; ``never`` forms none)."""
+    """The named configuration's engine settings with the site's ``packing`` and ``moves`` sections over
+    them: two users' pairs are scored time-sliced (``mps.cross_user: timeslice``; ``never`` forms none),
+    and a move costs the job its restart, the grace period it waits to checkpoint, and Slurm's requeue
+    and relaunch."""
     engine = get_config(cfg.scheduler.policy).engine
     if cfg.packing.min_speed:
         engine = dataclasses.replace(engine, min_speed=cfg.packing.min_speed)
     if cfg.packing.pairs_below_one:
         engine = dataclasses.replace(engine, pairs_below_one=True)
+    if engine.moves is not None:
+        m = cfg.moves
+        costs = MoveCosts(m.restart_s, tuple(m.restart_per_model.items()), cfg.preemption.grace_seconds + m.requeue_s,
+                          m.horizon_s or 3 * cfg.scheduler.round_seconds, m.recent_rounds)
+        engine = dataclasses.replace(engine, moves=costs if m.enabled else None)
     return dataclasses.replace(engine, cross_user="timeslice")
 
 

@@ -25,6 +25,10 @@ Script = str | os.PathLike[str] | Sequence[str]
 Signal = int | str | _signal.Signals
 
 
+# `squeue --only-job-state` (REQUEST_JOB_STATE): run live on 24.11 and 26.05; 22.05 lacks it
+ONLY_JOB_STATE_SINCE = (24, 11)
+
+
 class SlurmBackendError(SlurmError):
     """The requested backend cannot be used here (e.g. pyslurm built for another Slurm)."""
 
@@ -36,6 +40,10 @@ class SlurmBackend(Protocol):
     def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]: ...
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]: ...
+
+    def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]: ...
+
+    def job_states(self) -> tuple[tuple[str, str], ...] | None: ...
 
     def submit(
         self, script: Script, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
@@ -89,6 +97,17 @@ class SlurmCliBackend:
         version = self.slurm_version()
         out = self.runner.run(commands.squeue_json())
         return _reported_as_unavailable(lambda: parse.parse_squeue_json(out, partition, version))
+
+    def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]:
+        """(job id, compact state) of the partition's active jobs: the cheap look between rounds."""
+        return parse.parse_squeue_poll(self.runner.run(commands.squeue_poll(partition)))
+
+    def job_states(self) -> tuple[tuple[str, str], ...] | None:
+        """(job id, compact state) of every job, from the lighter REQUEST_JOB_STATE; None where the release
+        has no `squeue --only-job-state` (before 24.11 here: docs/slurm-versions.md)."""
+        if self.slurm_version() < ONLY_JOB_STATE_SINCE:
+            return None
+        return parse.parse_squeue_poll(self.runner.run(commands.squeue_job_states()))
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
         """22.05: `sinfo --json`; 23.02 and later: `scontrol show node --json` (docs/slurm-versions.md)."""

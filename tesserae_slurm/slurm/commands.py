@@ -65,10 +65,26 @@ def signal_name(sig: int | str | _signal.Signals) -> str:
 # ---- queries ---------------------------------------------------------------------------------
 
 
-def squeue_json() -> list[str]:
+def squeue_json(job_ids: Iterable[int | str] = ()) -> list[str]:
     """All jobs Slurm still knows, finished ones included (23.02+ drop those without --states=all;
-    22.05 ignores -p/-j/-t with --json). The parser filters by partition."""
-    return ["squeue", "--json", "--states=all"]
+    22.05 ignores -p/-j/-t with --json), or only `job_ids` where the release heeds `--jobs`. The
+    parser filters by partition, and its caller by id."""
+    ids = [job_id_arg(j) for j in job_ids]
+    return ["squeue", "--json", "--states=all", *([f"--jobs={','.join(ids)}"] if ids else [])]
+
+
+def squeue_poll(partition: str) -> list[str]:
+    """The partition's jobs and their compact states, nothing else: the daemon's poll between rounds.
+    Plain text filtered by Slurm (unlike --json on 22.05), the same on 22.05 to 26.05."""
+    if not partition or any(c.isspace() or c == "," for c in partition):
+        raise InputError(f"not one partition name: {partition!r}")
+    return ["squeue", "-h", "-p", partition, "-o", "%i %t"]
+
+
+def squeue_job_states() -> list[str]:
+    """Every job's id and compact state through Slurm's lighter REQUEST_JOB_STATE (24.11 and later): no
+    partition filter (the partition reads "(null)"), so it only says whether anything came or went."""
+    return ["squeue", "-h", "--only-job-state", "-o", "%i %t"]
 
 
 def sinfo_json() -> list[str]:

@@ -182,6 +182,19 @@ def parse_sbatch_parsable(text: str) -> int:
     return int(head)
 
 
+def parse_squeue_poll(text: str) -> tuple[tuple[str, str], ...]:
+    """`squeue -h -o "%i %t"`: (job id, compact state) per line, e.g. ("4711", "PD")."""
+    out = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if len(words) != 2:
+            raise SlurmParseError(f"squeue printed {line.strip()[:80]!r}, expected 'JOBID STATE'")
+        out.append((words[0], words[1]))
+    return tuple(out)
+
+
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 

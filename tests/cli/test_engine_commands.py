@@ -74,12 +74,37 @@ def test_migrate_bad_input_is_one_line_and_exit_2(tmp_path, capsys, content, mes
     ({"cluster": "2x4", "jobs": [], "packing": "maybe"}, "packing must be one of"),
     ({"cluster": "2x4", "jobs": [{"id": "1", "num_gpus": 1, "model": "resnet50", "colour": 1}]}, "unknown keys"),
     ({"cluster": "2x4x", "jobs": []}, "bad cluster spec"),
-], ids=["unknown-node", "unknown-model", "bad-packing", "unknown-key", "bad-cluster"])
+    ({"cluster": "2x4", "jobs": [], "moves": "maybe"}, "moves must be true"),
+], ids=["unknown-node", "unknown-model", "bad-packing", "unknown-key", "bad-cluster", "bad-moves"])
 def test_plan_bad_input(tmp_path, capsys, state, message):
     f = tmp_path / "state.json"
     f.write_text(json.dumps(state))
     code, out, err = run_cli(capsys, "plan", str(f))
     assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_plan_replays_a_recorded_round_and_the_papers_plan_on_request(tmp_path, capsys):
+    """--request reads a round's recorded inputs (a line of bench moves' rounds.jsonl); "moves": false
+    plans as the paper does, whatever a move costs."""
+    from pathlib import Path
+
+    line = (Path(__file__).parents[1] / "placement" / "fixtures" / "moves_dev_before.jsonl").read_text().splitlines()
+    rec = json.loads(line[-2])  # round 19: the paper's plan moved job 32 for nothing
+    f = tmp_path / "round.json"
+    f.write_text(json.dumps(rec))
+    code, out, _ = run_cli(capsys, "plan", str(f), "--request", "--json")
+    assert code == 0 and json.loads(out)["migrated"] == rec["decision"]["migrated"] == ["32"]
+    jobs = [{"id": "a", "num_gpus": 2, "model": "resnet50", "batch_size": "32"},
+            {"id": "b", "num_gpus": 1, "model": "resnet50", "batch_size": "32"},
+            {"id": "c", "num_gpus": 1, "model": "resnet50", "batch_size": "32"},
+            {"id": "d", "num_gpus": 1, "model": "resnet50", "batch_size": "32"}]
+    state = {"cluster": "3x4", "jobs": [jobs[i] for i in (0, 3, 2, 1)], "packing": "off",
+             "current": {"nodes": {"node1": [["a"], ["a"], ["b"], ["c"]], "node2": [["d"], [], [], []],
+                                   "node3": [[], [], [], []]}}}
+    f.write_text(json.dumps(state))
+    assert json.loads(run_cli(capsys, "plan", str(f), "--json")[1])["migrated"] == []
+    f.write_text(json.dumps({**state, "moves": False}))
+    assert sorted(json.loads(run_cli(capsys, "plan", str(f), "--json")[1])["migrated"]) == ["b", "d"]
 
 
 def test_bench_decision_json(capsys):

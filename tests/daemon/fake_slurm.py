@@ -21,6 +21,7 @@ from tesserae_slurm.slurm.backend import Script, Signal
 
 S = SlurmJobState
 PARTITION = "tesserae"
+READS = ("list_jobs", "poll_jobs", "job_states", "list_nodes")
 
 
 def managed(job_id: int, gpus: int = 1, *, model: str = "DCGAN", batch: str = "32", state: S = S.PENDING,
@@ -54,13 +55,14 @@ class FakeSlurm:
         self.signals: list[tuple[str, str]] = []  # (job, signal)
         self.on_call: Callable[[str, tuple[str, ...]], None] | None = None
         self.now = 1000
+        self.light_states = False  # job_states() as on 24.11 and later
 
     # ---- what tests look at -------------------------------------------------------------------------
     def methods(self, *, reads: bool = False) -> list[str]:
-        return [m for m, _ in self.calls if reads or m not in ("list_jobs", "list_nodes")]
+        return [m for m, _ in self.calls if reads or m not in READS]
 
     def writes(self) -> list[tuple[str, tuple[str, ...]]]:
-        return [(m, ids) for m, ids in self.calls if m not in ("list_jobs", "list_nodes")]
+        return [(m, ids) for m, ids in self.calls if m not in READS]
 
     def run(self, job_id: str, nodes: Sequence[str] = ("node1",)) -> None:
         """Slurm starts a released job (what the controller does after `release`)."""
@@ -89,6 +91,22 @@ class FakeSlurm:
     def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:
         self._call("list_jobs")
         return tuple(j for j in self.jobs.values() if partition is None or j.partition == partition)
+
+    def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]:
+        """squeue's compact states of the active jobs (finished ones drop out, as squeue's default)."""
+        self._call("poll_jobs")
+        code = {S.PENDING: "PD", S.RUNNING: "R", S.COMPLETING: "CG"}
+        return tuple((j, code.get(job.state, "?")) for j, job in self.jobs.items()
+                     if job.partition == partition and not job.state.is_finished)
+
+    def job_states(self) -> tuple[tuple[str, str], ...] | None:
+        """Every partition's jobs, as 24.11's `squeue --only-job-state`; None when ``light_states`` is off
+        (22.05 has no such listing)."""
+        self._call("job_states")
+        if not self.light_states:
+            return None
+        code = {S.PENDING: "PD", S.RUNNING: "R", S.COMPLETING: "CG"}
+        return tuple((j, code.get(job.state, "?")) for j, job in self.jobs.items() if not job.state.is_finished)
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
         self._call("list_nodes")

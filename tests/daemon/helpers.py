@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from backend_under_test import slurm_backend
 from waiting import holds_for, wait_for  # noqa: F401 - the live daemon tests import them from here
 
 from tesserae_slurm.site.load import load_config
@@ -60,9 +61,12 @@ class Env:
 
     def write_config(self, **over: Any) -> Path:
         base = {
-            "slurm": {"partition": "tesserae", "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60},
+            "slurm": {"partition": "tesserae", "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60,
+                      "backend": slurm_backend()},
             "scheduler": {"policy": "tesserae-t", "round_seconds": 2, "policy_options": {"queue_limits": [1.0]}},
-            "preemption": {"grace_seconds": 20},
+            # a stop ends once the payload has checkpointed and exited (the torch payload does; tick.py's
+            # default waits itself, so its stops take the grace)
+            "preemption": {"grace_seconds": 20, "stop_records_dir": str(self.tmp / "stops")},
             "mps": {"thread_percentage": 50},
             "state": {"database": str(self.db)},
             "metrics": {"listen": ""},
@@ -212,7 +216,9 @@ def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick",
                 model: str = "", batch: str = "", on_signal: str = "wait") -> str:
     """tsbatch's own code path (parse, validate, sbatch) in this process: no interpreter start per job.
     Without ``model`` the job is submitted with --no-profile (placed alone, never packed). ``on_signal``:
-    what the job does on the checkpoint signal (wait for the requeue-hold, exit, ignore; tick.py)."""
+    what the job does on the checkpoint signal (tick.py): ``wait`` (its payload waits for the requeue-hold),
+    ``checkpoint`` (its payload exits; the launcher waits for the requeue-hold and records the checkpoint
+    when the daemon asks: an early stop), ``exit`` (the job ends), ``ignore``."""
     from tesserae_slurm.site.load import load_config
     from tesserae_slurm.tsbatch.submit import prepare
 
@@ -224,7 +230,9 @@ def submit_tick(env: Env, gpus: int, steps: int, *args: str, name: str = "tick",
                           lambda _p: cfg)
     # a job that ends on the signal: its launcher does not wait for a requeue-hold either
     wait = {"TESSERAE_REQUEUE_WAIT": "0"} if on_signal == "exit" else {}
-    job_env = {**prepared.env, **wait, "TICK_ON_SIGNAL": on_signal, "TESSERAE_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    tick = "exit" if on_signal == "checkpoint" else on_signal
+    job_env = {**prepared.env, **wait, "TICK_ON_SIGNAL": tick, "TESSERAE_PYTHON": sys.executable,
+               "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     return str(backend.submit(list(prepared.script), prepared.extra_args, env=job_env))
 
 

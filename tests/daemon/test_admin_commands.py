@@ -21,7 +21,7 @@ from tesserae_slurm.daemon.state.journal import Intent, Journal, RoundCounts
 from tesserae_slurm.daemon.round.observe import managed_job
 from tesserae_slurm.daemon.round.actions import plan_round
 from tesserae_slurm.daemon.state.store import JobUpdate, Store
-from tesserae_slurm.model import PackedPair, PendingJob, PendingReason, Placement, RoundDecision
+from tesserae_slurm.model import MoveReason, PackedPair, PendingJob, PendingReason, Placement, RoundDecision
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState
 from tesserae_slurm.model.meta import JobMeta
 
@@ -63,7 +63,8 @@ def db(tmp_path):
     r2 = j.begin_round(2400.0, "tesserae-t", False)
     moved = Placement.from_lists({"node1": [[], [], [], []], "node2": [["11", "12"], ["11", "12"], [], []]})
     dec2 = RoundDecision(moved, (), (), ("11", "12"), (), (PackedPair("11", "12", 0.73, 0.70, "10,14", None),),
-                         (PendingJob("13", PendingReason.RESOURCES, "needs 4 GPUs; 1 free"),), {}, {})
+                         (PendingJob("13", PendingReason.RESOURCES, "needs 4 GPUs; 1 free"),), {}, {},
+                         moves=(MoveReason("11", "migrate", "room", ("15",), 4320.0, 69.0, 0.73, 0.73),))
     j.record_decision(r2, dec2, plan_round(dec2, {}).targets, RoundCounts(migrated=2), ("11", "12", "13"))
     aid = j.record_intents(r2, [Intent("migrate", "11", {"from": "node1:0-1", "to": "node2:0-1"})], 2400.0)[0]
     j.finish_action(aid, "done", 2401.0)
@@ -143,11 +144,16 @@ def test_explain_pending_packed_and_moved(db, capsys):
     assert "why pending: Resources - needs 4 GPUs; 1 free" in out and "round 2 (tesserae-t): rank 3 of 3" in out
     _, out, _ = run(capsys, "explain", "11", "--db", str(db))
     assert "why packed: shares its GPUs with 12" in out and "0.73 (this job) + 0.70 (12) = 1.43" in out
-    assert "why moved in round 2" in out and "node1:0-1 -> node2:0-1" in out
+    assert "why moved in round 2: made room for 15: bought 4320 GPU-s of work over the horizon, cost 69 GPU-s " \
+        "(its restart and stop); node1:0-1 -> node2:0-1" in out
     assert "an event about 11" in out
     _, out, _ = run(capsys, "explain", "11", "--db", str(db), "--json")
     body = json.loads(out)
     assert body["why_packed"]["with"] == "12" and body["history"][-1]["kind"] == "migrate"
+    assert body["history"][-1]["why"]["cause"] == "room" and body["history"][-1]["why"]["for"] == ["15"]
+    _, out, _ = run(capsys, "round", "show", "2", "--db", str(db))
+    assert "moves (what each move or preemption bought and cost" in out
+    assert any(line.split()[:6] == ["11", "migrate", "room", "15", "4320", "69"] for line in out.splitlines())
 
 
 @pytest.mark.parametrize("argv,message", [

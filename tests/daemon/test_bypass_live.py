@@ -128,7 +128,9 @@ def test_job_submit_lua_admits_only_tsbatch_jobs_to_the_managed_partition(env: E
 
 
 def test_a_user_cannot_start_a_managed_job_without_the_daemon(env: Env, user: User) -> None:
-    env.write_config(slurm={"guard_seconds": 1}, scheduler={"round_seconds": 600})
+    # no starts between rounds: the daemon would start the evicted job itself (where it decides, which is
+    # allowed), and this test checks that nobody else can
+    env.write_config(slurm={"guard_seconds": 1, "poll_seconds": 0}, scheduler={"round_seconds": 600})
     daemon = subprocess.Popen([str(BIN / "tesserae"), "daemon", "--config", str(env.config)], env=env.os_env(),
                               stdout=subprocess.DEVNULL, stderr=open(env.tmp / "daemon.log", "w"))
     try:

@@ -80,6 +80,9 @@ BROKEN = [
     ("scheduler: {profile: /no/such.csv}\n", "scheduler.profile: unknown profile"),
     ("feedback: {reports_dir: reports}\n", "feedback.reports_dir must be an absolute path"),
     ("feedback: {reports_dir: '/shared/my reports'}\n", "feedback.reports_dir must not contain whitespace"),
+    ("preemption: {stop_records_dir: stops}\n", "preemption.stop_records_dir must be an absolute path"),
+    ("preemption: {stop_records_dir: '/shared/my stops'}\n", "preemption.stop_records_dir must not contain whitespace"),
+    ("slurm: {poll_seconds: -1}\n", "slurm.poll_seconds must be >= 0"),
     ("feedback: {alpha: 0}\n", "feedback.alpha must be in (0, 1]"),
     ("feedback: {min_reports: 0}\n", "feedback.min_reports must be >= 1"),
     ("feedback: {report_every_s: 0}\n", "feedback.report_every_s must be > 0"),
@@ -126,3 +129,23 @@ def test_systemd_unit_runs_as_a_service_user_and_reloads_on_sighup():
     # numba's cache (the fast extra) must be somewhere the unit lets the service write
     cache = settings["Environment"].removeprefix("NUMBA_CACHE_DIR=")
     assert cache.startswith(settings["ReadWritePaths"] + "/")
+
+
+def test_the_site_move_costs_reach_the_engine():
+    """A stop costs the restart, the grace period and the requeue; the horizon is three rounds unless set;
+    ``moves.enabled: false`` is the paper's plan, and a configuration that stands for another system's
+    rule keeps its own."""
+    from tesserae_slurm.site.scheduler import engine_config
+
+    cfg = config_from_mapping({"scheduler": {"round_seconds": 5}, "preemption": {"grace_seconds": 20},
+                               "moves": {"restart_s": 12, "restart_per_model": {"GPT2-Medium": 40}, "requeue_s": 3}})
+    m = engine_config(cfg).moves
+    assert m is not None and (m.seconds("resnet50"), m.seconds("GPT2-Medium")) == (12 + 20 + 3, 40 + 20 + 3)
+    assert m.horizon_s == 15 and m.recent_rounds == 3
+    assert engine_config(config_from_mapping({"moves": {"horizon_s": 600}})).moves.horizon_s == 600
+    assert engine_config(config_from_mapping({"moves": {"enabled": False}})).moves is None
+    assert engine_config(config_from_mapping({"scheduler": {"policy": "tesserae-t-nomig"}})).moves is None
+    with pytest.raises(InputError, match="moves.restart_per_model must map model names to seconds"):
+        config_from_mapping({"moves": {"restart_per_model": {"GPT2-Medium": "slow"}}})
+    with pytest.raises(InputError, match="moves.restart_s"):
+        config_from_mapping({"moves": {"restart_s": -1}})

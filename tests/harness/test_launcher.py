@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tesserae_slurm.harness.assignment import Assignment, from_scontrol_oneliner
+from tesserae_slurm.harness.assignment import STOPS_KEY, Assignment, from_scontrol_oneliner
 from tesserae_slurm.harness.launcher import build_command, node_env
 from tesserae_slurm.harness.megatron import megatron_parallelism
 from tesserae_slurm.model import InputError
@@ -259,3 +259,52 @@ def test_mps_server_is_shared_by_the_users_jobs_on_a_gpu_and_the_last_client_sto
     assert leave_mps(second) is True
     assert calls.read_text().splitlines() == ["start 2", "quit"]
     assert leave_mps(other_gpu) is True
+
+
+def test_after_the_payload_checkpointed_the_launcher_records_it_and_removes_the_record_on_term(tmp_path):
+    """The stop record (harness/stop_record.py) appears once the payload exited after the checkpoint
+    signal, names this job and run, and is gone when the requeue-hold's TERM ends the launcher."""
+    stops, signals, out = tmp_path / "stops", tmp_path / "signals", tmp_path / "payload.txt"
+    stops.mkdir()
+    signals.write_text("")
+    a = Assignment("91", 4, {"nodeX": (0,)}, extra={STOPS_KEY: str(stops)})
+    env = {**_launch_env(tmp_path, TESSERAE_SIGNAL_FILE=str(signals), TESSERAE_REQUEUE_WAIT="60",
+                         SLURM_RESTART_COUNT="2"), "TESSERAE_ASSIGNMENT": a.encode()}
+    proc = subprocess.Popen([sys.executable, "-m", "tesserae_slurm.harness", "launch", "--", sys.executable, "-c",
+                             _LATE_HANDLER, str(out), "0"], env=env, stderr=subprocess.PIPE, text=True)
+    record = stops / "91.2.stopped"
+    deadline = time.time() + 30
+    while not (out.exists() and out.read_text() == "listening"):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    assert not record.exists()  # running: nothing to record
+    with signals.open("a") as fh:
+        fh.write("USR1\n")
+    while not record.exists():
+        assert time.time() < deadline and proc.poll() is None, "no stop record after the checkpoint"
+        time.sleep(0.05)
+    body = json.loads(record.read_text())
+    assert (body["v"], body["job"], body["restart"], body["exit"]) == (1, "91", 2, 0)
+    assert out.read_text() == "checkpointed" and proc.poll() is None  # the launcher outlives the payload
+    with signals.open("a") as fh:
+        fh.write("TERM\n")
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert not record.exists()
+
+
+def test_no_stop_record_when_the_launcher_will_not_wait_or_the_daemon_did_not_ask(tmp_path):
+    """A launcher that ends with its payload (requeue wait 0) must not ask for a requeue-hold: the job
+    has ended; and without a directory in the assignment there is nothing to write."""
+    stops, signals = tmp_path / "stops", tmp_path / "signals"
+    stops.mkdir()
+    for wait, extra in (("0", {STOPS_KEY: str(stops)}), ("1", {})):
+        signals.write_text("USR1\n")
+        a = Assignment("92", 1, {"nodeX": (0,)}, extra=extra)
+        env = {**_launch_env(tmp_path, TESSERAE_SIGNAL_FILE=str(signals), TESSERAE_REQUEUE_WAIT=wait),
+               "TESSERAE_ASSIGNMENT": a.encode()}
+        proc = subprocess.run([sys.executable, "-m", "tesserae_slurm.harness", "launch", "--", sys.executable, "-c",
+                               _LATE_HANDLER, str(tmp_path / "out.txt"), "0"], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert list(stops.iterdir()) == [], (wait, extra)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from oracles.limits import exact_walk
 
@@ -15,6 +15,7 @@ from tesserae_slurm.engine import EngineConfig, RoundRequest, _units, decide
 from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placement
 from tesserae_slurm.model.gpu_limits import GpuLimits, limits_from
 from tesserae_slurm.placement.consolidate import place_consolidated, place_units
+from tesserae_slurm.placement.node_rules import NodeRules, unit_rules
 from tesserae_slurm.placement import limit_gate as limits_module
 from tesserae_slurm.placement.limit_gate import gate
 from tesserae_slurm.profiles import load_profile
@@ -164,43 +165,109 @@ def test_property_limits_hold_every_round_and_are_not_conservative(case):
         order = perturb_order(order, rng, 0.3)
 
 
-def _place(cluster):
-    """The engine's placement call (engine.decide's ``place``) for a one-type cluster without hints."""
+def _place(cluster, masks=None):
+    """The engine's placement call (engine.decide's ``place``) for a one-type cluster without hints;
+    ``masks``: job id -> the nodes an operator's rule lets it use (a pair: both members' nodes)."""
     def place(jobs, pairs):
+        if masks:
+            units = _units(jobs, pairs)
+            ids = [j.id for j in jobs]
+            ruled = [i for i in ids if i in masks]
+            row = {i: r for r, i in enumerate(ruled)}
+            rules = NodeRules(np.array([row.get(i, -1) for i in ids], dtype=np.int64),
+                              np.array([masks[i] for i in ruled] or [[False] * len(cluster.shape[0])]),
+                              tuple(f"rule of {i}" for i in ruled))
+            return place_units(cluster, units, unit_rules(rules, [u.jobs for u in units], ids))
         return place_units(cluster, _units(jobs, pairs)) if pairs else place_consolidated(cluster, jobs)
     return place
 
 
-@settings(max_examples=150, deadline=None)
-@given(limit_cases(), st.data())
-def test_property_guess_and_check_equals_the_certain_walk(case, data):
-    """placement/limit_gate.py's guess-and-check gives exactly the reference's walk with skips
-    (tests/oracles/limits.py), policy pairs included."""
-    cluster, jobs, limits, _, rng = case
-    cluster = Cluster.from_spec("4x4:a100")  # one GPU type: the engine's call has no type hints
+@st.composite
+def paired_limit_cases(draw):
+    """Jobs, limits and policy pairs (members of equal size, as the engine requires) on 4x4:a100."""
+    _, jobs, limits, _, _ = draw(limit_cases())
     pairs, free = [], list(jobs)
-    while len(free) > 1 and data.draw(st.booleans()):
-        a = free.pop(data.draw(st.integers(0, len(free) - 1)))
+    while len(free) > 1 and draw(st.booleans()):
+        a = free.pop(draw(st.integers(0, len(free) - 1)))
         same = [j for j in free if j.num_gpus == a.num_gpus]
         if same:
             b = same[0]
             free.remove(b)
             pairs.append((a.id, b.id))
-    want, want_kept, want_limited = exact_walk(limits, jobs, pairs, _place(cluster))
+    return jobs, limits, tuple(pairs)
+
+
+def _issue_case():
+    """A pair whose second member (j8) fits its limits beside its first member (j4), but would not at
+    its own place, after j7 took account ml's last GPU: the walk keeps the pair."""
+    spec = [(2, "alice", "ml"), (1, "bob", "bio"), (2, "alice", "bio"), (2, "bob", "ml"), (4, "alice", ""),
+            (1, "alice", "ml"), (1, "alice", "ml"), (1, "bob", "ml"), (4, "", "ml"), (1, "alice", "ml"),
+            (1, "alice", "ml"), (2, "alice", "ml"), (2, "alice", "ml"), (1, "alice", "ml")]
+    jobs = tuple(Job(f"j{i}", g, "resnet50", "32", user=u, account=a) for i, (g, u, a) in enumerate(spec))
+    limits = GpuLimits(users={"alice": 6}, accounts={"ml": 6, "bio": 1}, default_user=2)
+    return jobs, limits, (("j0", "j2"), ("j3", "j11"), ("j4", "j8"))
+
+
+def _same_as_the_certain_walk(jobs, limits, pairs, place):
+    want, want_kept, want_limited = exact_walk(limits, jobs, pairs, place)
     g = gate(limits, jobs)
     if g is None:
         assert not want_limited
-        return
-    got, got_kept = g.place_within(jobs, pairs, _place(cluster))
+        return want
+    got, got_kept = g.place_within(jobs, pairs, place)
     assert set(g.limited) == want_limited
     assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
     with pytest.MonkeyPatch.context() as mp:  # the fallback, one first job settled per walk, alone
         mp.setattr(limits_module, "_GUESSES", 0)
         slow = gate(limits, jobs)
         assert slow is not None
-        got, got_kept = slow.place_within(jobs, pairs, _place(cluster))
+        got, got_kept = slow.place_within(jobs, pairs, place)
     assert set(slow.limited) == want_limited
     assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
+    return want
+
+
+def test_a_pair_member_within_its_limit_beside_its_partner_keeps_the_pair():
+    jobs, limits, pairs = _issue_case()
+    want = _same_as_the_certain_walk(jobs, limits, pairs, _place(Cluster.from_spec("4x4:a100")))
+    assert set(want.placed) == {"j0", "j1", "j4", "j8"}  # j8 packed with j4; j7 (bob, ml) over ml's 6
+
+
+@settings(max_examples=150, deadline=None)
+@given(paired_limit_cases())
+@example(_issue_case())
+def test_property_guess_and_check_equals_the_certain_walk(case):
+    """placement/limit_gate.py's guess-and-check gives exactly the reference's walk with skips
+    (tests/oracles/limits.py), policy pairs included."""
+    jobs, limits, pairs = case
+    _same_as_the_certain_walk(jobs, limits, pairs, _place(Cluster.from_spec("4x4:a100")))
+
+
+def _rules_case():
+    """Pair (j3, j7) has no node both members may use, so it never runs, though j3 alone would. j7 is
+    over user b's limit (3) only through j3's GPUs, so beside j3, the pair being unplaced, it is
+    within it: the pair is kept and waits, and j4 (user b) runs."""
+    spec = [(4, "a", "y"), (2, "a", "x"), (2, "a", ""), (2, "b", ""), (2, "b", "x"), (1, "a", "y"), (4, "b", ""),
+            (2, "b", "x"), (1, "a", "")]
+    jobs = tuple(Job(f"j{i}", g, "resnet50", "32", user=u, account=a) for i, (g, u, a) in enumerate(spec))
+    limits = GpuLimits(users={"a": 5, "b": 3}, accounts={"x": 6})
+    pairs = (("j7", "j3"), ("j8", "j5"), ("j0", "j6"), ("j4", "j2"))
+    rows = [None] * 3 + [[False, True]] + [None] + [[False, True]] + [None] + [[True, False], [False, True]]
+    return (jobs, limits, pairs), rows + [None] * (40 - len(rows)), "2x4:a100"
+
+
+@settings(max_examples=100, deadline=None)
+@given(paired_limit_cases(), st.lists(st.none() | st.lists(st.booleans(), min_size=4, max_size=4), min_size=40,
+                                      max_size=40), st.sampled_from(["2x4:a100", "4x4:a100"]))
+@example(*_rules_case())
+def test_property_guess_and_check_equals_the_certain_walk_under_node_rules(case, rows, spec):
+    """The same under operators' node rules: a pair may use only the nodes both members may, so a
+    first member walked alone may be placed where its pair would not fit."""
+    jobs, limits, pairs = case
+    cluster = Cluster.from_spec(spec)
+    nodes = len(cluster.shape[0])
+    masks = {j.id: np.array(r[:nodes]) for j, r in zip(jobs, rows) if r is not None}
+    _same_as_the_certain_walk(jobs, limits, pairs, _place(cluster, masks))
 
 
 def test_bench_decision_with_a_user_limit():

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from types import MappingProxyType
 
 import pytest
 from policies.gavel_fakes import TableSpeeds, jv, place_in_order, sched_input
 
 from tesserae_slurm.policies.gavel import GavelLasPolicy
-from tesserae_slurm.policies.gavel_rounds import RoundState, observe, priorities, reset, select
+from tesserae_slurm.policies.gavel_rounds import (
+    NO_FRACTION_PRIORITY, RoundState, needs_reset, observe, priorities, reset, select,
+)
 
 
 def run_rounds(policy, jobs, gpus, rounds, arrivals=None, round_s=360.0):
@@ -32,17 +35,28 @@ def run_rounds(policy, jobs, gpus, rounds, arrivals=None, round_s=360.0):
 
 
 def test_worked_round_by_round_sequence():
-    # policies.md §7: X = 2/3, 2/3, 1/3 on 2 GPUs, 360 s rounds, no reset in between
+    # policies.md §7: X = 2/3, 2/3, 1/3 on 2 GPUs, 360 s rounds, no reset in between. By hand: every
+    # combination starts at half a round (180 s) and the type's total at 3 x 180; a round adds 360 s
+    # to each combination that ran and to the total. Priority = X / (time / total); the two GPUs go
+    # to A and B or to C, whichever pair of priorities is higher.
+    #   round  A     B     C    total  ran (priorities A, C)
+    #   1      180   180   180  540    A B  (2, 1)
+    #   2      540   540   180  1260   C    (14/9, 7/3)
+    #   3      540   540   540  1620   A B  (2, 1)
+    #   4      900   900   540  2340   A B  (26/15, 13/9)
+    #   5      1260  1260  540  3060   C    (34/21, 17/9)
+    times = {1: (180, 180, 180, 540), 2: (540, 540, 180, 1260), 3: (540, 540, 540, 1620),
+             4: (900, 900, 540, 2340), 5: (1260, 1260, 540, 3060)}
+    prio = {1: (2, 1), 2: (14 / 9, 7 / 3), 3: (2, 1), 4: (26 / 15, 13 / 9), 5: (34 / 21, 17 / 9)}
+    ran = {1: ["A", "B"], 2: ["C"], 3: ["A", "B"], 4: ["A", "B"], 5: ["C"]}
     policy = GavelLasPolicy(packing=False)
-    seen = {}
     for r, _, state, placed in run_rounds(policy, {"A": 1, "B": 1, "C": 2}, 2, 5):
-        seen[r] = (sorted(placed), {e[0]: p[0] for e, p in priorities(state.rounds).items()})
-    assert [seen[r][0] for r in range(1, 6)] == [["A", "B"], ["C"], ["A", "B"], ["A", "B"], ["C"]]
-    assert seen[1][1] == pytest.approx({"A": 2.0, "B": 2.0, "C": 1.0})
-    assert seen[2][1] == pytest.approx({"A": 14 / 9, "B": 14 / 9, "C": 7 / 3})  # 1.556, 2.333
-    assert seen[4][1]["A"] == pytest.approx(1.7333, abs=1e-4)
-    assert seen[4][1]["C"] == pytest.approx(1.4444, abs=1e-4)
-    assert seen[5][1]["C"] == pytest.approx(34 / 18, abs=1e-9)  # (1/3) / (540 / 3060)
+        a, b, c, total = times[r]
+        assert {e[0]: t[0] for e, t in state.rounds.job_time.items()} == {"A": a, "B": b, "C": c}, r
+        assert state.rounds.worker_time == (total,) and state.rounds.resets == 1
+        got = {e[0]: p[0] for e, p in priorities(state.rounds).items()}
+        assert (got["A"], got["B"], got["C"]) == pytest.approx((prio[r][0], prio[r][0], prio[r][1])), r
+        assert sorted(placed) == ran[r], r
 
 
 def test_a_new_job_waits_for_the_next_reset():
@@ -138,3 +152,39 @@ def test_policy_chooses_pairs_and_puts_them_first():
     assert set(ranking.order) == {"A", "B", "C"} and len(ranking.order) == 3
     for a, b in ranking.pairs:
         assert {a, b} == {"A", "B"}
+
+
+def test_a_reset_is_due_exactly_when_the_interval_has_passed_since_the_last():
+    st = replace(RoundState(), dirty=True, last_reset=100.0)
+    assert [needs_reset(st, now, 1920.0) for now in (2019.0, 2020.0)] == [False, True]
+    assert not needs_reset(replace(st, dirty=False), 5000.0, 1920.0)
+    assert needs_reset(replace(st, last_reset=None), 0.0, 1920.0)
+
+
+def test_a_job_run_without_being_chosen_counts_on_its_likeliest_gpu_type():
+    # two types; A's X favours the second (0.2, 0.8), B's ties (0.5, 0.5): the first type wins a tie
+    st = observe(RoundState(), [jv("A"), jv("B")], ("k80", "v100"), 360.0)
+    st = reset(st, 0.0, 360.0, {("A",): (0.2, 0.8), ("B",): (0.5, 0.5)}, ["A", "B"])
+    st = observe(st, [jv("A", executed=300.0), jv("B", executed=100.0)], ("k80", "v100"), 360.0)
+    assert st.job_time[("A",)] == (180.0, 480.0) and st.job_time[("B",)] == (280.0, 180.0)
+    assert st.worker_time == (360.0 + 100.0, 360.0 + 300.0)
+
+
+def test_selection_keeps_walking_past_what_cannot_run_or_does_not_fit():
+    st = observe(RoundState(), [jv("A", 2), jv("B"), jv("C"), jv("D")], ("a100",), 360.0)
+    st = reset(st, 0.0, 360.0, {("A",): (0.9,), ("B",): (0.5,), ("C",): (0.3,), ("C", "D"): (0.0,),
+                                 ("D",): (0.1,)}, ["A", "B", "C", "D"])
+    gpus = {"A": 2, "B": 1, "C": 1, "D": 1}
+    # 1 GPU: A (2 GPUs) does not fit, B may not run on the type, (C, D) has no time there: C
+    chosen = select(st, priorities(st), gpus, [1], [0], lambda j, w: j != "B")
+    assert chosen == [(("C",), 0)]
+    assert select(st, priorities(st), gpus, [3], [0], lambda j, w: True) == [(("A",), 0), (("B",), 0)]
+
+
+def test_no_allocation_means_priority_zero_and_no_run_time_the_no_fraction_stand_in():
+    st = observe(RoundState(), [jv("A"), jv("B")], ("a100",), 360.0)
+    st = reset(st, 0.0, 360.0, {("A",): (0.0,)}, ["A", "B"])
+    assert priorities(st) == {("A",): (0.0,), ("B",): (0.0,)}
+    st = replace(st, allocation=MappingProxyType({("A",): (0.5,)}), job_time=MappingProxyType({("A",): (0.0,)}),
+                 worker_time=(0.0,))
+    assert priorities(st) == {("A",): (0.5 * NO_FRACTION_PRIORITY,)}

@@ -4,8 +4,10 @@ nodes, policy + engine run forward by events: the reserved job never starts late
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles.easy_backfill import easy_starts
@@ -13,7 +15,7 @@ from policies.policy_helpers import ConstantSpeeds
 
 from tesserae_slurm.presets import get_config
 from tesserae_slurm.engine import RoundRequest, decide
-from tesserae_slurm.model import Cluster, Job, JobView, Placement
+from tesserae_slurm.model import Cluster, InputError, Job, JobView, Placement
 from tesserae_slurm.policies.base import SchedulingInput
 from tesserae_slurm.policies.registry import make_policy
 from tesserae_slurm.policies.slurm_backfill import LIMIT_STEPS, SlurmBackfillPolicy, modeled_limit
@@ -104,14 +106,29 @@ def test_priority_weights_reorder_the_queue():
 
 
 # ---- time limits -------------------------------------------------------------------------------
-def test_limit_model_is_deterministic_round_and_never_below_the_duration():
+def _limit_by_hand(duration: float, job_id: str, seed: int, f: float, max_s: float) -> float:
+    """The module doc's model step by step: u from the hash of (seed, job id), the first round value at
+    or above duration * (1 + f * u) (whole days beyond 3 days), at most max_s, never below the duration."""
+    u = int(hashlib.blake2b(f"{seed}:{job_id}".encode(), digest_size=8).hexdigest(), 16) / 2.0 ** 64
+    want = duration * (1.0 + f * u)
+    steps = [m * 60.0 for m in (15, 30, 60, 120, 240, 480, 720)] + [d * 86400.0 for d in range(1, 400)]
+    return max(duration, min(next(s for s in steps if s >= want), max_s))
+
+
+def test_limit_model_is_the_documented_hash_round_values_and_never_below_the_duration():
     for d in (60.0, 1000.0, 5000.0, 50_000.0, 400_000.0, 900_000.0):
-        lim = modeled_limit(d, "j1", 0, 3.0, 7 * 86400.0)
-        assert lim == modeled_limit(d, "j1", 0, 3.0, 7 * 86400.0)
-        assert lim >= d
-        assert lim in LIMIT_STEPS or lim % 86400 == 0 or lim == d
+        for jid, seed in (("j1", 0), ("j2", 0), ("j1", 7)):
+            lim = modeled_limit.__wrapped__(d, jid, seed, 3.0, 7 * 86400.0)  # computed, not the cached value
+            assert lim == _limit_by_hand(d, jid, seed, 3.0, 7 * 86400.0)
+            assert lim >= d
+            assert lim in LIMIT_STEPS or lim % 86400 == 0 or lim == d
     assert modeled_limit(1000.0, "j1", 0, 0.0, 7 * 86400.0) == 30 * 60  # f = 0: 1000 s rounded up to 30 min
     assert modeled_limit(900_000.0, "j1", 0, 3.0, 7 * 86400.0) == 900_000.0  # beyond MaxTime: the duration
+    # the draw depends on the seed and the job: not one factor for every job
+    assert len({modeled_limit(3000.0, f"j{i}", 0, 3.0, 7 * 86400.0) for i in range(20)}) > 1
+    week = 7 * 86400.0
+    assert any(modeled_limit(3000.0, f"j{i}", 0, 3.0, week) != modeled_limit(3000.0, f"j{i}", 1, 3.0, week)
+               for i in range(20))
     ratios = [3000.0 / modeled_limit(3000.0, f"j{i}", 0, 3.0, 7 * 86400.0) for i in range(400)]
     assert 0.2 < sum(ratios) / len(ratios) < 0.46  # users ask several times what they use
 
@@ -120,12 +137,35 @@ def test_limit_modes_trace_model_exact():
     v = JobView(job("a", 1, 2 * H), 0.0, total_work=1000.0)
     unknown = JobView(Job("b", 1, "resnet50", "64"), 0.0, total_work=1000.0)
     assert SlurmBackfillPolicy().time_limit(v, 0) == 2 * H
-    assert SlurmBackfillPolicy().time_limit(unknown, 0) == modeled_limit(1000.0, "b", 0, 3.0, 7 * 86400.0)
-    assert SlurmBackfillPolicy(limit="model").time_limit(v, 0) == modeled_limit(1000.0, "a", 0, 3.0, 7 * 86400.0)
+    assert SlurmBackfillPolicy().time_limit(unknown, 0) == _limit_by_hand(1000.0, "b", 0, 3.0, 7 * 86400.0)
+    assert SlurmBackfillPolicy(limit="model").time_limit(v, 0) == _limit_by_hand(1000.0, "a", 0, 3.0, 7 * 86400.0)
     assert SlurmBackfillPolicy(limit="exact").time_limit(v, 0) == 1000.0
     no_duration = JobView(Job("c", 1, "resnet50", "64"), 0.0)
     assert SlurmBackfillPolicy(limit_max_s=3 * H).time_limit(no_duration, 0) == 3 * H  # Slurm: MaxTime
-    assert isinstance(make_policy("slurm-backfill", limit_f=1.5), SlurmBackfillPolicy)
+
+
+def test_the_limit_factor_given_by_name_sets_the_modeled_limits():
+    """``--policy-opt limit_f=...`` reaches the model: limits drawn with that factor, not the default."""
+    p = make_policy("slurm-backfill", limit_f=0.5)
+    views = [JobView(Job(f"j{i}", 1, "resnet50", "64"), 0.0, total_work=3000.0) for i in range(20)]
+    got = [p.time_limit(v, 0) for v in views]
+    assert got == [_limit_by_hand(3000.0, f"j{i}", 0, 0.5, 7 * 86400.0) for i in range(20)]
+    assert got != [SlurmBackfillPolicy().time_limit(v, 0) for v in views]
+
+
+def test_a_running_job_past_its_limit_is_expected_to_end_now_not_in_the_past():
+    # R has run 2 h of a 1 h limit (slower GPUs than the limit assumed): Slurm would end it any moment.
+    # A, waiting for R's 8 GPUs, is reserved now; an end in the past would reserve it an hour ago.
+    b = plan([view("R", 8, 1 * H, ran=2 * H), view("A", 8, 1 * H)], now=5 * H)
+    assert b.reservation == ("A", 5 * H)
+
+
+def test_only_the_first_max_job_test_waiting_jobs_are_considered():
+    # bf_max_job_test = 2: the third waiting job is not tested this round, though it would fit
+    views = [view("A", 1, H), view("B", 1, H), view("C", 1, H)]
+    b = plan(views, policy=SlurmBackfillPolicy(max_job_test=2))
+    assert b.started == ("A", "B") and b.held == ("C",)
+    assert plan(views, policy=SlurmBackfillPolicy(max_job_test=3)).started == ("A", "B", "C")
 
 
 # ---- properties --------------------------------------------------------------------------------
@@ -140,7 +180,7 @@ def test_one_node_starts_match_easy(running, queue):
     views = [view(f"r{k}", g, lim * 900.0, ran=min(ran, lim) * 900.0) for k, (g, lim, ran) in enumerate(running)]
     views += [view(f"q{k}", g, lim * 900.0, submit=1.0 + k) for k, (g, lim) in enumerate(queue)]
     now = 50 * 900.0
-    b = plan([v._replace(executed_time=v.executed_time) for v in views], now=now)
+    b = plan(views, now=now)
     ends = [(g, now + (lim - min(ran, lim)) * 900.0) for g, lim, ran in running]
     started, reservation = easy_starts(8, ends, [(f"q{k}", g, lim * 900.0) for k, (g, lim) in enumerate(queue)], now)
     assert list(b.started) == started
@@ -200,3 +240,38 @@ def test_reserved_job_never_starts_later_than_reserved(raw, cluster):
         assert at >= t
         assert at <= first.setdefault(jid, at), f"{jid}'s reservation moved later: {first[jid]} -> {at}"
         assert start[jid] <= first[jid]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"limit": "x"}, "^slurm-backfill: limit must be one of trace, model, exact, got 'x'$"),
+    ({"max_age_s": 0}, "max_age_s and limit_max_s must be > 0"), ({"limit_f": -0.5}, "limit_f >= 0"),
+    ({"limit_max_s": 0}, "limit_max_s must be > 0"), ({"max_job_test": 0}, "max_job_test >= 1$"),
+])
+def test_bad_options_are_one_line(options, message):
+    with pytest.raises(InputError, match=message):
+        SlurmBackfillPolicy(**options)
+    for fine in ({"max_age_s": 1}, {"limit_f": 0.0}, {"limit_max_s": 1}, {"max_job_test": 1}):
+        SlurmBackfillPolicy(**fine)  # the smallest allowed values
+
+
+def test_job_size_favoring_small_jobs_and_age_that_has_not_started():
+    # PriorityFavorSmall on 8 GPUs: size = 1 - (GPUs - 1) / 7; a job submitted after `now` has age 0
+    p = SlurmBackfillPolicy(weight_job_size=1000, favor_small=True)
+    assert [p.priority(view("x", n, H), 0.0, 8) for n in (1, 4, 8)] == [1000, int(1000 * (1 - 3 / 7)), 0]
+    assert SlurmBackfillPolicy(weight_job_size=1000, favor_small=True).priority(view("x", 1, H), 0.0, 1) == 1000
+    aged = SlurmBackfillPolicy(weight_age=1000, max_age_s=1000.0)
+    assert aged.priority(view("x", 1, H, submit=50.0), 10.0, 8) == 0 and aged.priority(view("x", 1, H), 10.0, 8) == 10
+
+
+def test_the_ranking_holds_while_every_running_job_stays_within_its_limit():
+    # 360 s rounds: R1 has 3600 - 700 = 2900 s of its limit left, 8 whole rounds, and the ranking holds for
+    # one fewer (7); R2 past its limit: 0; with an age weight priorities move every round: 0
+    def rounds(policy, views, max_rounds=50):
+        inp = SchedulingInput(0.0, 360.0, tuple(views), Cluster.from_spec("1x8"), ConstantSpeeds(), 0, None)
+        return policy.stable_rounds(inp, None, None, max_rounds)
+    r1 = view("R1", 2, H, ran=700.0)
+    assert rounds(SlurmBackfillPolicy(), [r1, view("A", 8, H)]) == 7
+    assert rounds(SlurmBackfillPolicy(), [r1], max_rounds=5) == 5
+    assert rounds(SlurmBackfillPolicy(), [r1, view("R2", 2, H, ran=2 * H)]) == 0
+    assert rounds(SlurmBackfillPolicy(weight_age=1.0), [r1]) == 0
+    assert rounds(SlurmBackfillPolicy(limit="exact"), [view("R3", 2, H, ran=700.0, duration=1800.0)]) == 2

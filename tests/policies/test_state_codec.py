@@ -1,14 +1,19 @@
-"""Policy state as versioned JSON: every policy's state survives a round trip between any two rounds,
-and reading never runs code (an old pickle is read only through the whitelisting unpickler)."""
+"""Policy state as versioned JSON: every policy's state survives a round trip between any two rounds
+(the same classes, values and types, not only the same encoding), and reading never runs code (an old
+pickle is read only through the whitelisting unpickler)."""
 
 from __future__ import annotations
 
 import copyreg
 import dataclasses
 import io
+import json
 import os
 import pickle
+import re
 import types
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -16,7 +21,8 @@ import pytest
 from tesserae_slurm.bench.synthetic import synthetic_jobs
 from tesserae_slurm.model import Cluster, InputError, JobView
 from tesserae_slurm.policies import state_codec
-from tesserae_slurm.policies.tiresias import TiresiasState
+from tesserae_slurm.policies.gavel_rounds import RoundState
+from tesserae_slurm.policies.tiresias import QueuedJob, TiresiasState
 from tesserae_slurm.policies.base import SchedulingInput
 from tesserae_slurm.policies.registry import POLICIES, make_policy
 from tesserae_slurm.profiles import DEFAULT_PROFILE, load_profile
@@ -56,6 +62,28 @@ def _inputs(n_rounds=8, n_jobs=24):
                 executed[j.id] += 360.0 * (1 + i % 4)
 
 
+def _same(a, b, at="state"):
+    """``b`` is ``a`` as a policy reads it: the same classes field by field, tuples as tuples and lists
+    as lists, numbers of the same type (1 and 1.0 and True encode alike), mappings with the same items
+    in the same order (any Mapping: Tiresias' column store comes back as a read-only dict)."""
+    if isinstance(a, Mapping):
+        assert isinstance(b, Mapping), f"{at}: a mapping came back as {type(b).__name__}"
+        assert list(a) == list(b), f"{at}: keys differ or moved"
+        for k in a:
+            _same(k, next(x for x in b if x == k), f"{at} key {k!r}")
+            _same(a[k], b[k], f"{at}[{k!r}]")
+    elif dataclasses.is_dataclass(a):
+        assert type(b) is type(a), f"{at}: {type(a).__name__} came back as {type(b).__name__}"
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{at}.{f.name}")
+    elif isinstance(a, (tuple, list)):
+        assert type(b) is type(a) and len(b) == len(a), f"{at}: {type(a).__name__} came back as {type(b).__name__}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{at}[{i}]")
+    else:
+        assert type(b) is type(a) and b == a, f"{at}: {a!r} came back as {b!r}"
+
+
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_state_round_trips_between_any_two_rounds(name):
     policy = make_policy(name, **OPTIONS.get(name, {}))
@@ -64,16 +92,43 @@ def test_state_round_trips_between_any_two_rounds(name):
     for k, inp in enumerate(inputs):
         ranking, state = policy.rank(inp, state)
         back = state_codec.decode(state_codec.encode(state))
-        assert state_codec.encode(back) == state_codec.encode(state)
+        _same(state, back)
         # the restored state ranks the rest exactly as the live one
         live, restored = state, back
         for later in inputs[k + 1:]:
             r1, live = policy.rank(later, live)
             r2, restored = policy.rank(later, restored)
             assert (r1.order, r1.pairs) == (r2.order, r2.pairs), (name, k)
-        assert state_codec.encode(restored) == state_codec.encode(live)
+        _same(live, restored)
     if name in ("tiresias", "gavel", "ftf", "pop", "gavel-ftf", "ftf-lp"):
         assert state is not None and len(state_codec.encode(state)) > 100  # a state that actually holds something
+
+
+def test_values_that_encode_alike_come_back_as_they_were():
+    """What JSON alone would blur: int against float against bool, tuple against list, tuple keys."""
+    pair, alone = ("j1", "j2"), ("j1",)
+    state = RoundState(gpu_types=("a100", "v100"),
+                       allocation=MappingProxyType({alone: (0.5, 1), pair: (1.0, 0)}),
+                       job_time=MappingProxyType({alone: (720.0, 0.0)}), worker_time=(2, 2.0),
+                       deficits=MappingProxyType({pair: (-0.25, 0.0)}), last_reset=360.0, dirty=True,
+                       executed=MappingProxyType({"j1": 720.0, "j2": 0}), scheduled=((pair, 0), (alone, 1)), resets=1)
+    _same(state, state_codec.decode(state_codec.encode(state)))
+    for blurred in (dataclasses.replace(state, resets=1.0), dataclasses.replace(state, dirty=1),
+                    dataclasses.replace(state, scheduled=[[pair, 0], [alone, 1]])):
+        with pytest.raises(AssertionError, match="came back as"):  # the comparison tells each apart
+            _same(state, blurred)
+
+
+def test_a_field_this_version_does_not_know_is_ignored_on_reading():
+    """A state written by a tesserae whose classes have one more field reads as this version's state
+    (a field dropped since, or added later), instead of failing and restarting the policy."""
+    policy = make_policy("tiresias", **OPTIONS["tiresias"])
+    state = None
+    for inp in list(_inputs())[:3]:
+        _, state = policy.rank(inp, state if state is not None else policy.initial_state())
+    doc = json.loads(state_codec.encode(state))
+    doc["state"]["f"]["retired_field"] = {"t": [1, 2]}
+    _same(state, state_codec.decode(json.dumps(doc).encode()))
 
 
 def _legacy_pickle(state) -> bytes:
@@ -127,3 +182,57 @@ def test_reading_never_runs_code():
         state_codec.decode(b'{"version":1,"state":{"c":"Popen","f":{}}}')
     with pytest.raises(InputError, match="version"):
         state_codec.decode(b'{"version":99,"state":null}')
+
+
+def test_a_legacy_pickle_of_tiresias_column_store_reads_as_its_jobs():
+    """Before the JSON format, Tiresias' queues pickled as ``_Queues(ids, bounds, seqs, service bases,
+    executed bases, pending times)``, rows grouped by queue (``bounds``): each row comes back as the
+    QueuedJob of its queue."""
+    from tesserae_slurm.policies import tiresias
+
+    class _Queues:  # stands in for the old class while pickling: the stream names it, nothing more
+        def __init__(self, *columns):
+            self.columns = columns
+
+        def __reduce__(self):
+            return _Queues, self.columns
+    _Queues.__module__, _Queues.__qualname__ = tiresias.__name__, "_Queues"
+    tiresias._Queues = _Queues
+    try:
+        raw = pickle.dumps(TiresiasState(jobs=_Queues(("a", "b", "c", "d"), (0, 1, 1, 4), [5, 6, 7, 8],
+                                                      [0.5, 1.5, 2.5, 3.5], [10.0, 11.0, 12.0, 13.0],
+                                                      [0.0, 1.0, 2.0, 3.0])))
+    finally:
+        del tiresias._Queues
+    got = state_codec.unpickle_legacy(raw)
+    assert dict(got.jobs) == {"a": QueuedJob(0, 5, 0.5, 10.0, 0.0), "b": QueuedJob(2, 6, 1.5, 11.0, 1.0),
+                              "c": QueuedJob(2, 7, 2.5, 12.0, 2.0), "d": QueuedJob(2, 8, 3.5, 13.0, 3.0)}
+    assert list(got.jobs) == ["a", "b", "c", "d"]
+
+
+def test_the_stored_form_is_compact_json_and_lists_stay_lists():
+    assert state_codec.encode(None) == b'{"version":1,"state":null}'
+    value = [1, (2, [3.0]), MappingProxyType({"k": [True]})]
+    assert state_codec.encode(value) == b'{"version":1,"state":[1,{"t":[2,[3.0]]},{"m":[["k",[true]]]}]}'
+    _same(value, state_codec.decode(state_codec.encode(value)))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: state_codec.encode(object()), "^policy state: cannot store a object$"),
+    (lambda: state_codec.encode([{1, 2}]), "^policy state: cannot store a set$"),
+    (lambda: state_codec.decode(b'{"version":1,"state":{"x":1}}'),
+     r"^policy state: does not fit this tesserae's classes \(policy state: unreadable value \"\{'x': 1\}\"\)$"),
+    (lambda: state_codec.decode(b'\x80\x04K\x01.'),
+     r"^policy state: not JSON \(a pickled state from before schema 0002\?\)$"),
+    (lambda: state_codec.decode(b'{"version":2,"state":null}'), "^policy state: version 2, this tesserae reads 1$"),
+    (lambda: state_codec.decode(b'[1]'), "^policy state: version None, this tesserae reads 1$"),
+])
+def test_what_cannot_be_stored_or_read_is_one_line(call, message):
+    with pytest.raises(InputError, match=message):
+        call()
+
+
+def test_an_unreadable_value_is_shown_cut_to_40_characters():
+    value = {"x": "y" * 100}
+    with pytest.raises(InputError, match=re.escape(f"unreadable value {str(value)[:40]!r})")):
+        state_codec.decode(json.dumps({"version": 1, "state": value}).encode())

@@ -16,6 +16,8 @@ NASTY = "x$(touch /tmp/pwned);`id` 'q' \"d\" & | > end"
     "argv, expected",
     [
         (commands.squeue_json(), ["squeue", "--json", "--states=all"]),
+        (commands.squeue_poll("tesserae"), ["squeue", "-h", "-p", "tesserae", "-o", "%i %t"]),
+        (commands.squeue_job_states(), ["squeue", "-h", "--only-job-state", "-o", "%i %t"]),
         (commands.sinfo_json(), ["sinfo", "--json"]),
         (commands.scontrol_ping(), ["scontrol", "ping"]),
         (
@@ -41,7 +43,7 @@ NASTY = "x$(touch /tmp/pwned);`id` 'q' \"d\" & | > end"
         (commands.scancel_signal(9, signal.SIGTERM, batch_only=False), ["scancel", "--signal=TERM", "--full", "9"]),
     ],
     ids=[
-        "squeue", "sinfo", "ping", "sbatch-argv", "sbatch-stdin", "place", "place-extra",
+        "squeue", "squeue-poll", "squeue-job-states", "sinfo", "ping", "sbatch-argv", "sbatch-stdin", "place", "place-extra",
         "scontrol-nodes", "release-many", "requeuehold", "requeuehold-incomplete", "admin-hold", "cancel",
         "signal-batch", "signal-full",
     ],

@@ -167,6 +167,7 @@ def test_daemon_config_and_batch_script(tmp_path: Path):
     assert cfg["feedback"] == {"min_reports": 1}
     assert cfg["metrics"]["listen"] == "" and cfg["http"]["listen"] == ""  # no fixed ports taken
     assert cfg["state"]["database"] == str(tmp_path / "state.db")
+    assert cfg["preemption"]["stop_records_dir"] == str(tmp_path / "stops")  # stops end with the checkpoint
     lines = BATCH_SCRIPT.splitlines()
     assert lines[0] == "#!/bin/bash" and lines[1].startswith("trap ") and lines[2].startswith("trap ")
 
@@ -196,3 +197,35 @@ def test_cli_parses_compare_and_ports():
                                                                                      "daemon")
     up = parser.parse_args(["devcluster", "up", "--plain-partition", "plain", "--bf-interval", "2"])
     assert (up.plain_partition, up.bf_interval, up.ports) == ("plain", 2, None)
+
+
+def test_stop_seconds_from_the_daemons_records_and_their_summary(tmp_path: Path):
+    """Each stop is timed from the last checkpoint signal on record before it ended to its end; a stop
+    whose job ended instead (an error on the done action) and unfinished ones are no stops."""
+    from tesserae_slurm.daemon.service.calls import CallRecord
+    from tesserae_slurm.daemon.state.journal import Intent, Journal
+    from tesserae_slurm.daemon.state.store import Store
+    from tesserae_slurm.devcluster.runs import stop_seconds
+
+    journal = Journal(Store.open(tmp_path / "state.db"))
+    rid = journal.begin_round(100.0, "tesserae-t", False)
+    journal.record_calls(rid, [CallRecord(101.0, "signal", ("5",), True, "", 1.0),
+                               CallRecord(101.5, "signal", ("6",), True, "", 1.0),
+                               CallRecord(150.0, "signal", ("5",), True, "", 1.0),
+                               CallRecord(102.0, "signal", ("7",), True, "", 1.0)])
+    a5, a6, a7, b5 = journal.record_intents(rid, [Intent("preempt", "5", {}), Intent("migrate", "6", {}),
+                                                  Intent("preempt", "7", {}), Intent("requeue", "5", {})], 101.0)
+    journal.finish_action(a5, "done", 103.0)
+    journal.finish_action(a6, "done", 131.5)
+    journal.finish_action(a7, "done", 104.0, "ended (completed) before the requeue-hold: not requeued")
+    journal.finish_action(b5, "done", 151.25)
+    (c5,) = journal.record_intents(rid, [Intent("migrate", "5", {})], 160.0)  # released, held again: no signal
+    journal.finish_action(c5, "done", 160.5)
+    got = stop_seconds(tmp_path / "state.db", ["5", "6", "7", "8"])
+    assert got == {"5": [2.0, 1.25], "6": [30.0]}
+    assert stop_seconds(tmp_path / "state.db", ["5"], after=140.0) == {"5": [1.25]}
+    rs = [JobResult("a", "5", 1, 10.0, 0.0, 1.0, 200.0, "COMPLETED", (1, 1, 1), stops_s=(2.0, 1.25)),
+          JobResult("b", "6", 1, 10.0, 0.0, 1.0, 200.0, "COMPLETED", (1, 1), stops_s=(30.0,))]
+    s = summarize("daemon", rs)
+    assert (s.stops, s.median_stop_s, s.mean_stop_s) == (3, 2.0, pytest.approx(33.25 / 3))
+    assert "| 2.0 / 11.1 (3) |" in render_summary([s])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -195,3 +196,27 @@ def test_work_ledger_finds_lost_and_invented_work():
     assert work_ledger(ok[:3], 100)[1] == ("no run finished the work",)
     back = [*ok[:3], {"event": "start", "work": 40}, {"event": "speed", "work": 30}, {"event": "done", "work": 100}]
     assert "work went back from 40 to 30" in work_ledger(back, 100)[1]
+
+
+def test_the_runs_copy_runs_as_a_script_and_its_checkpoint_takes_its_time(tmp_path):
+    """The payload the runs submit is a copy beside the jobs, run as a script (not from the package):
+    on the signal it checkpoints for --checkpoint-s seconds and exits (the launcher records the stop),
+    and the emulated GPUs' directories are open to every user's jobs."""
+    from tesserae_slurm.devcluster.runs import write_job_files
+
+    files = write_job_files(tmp_path, tmp_path, ("--checkpoint-s", "1.5"))
+    assert files.payload.parent == tmp_path and files.payload.read_text().startswith('"""An emulated GPU job')
+    argv = files.argv("plain", ["--work", "1000", "--tick", "0.2", "--registry", str(tmp_path / "reg")])
+    assert argv[:5] == [str(files.script), "plain", str(files.payload), "--out", str(tmp_path)]
+    assert argv[-2:] == ["--checkpoint-s", "1.5"]
+    env = {**os.environ, "SLURM_JOB_ID": "9", "SLURMD_NODENAME": "n1", "TESSERAE_GPUS": "0"}
+    env.pop("TESSERAE_REPORT_FILE", None)
+    p = subprocess.Popen([sys.executable, *argv[2:]], env=env, cwd=tmp_path)
+    _wait_for(lambda: any(e["event"] == "speed" for e in _events(tmp_path, "9")))
+    assert stat.S_IMODE((tmp_path / "reg" / "n1" / "gpu0").stat().st_mode) == 0o1777
+    sent = time.time()
+    p.send_signal(signal.SIGUSR1)
+    assert p.wait(timeout=30) == 0
+    last = _events(tmp_path, "9")[-1]
+    assert last["event"] == "checkpoint" and 0 < last["work"] < 1000
+    assert last["time"] - sent >= 1.5

@@ -1,4 +1,4 @@
-"""SlurmCliBackend against the real local Slurm (session `devcluster` fixture, 4 nodes x 4 GPUs).
+"""The Slurm backend (the CLI's, or pyslurm's in the pyslurm lane) against the real local Slurm (session `devcluster` fixture, 4 nodes x 4 GPUs).
 
 Every job is submitted held and placed explicitly, as the daemon does; each test cancels its
 own jobs. Waiting uses generous deadlines only to bound a hang, never to assert speed.
@@ -7,9 +7,11 @@ own jobs. Waiting uses generous deadlines only to bound a hang, never to assert 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from backend_under_test import slurm_backend
 from waiting import wait_for
 
 from tesserae_slurm.slurm import (
@@ -19,6 +21,7 @@ from tesserae_slurm.slurm import (
     SlurmJob,
     SlurmJobState,
     SlurmRunner,
+    make_backend,
 )
 
 # every_release: also run in the 24.11 and 26.05 lanes (./dev test), as the outcome depends on the release
@@ -37,7 +40,8 @@ while :; do sleep 300 & wait $!; done
 
 @pytest.fixture
 def backend(devcluster):
-    return SlurmCliBackend(devcluster.env())
+    """The backend under test: the CLI, or pyslurm in the pyslurm lane (TESSERAE_TEST_SLURM_BACKEND)."""
+    return make_backend(slurm_backend(), devcluster.env())
 
 
 @pytest.fixture
@@ -236,3 +240,29 @@ def test_version_asked_once_and_picks_the_node_command(backend):
     expected = ["scontrol", "show", "node", "--json"] if version >= (23, 2) else ["sinfo", "--json"]
     assert runner.argvs[-1] == expected and len(nodes) == 4
     assert ["squeue", "--json", "--states=all"] in runner.argvs
+
+
+@pytest.mark.skipif(slurm_backend() != "pyslurm",
+                    reason="pyslurm's listing against the CLI's: the pyslurm lane (docs/slurm-versions.md)")
+def test_pyslurm_lists_jobs_as_the_cli_does(backend, submit, devcluster):
+    """Held, running, requeue-held then held by an administrator (the reason code pyslurm hides under the
+    description), cancelled: every field the same as squeue --json gives, but the state flags."""
+    cli = SlurmCliBackend(devcluster.env())
+    held, run, requeued, cancelled = (submit(n, gpus=1) for n in ("held", "run", "requeued", "cancelled"))
+    for jid in (run, requeued, cancelled):
+        backend.place(jid, ["node3"])
+    backend.release([run, requeued, cancelled])
+    for jid in (run, requeued, cancelled):
+        wait_for(lambda jid=jid: running(backend, jid), 30, f"job {jid} RUNNING", every=0.1)
+    backend.requeue_hold(requeued)
+    wait_for(lambda: job(backend, requeued).requeued_held, 30, "requeue-held", every=0.1)
+    backend.admin_hold([requeued])
+    backend.cancel(cancelled)
+    wait_for(lambda: job(cli, cancelled).state is SlurmJobState.CANCELLED, 30, "cancelled", every=0.1)
+
+    ours = {j.job_id: j for j in backend.list_jobs(PARTITION)}
+    theirs = {j.job_id: j for j in cli.list_jobs(PARTITION)}
+    for jid in (held, run, requeued, cancelled):
+        assert replace(ours[jid], state_flags=()) == replace(theirs[jid], state_flags=()), jid
+    assert ours[requeued].admin_held and ours[requeued].reason == "job requeued in held state"
+    assert ours[run].gpu_indices("node3") and ours[cancelled].exit_signal == theirs[cancelled].exit_signal

@@ -25,6 +25,12 @@ def submit(argv: list[str], text: str | None = PLAIN, shape: PartitionShape = SH
     return make_submission(own, sbatch, script, "tesserae", text, shape, PROFILE)
 
 
+def test_ntasks_sets_the_task_count_over_ntasks_per_node():
+    # Slurm: -n is the job's task count; --ntasks-per-node then only caps a node's share
+    sub = submit(["--gpus-per-task=1", "-n", "2", "--ntasks-per-node=4", "-N", "1", "-t", "5"])
+    assert (sub.meta.num_gpus, sub.nodes) == (2, 1)
+
+
 @pytest.mark.parametrize("argv,gpus,nodes", [
     ([], 1, 1),
     (["-G", "2"], 2, 1),
@@ -36,6 +42,7 @@ def submit(argv: list[str], text: str | None = PLAIN, shape: PartitionShape = SH
     (["--gres", "gpu:a100:2"], 2, 1),
     (["--gres=gpu"], 1, 1),  # Slurm: a bare gpu GRES is one per node
     (["--gres=gpu:a100"], 1, 1),
+    (["--gres=gpu:A100:2"], 2, 1),  # type names lower-cased here too
     (["-N", "1", "--gpus-per-node", "4"], 4, 1),
     (["--nodes=2", "--gpus-per-node=4"], 8, 2),  # 2 x 4
     (["-N2", "--gres=gpu:4"], 8, 2),
@@ -69,8 +76,12 @@ def test_sbatch_gpu_spellings_become_the_gpu_count(argv, gpus, nodes):
     (["-G", "0"], "-G 0: must be at least 1"),
     (["--gpus=two"], "--gpus=two: expected .*whole number"),
     (["--gres=gpu:h100:2"], "--gres=gpu:h100:2: partition 'tesserae' has no h100 GPUs"),
-    (["--gpus=v100:1"], "has no v100 GPUs"),
-    (["--gres=shard:2"], "only gpu GRES is translated"),
+    (["--gpus=v100:1"], r"has no v100 GPUs \(it has a100\)"),
+    (["--gres=gpu:0"], r"--gres=gpu:0: must be at least 1"),
+    (["--gpus-per-task=1", "-n", "0"], r"-n 0: must be at least 1"),
+    (["--gpus-per-task=1", "--ntasks-per-node=2", "-N", "2", "-G", "2"],
+     r"-G 2 asks for 2 GPU\(s\), -N 2 --ntasks-per-node=2 --gpus-per-task=1 for 4"),  # names every option it read
+    (["--gres=shard:2"], r"only gpu GRES is translated \('shard:2' is not\); tesserae jobs hold no Slurm GRES"),
     (["--gres=gpu:1,mps:50"], "only gpu GRES"),
     (["--gres=gpu:1,gpu:2"], "one gpu entry"),
     (["--gres=gpu:a:b:2"], "expected gpu, gpu:N or gpu:TYPE:N"),
@@ -142,6 +153,7 @@ def test_unmatched_quote_in_the_header_is_one_line():
 @pytest.mark.parametrize("spec,nodes", [
     ("2x4:a100", (("a100", 4),) * 2),
     ("1x8", (("a100", 8),)),  # the config's GPU type
+    ("2x1", (("a100", 1),) * 2),  # nodes of one GPU
     ("1x4:V100,1x8:a100", (("v100", 4), ("a100", 8))),
 ])
 def test_cluster_shape(spec, nodes):

@@ -107,6 +107,7 @@ def test_capacity_counts_one_gpu_type():
     ({"--gpus": "1", "--no-profile": True, "--no-pack": True}, JobMeta(1, no_pack=True, no_profile=True)),
 ])
 def test_valid_metadata(own, expect):
+    own = dict(own)  # not the shared parameter: the test may run more than once in one process
     assert build_meta(own, int(own.pop("--gpus")), SHAPE, PROFILE) == expect
 
 
@@ -124,6 +125,7 @@ def test_valid_metadata(own, expect):
 ])
 def test_invalid_metadata(own, message):
     with pytest.raises(InputError, match=message):
+        own = dict(own)
         build_meta(own, int(own.pop("--gpus")), SHAPE, PROFILE)
 
 

@@ -44,7 +44,8 @@ def _text(e: dict[str, Any]) -> str:
         lines.append(f"  reason: {e['reason']}")
     lr = e.get("last_round")
     if lr:
-        lines.append(f"round {lr['round']} ({lr['policy']}): rank {lr['rank']} of {lr['of']} in the policy order")
+        what = lr["policy"] + (", a start between rounds" if lr.get("kind") == "start" else "")
+        lines.append(f"round {lr['round']} ({what}): rank {lr['rank']} of {lr['of']} in the policy order")
     if "why_pending" in e:
         w = e["why_pending"]
         lines.append(f"why pending: {w['reason']}" + (f" - {w['detail']}" if w["detail"] else ""))
@@ -60,14 +61,22 @@ def _text(e: dict[str, Any]) -> str:
         verb = "moved" if m["kind"] == "migrate" else "preempted"
         ctx = f" (rank {m['rank']}; started that round: {', '.join(m['started_that_round']) or 'none'})" \
             if m.get("rank") else ""
+        if m.get("why"):
+            lines.append(f"why {verb} in round {m['round']}: {_bought(m['why'])}; {m['from']} -> {m['to'] or 'none'}"
+                         f"{ctx} [{m['status']}]")
+            continue
         lines.append(f"why {verb} in round {m['round']}: the new consolidated placement "
                      + ("had no spot matching its old GPUs " if m["kind"] == "migrate" else "had no GPUs left for it ")
                      + f"{m['from']} -> {m['to'] or 'none'}{ctx} [{m['status']}]")
+    for m in e["history"]:
+        if m["kind"] == "start" and m.get("between_rounds"):
+            lines.append(f"started between rounds (round {m['round']}, kind start): on {m['to']}, GPUs free at that "
+                         "moment, where that pass's decision placed it [" + m["status"] + "]")
     if e["history"]:
         lines.append("\nhistory:")
         lines.append(table(["ROUND", "ACTION", "STATUS", "FROM", "TO", "ERROR"],
-                           [[m["round"], m["kind"], m["status"], m["from"], m["to"], m["error"]]
-                            for m in e["history"]]))
+                           [[m["round"], m["kind"] + (" (between rounds)" if m.get("between_rounds") else ""),
+                             m["status"], m["from"], m["to"], m["error"]] for m in e["history"]]))
     if e.get("admin"):
         lines.append("\noperator actions:")
         lines.extend(f"  {_local(a['time'])} {a['user']}: {a['command']}"
@@ -78,6 +87,18 @@ def _text(e: dict[str, Any]) -> str:
         lines.append("\nevents:")
         lines.extend(f"  {_local(ev['time'])} {ev['kind']}: {ev['message']}" for ev in e["events"])
     return "\n".join(lines)
+
+
+def _bought(why: dict[str, Any]) -> str:
+    """What a move bought and what it cost, in words (the decision's MoveReason)."""
+    cause, others = why.get("cause", ""), ", ".join(why.get("for", []))
+    what = {"room": f"made room for {others}", "unpack": f"left {others} to run alone",
+            "pack": f"joined {others} on its GPUs", "rule": "an operator's node rule keeps it off its GPUs",
+            "stop": "ranked below the jobs that run, it fit nowhere"}.get(cause, why.get("detail", cause))
+    speeds = (f", speed {why['speed_before']:.2f} -> {why['speed_after']:.2f}"
+              if cause in ("unpack", "pack") else "")
+    return (f"{what}{speeds}: bought {why.get('gain_gpu_s', 0):.0f} GPU-s of work over the horizon, "
+            f"cost {why.get('cost_gpu_s', 0):.0f} GPU-s (its restart and stop)")
 
 
 def _source_line(src: dict[str, Any]) -> str:

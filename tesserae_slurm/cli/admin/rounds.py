@@ -55,7 +55,8 @@ def run_round_show(args: argparse.Namespace) -> int:
     d["started_at"] = when(row.started_at)
     t = d["timings_ms"]
     print(f"round {row.round_id}  {d['started_at']}  {d['status']}  policy {row.policy}"
-          f"{'  (dry run: nothing sent to Slurm)' if row.dry_run else ''}")
+          f"{'  (dry run: nothing sent to Slurm)' if row.dry_run else ''}"
+          f"{'  (a start between rounds: jobs started on free GPUs only)' if row.kind == 'start' else ''}")
     if row.error:
         print(f"error: {row.error}")
     print(f"jobs {row.jobs_active}, running {row.running}, started {row.started}, preempted {row.preempted}, "
@@ -72,6 +73,12 @@ def run_round_show(args: argparse.Namespace) -> int:
         print(table(["PLACED", "PARTNER", "SPEEDS", "STRATEGIES"],
                     [[p["placed"], p["partner"], f"{p['placed_speed']:.2f}+{p['partner_speed']:.2f}",
                       f"{p.get('placed_strategy') or '-'}/{p.get('partner_strategy') or '-'}"] for p in dec["packed"]]))
+    if dec.get("moves"):
+        print("\nmoves (what each move or preemption bought and cost, GPU-seconds of work):")
+        print(table(["JOB", "ACTION", "CAUSE", "FOR", "GAIN", "COST", "SPEED"],
+                    [[m["job"], m["action"], m["cause"], ",".join(m.get("for", [])) or "-", f"{m['gain_gpu_s']:.0f}",
+                      f"{m['cost_gpu_s']:.0f}", f"{m['speed_before']:.2f}->{m['speed_after']:.2f}"]
+                     for m in dec["moves"]]))
     if dec.get("pending"):
         print("\npending:")
         print(table(["JOB", "REASON", "DETAIL"], [[p["job"], p["reason"], p["detail"]] for p in dec["pending"]]))

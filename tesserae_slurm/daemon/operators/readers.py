@@ -117,7 +117,7 @@ def _mentions(decision_json: str | None, job: str) -> bool:
     return f'"{job}"' in (decision_json or "")  # a cheap test before parsing a decision
 
 
-def _newest_round_with(store: Store, job: str) -> tuple[int, str, dict[str, Any]] | None:
+def _newest_round_with(store: Store, job: str) -> tuple[RoundRow, dict[str, Any]] | None:
     """The newest round whose policy order holds ``job``: usually the newest round (one row), else a scan
     of the last ROUNDS_SCANNED rounds, parsing only the decisions that mention the job."""
     for limit in (1, ROUNDS_SCANNED):
@@ -125,7 +125,7 @@ def _newest_round_with(store: Store, job: str) -> tuple[int, str, dict[str, Any]
             if _mentions(r.decision_json, job):
                 d = json.loads(r.decision_json)
                 if job in d.get("order", []):
-                    return r.round_id, r.policy, d
+                    return r, d
     return None
 
 
@@ -151,9 +151,10 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
         "submitted": iso(row.submit_time),
     }
     if newest:
-        rid, policy, d = newest
-        order = d.get("order", [])
-        out["last_round"] = {"round": rid, "policy": policy, "rank": order.index(job) + 1, "of": len(order)}
+        last, d = newest
+        rid, order = last.round_id, d.get("order", [])
+        out["last_round"] = {"round": rid, "policy": last.policy, "rank": order.index(job) + 1, "of": len(order),
+                             "kind": last.kind}
         src = d.get("sources", {}).get(job)
         if src:  # measured (online feedback), profiled (the table) or estimated:<estimator>
             out["speed_source"] = {"round": rid, **src}
@@ -170,16 +171,24 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
                 "note": "packing is chosen when the pair's combined normalized throughput beats the placed job alone",
             }
     moves = []
+    kinds: dict[int, str] = {}  # round -> its kind: a start between rounds is told apart
     for a in store.actions(job_id=job):
         detail = json.loads(a.detail or "{}")
         if a.kind in ("migrate", "preempt", "requeue", "hold") or a.kind.endswith("start"):
+            if a.round_id not in kinds:
+                found = store.round(a.round_id)
+                kinds[a.round_id] = found.kind if found is not None else "round"
             entry = {"round": a.round_id, "kind": a.kind, "status": a.status, "from": detail.get("from", ""),
-                     "to": detail.get("to", detail.get("gpus", "")), "error": a.error}
+                     "to": detail.get("to", detail.get("gpus", "")), "error": a.error,
+                     "between_rounds": kinds[a.round_id] == "start"}
             ctx = _round_with(store, a.round_id, job) if a.kind in ("migrate", "preempt") else None
             if ctx is not None:
                 order = ctx.get("order", [])
                 entry["rank"] = order.index(job) + 1 if job in order else None
                 entry["started_that_round"] = ctx.get("started", [])
+                why = [m for m in ctx.get("moves", []) if m.get("job") == job]
+                if why:  # what the move bought and cost (cost-aware decisions record it)
+                    entry["why"] = why[0]
             moves.append(entry)
     out["history"] = moves
     out["admin"] = _admin_actions(store, job)
@@ -239,6 +248,7 @@ ROUND_COLUMNS = (
                                                               + r.migration_ms, 2)),
     Column("APPLY_S", "a", "apply_s", lambda r: round(r.apply_ms / 1e3, 2)),
     Column("ERROR", "e", "error", lambda r: r.error),
+    Column("KIND", "y", "kind", lambda r: r.kind),  # round, or start: a start between rounds on free GPUs
 )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...engine import EngineConfig
+from ...engine import EngineConfig, RoundRequest
 from ...model import RoundDecision
 from ...placement.node_rules import NodeRule
 from ...policies.base import Policy, SchedulingInput
@@ -35,6 +35,7 @@ class Decided:
     policy_state: Any  # the policy's state after this round
     rank_s: float  # policy.rank alone
     decision_s: float  # rank and decide
+    request: RoundRequest | None = None  # what the engine was asked (engine indices), for the record
 
 
 def decide_round(policy: Policy, state: Any, inp: RoundInputs, snap: Snapshot, profile: ThroughputProfile,
@@ -46,13 +47,11 @@ def decide_round(policy: Policy, state: Any, inp: RoundInputs, snap: Snapshot, p
     ranked = rank_and_decide(
         policy, SchedulingInput(snap.time, cfg.scheduler.round_seconds, inp.views, inp.cluster, throughput,
                                 cfg.scheduler.seed, inp.current),
-        state, profile, engine, rules=rules, limits=cfg.limits, clock=time.perf_counter)
+        state, profile, engine, rules=rules, limits=cfg.limits, clock=time.perf_counter, recent=inp.recent)
     decision_s = time.perf_counter() - t0
     plan = plan_round(ranked.decision, inp.actual, ranked.ranking.order, inp.gpu_index)
     return Decided(for_the_record(ranked.decision, snap), plan, ranked.ranking.order, ranked.policy_state,
-                   ranked.rank_s, decision_s)
-
-
+                   ranked.rank_s, decision_s, ranked.request)
 
 
 def for_the_record(decision: RoundDecision, snap: Snapshot) -> RoundDecision:

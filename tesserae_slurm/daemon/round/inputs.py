@@ -11,10 +11,10 @@ plan then stops it. In a dry run the accounting is the shadow placement of the l
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ...model import Cluster, InputError, Job, JobView, Placement
+from ...model import Cluster, GpuRef, InputError, Job, JobView, Placement
 from ...model.meta import JobMeta
 from ...profiles import ThroughputProfile
 from ...site.config import SiteConfig
@@ -42,6 +42,8 @@ class RoundInputs:
     excluded: Mapping[str, str] = field(default_factory=dict)  # job -> why it is not scheduled
     gpu_index: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # see Snapshot.gpu_index
     held_by_others: tuple[str, ...] = ()  # GPUs of the managed nodes that foreign jobs hold
+    # each placed job's GPUs in the last rounds' decisions, newest first (cost-aware decisions' hysteresis)
+    recent: Mapping[str, tuple[tuple[GpuRef, ...], ...]] = field(default_factory=dict)
 
 
 class InputBuilder:
@@ -102,8 +104,10 @@ class InputBuilder:
         for p in problems:
             log.error("accounting inconsistency: %s", p)
             self.journal.event(snap.time, "error", f"accounting inconsistency: {p}")
+        recent = recent_placements(self.journal, sorted(actual), cfg.moves.recent_rounds, snap.gpu_index) \
+            if cfg.moves.enabled and cfg.moves.recent_rounds else {}
         return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
-                           snap.held_by_others)
+                           snap.held_by_others, recent)
 
 
 def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],
@@ -126,6 +130,23 @@ def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],
                     continue
                 slots[node][g].add(job)
     return Placement({n: tuple(frozenset(s) for s in gs) for n, gs in slots.items()}), problems
+
+
+def recent_placements(journal: Journal, jobs: Sequence[str], rounds: int,
+                      gpu_index: Mapping[str, tuple[int, ...]] | None = None
+                      ) -> dict[str, tuple[tuple[GpuRef, ...], ...]]:
+    """Each of ``jobs``' GPUs in the last ``rounds`` decided rounds, newest first (``()`` in a round that
+    did not place it), in the engine's indices (``gpu_index`` as for ``current_placement``)."""
+    decided = [r.round_id for r in journal.store.rounds(limit=rounds + 2)
+               if r.decision_json not in ("", "{}") and r.status not in ("skipped", "failed")][:rounds]
+    if not decided or not jobs:
+        return {}
+    engine = {n: {real: k for k, real in enumerate(idx)} for n, idx in (gpu_index or {}).items()}
+    where: dict[tuple[int, str], tuple[GpuRef, ...]] = {}
+    for row in journal.store.placements_of(decided, list(jobs)):
+        refs = [(n, engine[n].get(g, -1) if n in engine else g) for n, idx in parse_gpus(row.gpus).items() for g in idx]
+        where[(row.round_id, row.job_id)] = tuple(sorted(r for r in refs if r[1] >= 0))
+    return {j: seen for j in jobs if any(seen := tuple(where.get((r, j), ()) for r in decided))}
 
 
 def site_priority(memory: dict[str, int], job_id: str, sj: SlurmJob) -> float:

@@ -28,25 +28,33 @@ class RoundResult:
     plan: RoundPlan | None = None
 
 
-def applied(journal: Journal, plan: RoundPlan, result: ApplyResult) -> tuple[str, str]:
-    """Counts the round for the jobs that ran through it; returns its status and the problems by job."""
-    journal.count_rounds_run([j for j in plan.targets if j in plan.kept or j in result.started])
+def applied(journal: Journal, plan: RoundPlan, result: ApplyResult, count_rounds: bool = True) -> tuple[str, str]:
+    """Counts the round for the jobs that ran through it (not a start between rounds: ``count_rounds``
+    False); returns its status and the problems by job."""
+    if count_rounds:
+        journal.count_rounds_run([j for j in plan.targets if j in plan.kept or j in result.started])
     failures = {**result.failed, **result.skipped}
     return "partial" if failures else "applied", "; ".join(f"job {j}: {e}" for j, e in sorted(failures.items()))
 
 
 def finish_round(journal: Journal, metrics: Metrics, round_id: int, status: str, decided: Decided, error: str,
-                 t_round: float, clock: Callable[[], float]) -> RoundResult:
-    """``t_round``: when the round began (``time.perf_counter``), for the log line."""
+                 t_round: float, clock: Callable[[], float], kind: str = "round") -> RoundResult:
+    """``t_round``: when the round began (``time.perf_counter``), for the log line; ``kind``: ``start`` for
+    a start between rounds (counted apart in the metrics)."""
     d, plan = decided.decision, decided.plan
     journal.update_round(round_id, status=status, error=error, finished_at=clock())
-    metrics.round_done(status, decided.decision_s)
+    if kind == "round":
+        metrics.round_done(status, decided.decision_s)
+    else:
+        metrics.start_pass_done(status)
     metrics.set_jobs(journal.count_by_state(), len(d.packed))
-    log.info("round %d %s: %d started, %d preempted, %d migrated, %d kept, %d packed pairs, %d pending "
-             "(%.1f ms decision, %.2f s round)%s", round_id, status, sum(a.kind == "start" for a in plan.actions),
+    log.info("%s %d %s: %d started, %d preempted, %d migrated, %d kept, %d packed pairs, %d pending "
+             "(%.1f ms decision, %.2f s %s)%s", "round" if kind == "round" else "start between rounds, round",
+             round_id, status, sum(a.kind == "start" for a in plan.actions),
              sum(a.kind == "preempt" for a in plan.actions), sum(a.kind == "migrate" for a in plan.actions),
              len(plan.kept), len(d.packed), len(d.pending), decided.decision_s * 1e3,
-             time.perf_counter() - t_round, f"; problems: {error}" if error else "")
+             time.perf_counter() - t_round, "round" if kind == "round" else "pass",
+             f"; problems: {error}" if error else "")
     return RoundResult(round_id, status, error, d, plan)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...model import Placement
+from ...request_codec import request_to_json
 from ..state.gpuset import format_gpus
 from ..state.journal import Intent, Journal, RoundCounts
 from ..state.store import JobUpdate
@@ -32,10 +33,13 @@ def round_counts(decided: Decided, inp: RoundInputs) -> RoundCounts:
 
 
 def record_decision(journal: Journal, round_id: int, inp: RoundInputs, decided: Decided,
-                    sources: Mapping[str, Any], dry_run: bool) -> None:
-    """``sources``: where each placed job's speed came from (``feedback.online.OnlineFeedback.sources``)."""
+                    sources: Mapping[str, Any], dry_run: bool, inputs_of: str = "") -> None:
+    """``sources``: where each placed job's speed came from (``feedback.online.OnlineFeedback.sources``);
+    ``inputs_of``: the profile the round decided with, to record the round's inputs (``state.record_inputs``)
+    beside its decision so it can be replayed; "" records none."""
     d, plan = decided.decision, decided.plan
-    journal.record_decision(round_id, d, plan.targets, round_counts(decided, inp), decided.order, sources)
+    inputs = request_to_json(decided.request, inputs_of) if inputs_of and decided.request is not None else None
+    journal.record_decision(round_id, d, plan.targets, round_counts(decided, inp), decided.order, sources, inputs)
     if dry_run:
         return
     reasons = {j: JobUpdate(reason=why) for j, why in inp.excluded.items()}

@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ...harness.assignment import EVERY_KEY, REPORTS_KEY
+from ...harness.assignment import EVERY_KEY, REPORTS_KEY, STOPS_KEY
 from ...site.config import SiteConfig
 from ...slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
+from ..feedback.stop_records import checkpointed, forget
 from ..service import failpoints
 from ..state.gpuset import format_gpus
 from ..state.journal import Intent, Journal
@@ -34,6 +35,8 @@ REQUEUE_SETTLE_S = 15.0
 # slurmd revokes a killed job's credential with one-second resolution: a requeued job launched again
 # within the same second is killed as "Job credential revoked" (seen on 22.05). Wait this long first.
 RELAUNCH_GAP_S = 2.0
+# How often a stop's grace looks for the job's stop record (one small file per stopping job).
+RECORD_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -137,16 +140,18 @@ class Applier:
 
     def finish_stops(self, st: Stopping, result: ApplyResult) -> None:
         """Wait out the grace period (a job that exits in it has ended: the job side keeps a checkpointed
-        job alive until the requeue-hold), then ``requeuehold Incomplete``, which Slurm applies only to
-        jobs still running: an ended job stays ended. A job not gone within the bounded settle time is
-        carried over: it stays PREEMPTING, its GPUs stay booked, and the next round finishes it."""
+        job alive until the requeue-hold), requeue-holding each job as soon as its launcher records that
+        its payload checkpointed and exited (``preemption.stop_records_dir``), and the rest at the end:
+        ``requeuehold Incomplete``, which Slurm applies only to jobs still running, so an ended job stays
+        ended. A job not gone within the bounded settle time is carried over: it stays PREEMPTING, its
+        GPUs stay booked, and the next round finishes it."""
         if not st.items:
             return
-        grace = self.cfg.preemption.grace_seconds
+        requeued: list[str] = []
         signalled = [it.job_id for it in st.items if it.job_id in self._signalled_at]
         if signalled:
-            deadline = max(self._signalled_at[j] for j in signalled) + grace
-            self._wait(signalled, lambda sj: sj is None or not sj.state.is_active, deadline)
+            deadline = max(self._signalled_at[j] for j in signalled) + self.cfg.preemption.grace_seconds
+            self._await_stops(signalled, deadline, requeued, result)
         if self.stop.is_set():  # SIGTERM mid-grace: the next start finishes these preemptions
             for it in st.items:
                 why = "daemon stopping: the preemption is finished by the next start"
@@ -154,21 +159,9 @@ class Applier:
                 self.journal.finish_action(st.action_ids[it.job_id], "skipped", self.clock(), why)
             return
 
-        requeued: list[str] = []
         for it in st.items:
-            if it.job_id in st.to_hold:
-                continue
-            try:
-                self.backend.requeue_hold(int(it.job_id))  # Incomplete: never brings an ended job back
-                requeued.append(it.job_id)
-                failpoints.hit("after-requeue")
-            except SlurmCommandError as exc:
-                if "pending" in str(exc).lower():  # requeued already (by us before a crash, or by hand)
-                    requeued.append(it.job_id)
-                else:
-                    result.failed[it.job_id] = str(exc)
-            except SlurmError as exc:
-                result.failed[it.job_id] = str(exc)
+            if it.job_id not in st.to_hold and it.job_id not in requeued:
+                self._requeue(it.job_id, requeued, result)
         if st.to_hold:
             try:
                 self.backend.hold([int(j) for j in st.to_hold])
@@ -213,6 +206,46 @@ class Applier:
             result.stopped.add(it.job_id)
             self._stopped_at[it.job_id] = now
 
+    def _await_stops(self, ids: Sequence[str], deadline: float, requeued: list[str], result: ApplyResult) -> None:
+        """Until ``deadline`` (the grace's end): drop each job Slurm no longer runs, and requeue-hold each
+        whose stop record for the run signalled appears; squeue is asked every ``poll_s``, the records
+        (a file each) every ``RECORD_POLL_S``."""
+        records = self.cfg.preemption.stop_records_dir
+        left, next_look = set(ids), 0.0
+        view: dict[str, SlurmJob] = {}
+        while left:
+            if not records or self.clock() >= next_look:  # without records each wait is one poll already
+                jobs = self._jobs()
+                if jobs is not None:
+                    view = jobs
+                    left = {j for j in left if (sj := view.get(j)) is not None and sj.state.is_active}
+                next_look = self.clock() + self.poll_s
+            for j in sorted(left) if records else ():
+                sj = view.get(j)
+                if sj is not None and checkpointed(records, j, sj.restart_count, sj.user):
+                    log.info("job %s checkpointed %.1fs after the signal: requeue-held now", j,
+                             self.clock() - self._signalled_at.get(j, self.clock()))
+                    self._requeue(j, requeued, result)
+                    forget(records, j, sj.restart_count)
+                    left.discard(j)
+            if not left or self.clock() >= deadline or self.stop.is_set():
+                return
+            self.stop.wait(min(RECORD_POLL_S if records else self.poll_s, max(0.0, deadline - self.clock())))
+
+    def _requeue(self, job_id: str, requeued: list[str], result: ApplyResult) -> None:
+        """``requeuehold Incomplete``: never brings an ended job back."""
+        try:
+            self.backend.requeue_hold(int(job_id))
+            requeued.append(job_id)
+            failpoints.hit("after-requeue")
+        except SlurmCommandError as exc:
+            if "pending" in str(exc).lower():  # requeued already (by us before a crash, or by hand)
+                requeued.append(job_id)
+            else:
+                result.failed[job_id] = str(exc)
+        except SlurmError as exc:
+            result.failed[job_id] = str(exc)
+
     # ---- phase 2: start ---------------------------------------------------------------------------
     def start_jobs(self, round_id: int, actions: Sequence[Action], occupied: Mapping[tuple[str, int], set[str]],
                    result: ApplyResult) -> None:
@@ -242,6 +275,8 @@ class Applier:
         pct = self.cfg.mps.thread_percentage
         fb = self.cfg.feedback  # where and how often the job reports its throughput (harness/report.py)
         extra = {REPORTS_KEY: fb.reports_dir, EVERY_KEY: f"{fb.report_every_s:g}"} if fb.enabled else {}
+        if self.cfg.preemption.stop_records_dir:  # where the launcher records a checkpoint at a stop
+            extra[STOPS_KEY] = self.cfg.preemption.stop_records_dir
         assignments = {a.job_id: a.assignment(round_id, pct, extra).encode() for a, _ in ready}
         intents = [Intent("start" if a.kind == "start" else "migrate-start", a.job_id,
                           {"gpus": format_gpus(t.gpus), "partner": t.partner, "strategy": t.strategy,

@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 WRITES = ("submit", "place", "release", "hold", "admin_hold", "evict", "signal",
           "requeue_hold", "cancel", "update_comment")
-READS = ("list_jobs", "list_nodes", "ping", "slurm_version")
+READS = ("list_jobs", "poll_jobs", "job_states", "list_nodes", "ping", "slurm_version")
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,12 @@ class RecordingBackend:
     # The SlurmBackend protocol, spelled out so type checkers and readers see it.
     def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:
         return self._call("list_jobs", self.inner.list_jobs, partition)
+
+    def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]:
+        return self._call("poll_jobs", self.inner.poll_jobs, partition)
+
+    def job_states(self) -> tuple[tuple[str, str], ...] | None:
+        return self._call("job_states", self.inner.job_states)
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
         return self._call("list_nodes", self.inner.list_nodes, partition)

@@ -20,6 +20,7 @@ class Metrics:
     """Mutable counters the loop updates; ``render`` is called from the HTTP thread under the lock."""
 
     rounds: dict[str, int] = field(default_factory=dict)  # by status
+    start_passes: dict[str, int] = field(default_factory=dict)  # starts between rounds, by status
     decision_seconds_sum: float = 0.0
     decision_seconds_count: int = 0
     decision_seconds_last: float = 0.0
@@ -37,6 +38,10 @@ class Metrics:
                 self.decision_seconds_sum += decision_s
                 self.decision_seconds_count += 1
                 self.decision_seconds_last = decision_s
+
+    def start_pass_done(self, status: str) -> None:
+        with self.lock:
+            self.start_passes[status] = self.start_passes.get(status, 0) + 1
 
     def set_jobs(self, by_state: Mapping[str, int], packed_pairs: int) -> None:
         with self.lock:
@@ -58,6 +63,9 @@ class Metrics:
 
             family("tesserae_rounds_total", "counter", "Scheduling rounds by outcome.",
                    [(f'{{status="{s}"}}', n) for s, n in sorted(self.rounds.items())] or [('{status="applied"}', 0)])
+            family("tesserae_start_passes_total", "counter", "Starts between rounds (jobs started on free GPUs), "
+                   "by outcome.", [(f'{{status="{s}"}}', n) for s, n in sorted(self.start_passes.items())]
+                   or [('{status="applied"}', 0)])
             # a summary's samples carry their suffix in the name: tesserae_decision_seconds_sum ...
             family("tesserae_decision_seconds", "summary", "Time to rank and decide one round.",
                    [("_sum", self.decision_seconds_sum), ("_count", self.decision_seconds_count)])

@@ -87,9 +87,10 @@ class Journal:
         self.store = store
 
     # ---- rounds ----------------------------------------------------------------------------------
-    def begin_round(self, now: float, policy: str, dry_run: bool) -> int:
+    def begin_round(self, now: float, policy: str, dry_run: bool, kind: str = "round") -> int:
+        """A new round row; ``kind`` "start" for a start between rounds."""
         with self.store.session() as s:
-            row = RoundRow(started_at=now, policy=policy, dry_run=dry_run, status="observing")
+            row = RoundRow(started_at=now, policy=policy, dry_run=dry_run, status="observing", kind=kind)
             s.add(row)
             s.flush()
             return int(row.round_id)
@@ -105,9 +106,12 @@ class Journal:
 
     def record_decision(self, round_id: int, decision: RoundDecision, targets: Mapping[str, Any],
                         counts: RoundCounts, order: Sequence[str] = (),
-                        sources: Mapping[str, Any] | None = None) -> None:
-        # the policy's order and where each placed job's speed came from, for `tesserae explain`
+                        sources: Mapping[str, Any] | None = None, inputs: Mapping[str, Any] | None = None) -> None:
+        # the policy's order and where each placed job's speed came from, for `tesserae explain`; with
+        # ``inputs``, the engine's request (request_codec.py), to replay the round
         body = {**decision_to_json(decision), "order": list(order), "sources": dict(sources or {})}
+        if inputs is not None:
+            body["request"] = dict(inputs)
         with self.store.session() as s:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
                       .values(decision_json=dumps(body), **asdict(counts)))

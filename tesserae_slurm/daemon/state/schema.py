@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 # Every migration, oldest first (tests/daemon/test_schema.py checks this against the scripts): readers
 # tell an older database from a newer one without importing Alembic.
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 HEAD = REVISIONS[-1]
 LEGACY_SCHEMA_VERSION = b"2"  # kv schema_version of the pre-migration schema = revision 0001
 

@@ -33,7 +33,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from ...model import InputError
@@ -161,6 +161,8 @@ class RoundRow(Base):
     policy: Mapped[str] = mapped_column(String)
     dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[str] = mapped_column(String, default="planned")  # planned|applied|failed|skipped
+    # round | start: a start between rounds (round/start_between.py), which only starts jobs on free GPUs
+    kind: Mapped[str] = mapped_column(String, default="round", server_default="round")
     error: Mapped[str] = mapped_column(Text, default="")
     scheduling_ms: Mapped[float] = mapped_column(Float, default=0.0)
     placement_ms: Mapped[float] = mapped_column(Float, default=0.0)
@@ -273,7 +275,7 @@ class Store:
         path = Path(path).expanduser()
         try:
             return Store._open(path, read_only)
-        except OperationalError as exc:
+        except DatabaseError as exc:  # OperationalError, or a file that is not a database at all
             why = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         except OSError as exc:
             why = exc.strerror or str(exc)

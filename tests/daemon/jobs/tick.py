@@ -2,9 +2,11 @@
 """A light preemptible payload for the crash/outage tests (no torch): counts steps, checkpoints its
 step on SIGUSR1/SIGTERM, resumes from it, and logs the same JSON events as jobscripts/toy_train.py.
 
-After a checkpoint on the signal it follows the job-side protocol: it does not exit but waits for the
-daemon's requeue-hold to end it. ``TICK_ON_SIGNAL=exit`` makes it finish (exit 0) on the signal instead,
-and ``TICK_ON_SIGNAL=ignore`` makes it ignore the checkpoint signal (a stuck stop)."""
+After a checkpoint on the signal it does not exit but waits for the daemon's requeue-hold to end it
+(its launcher then records nothing: the stop takes the grace). ``TICK_ON_SIGNAL=exit`` makes it exit 0
+after its checkpoint instead (its launcher then waits for the requeue-hold and records the checkpoint, or,
+told not to wait, ends the job), and ``TICK_ON_SIGNAL=ignore`` makes it ignore the checkpoint signal (a
+stuck stop)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from tesserae_slurm.daemon.round.carry_out import carry_out
 from tesserae_slurm.daemon.round.observe import build_snapshot
 from tesserae_slurm.daemon.state.store import AdminRow, JobRow
 from tesserae_slurm.harness.assignment import Assignment
+from tesserae_slurm.slurm import SlurmError
 from tesserae_slurm.slurm import SlurmJobState as S
 
 from ..fake_slurm import managed
@@ -45,5 +46,36 @@ def test_cancel_and_requeue_act_and_a_request_for_a_job_not_running_fails_with_t
 def test_nothing_asked_of_slurm_means_no_second_look(world) -> None:
     rows = _requests(world, ("cancel", "5"))
     snap = build_snapshot(1000.0, (), world.slurm.nodes, world.cfg)
-    assert not carry_out(rows, snap, world.applier(), world.slurm, world.store, world.begin_round())
+    assert carry_out(rows, snap, world.applier(), world.slurm, world.store, world.begin_round()) is False
     assert world.slurm.writes() == []
+
+
+def _snap(world):
+    return build_snapshot(1000.0, tuple(world.slurm.jobs.values()), world.slurm.nodes, world.cfg)
+
+
+def test_a_cancel_slurm_refuses_fails_with_its_error_cut_to_300_characters(world) -> None:
+    world.slurm.jobs = {"1": managed(1, state=S.RUNNING)}
+
+    def refuse(job_id: int) -> None:
+        raise SlurmError("scancel: error: " + "x" * 400)
+    world.slurm.cancel = refuse  # type: ignore[method-assign]
+    rows = _requests(world, ("cancel", "1"))
+    assert carry_out(rows, _snap(world), world.applier(), world.slurm, world.store, world.begin_round()) is True
+    (row,) = world.store.admin_actions()
+    assert (row.status, row.note) == ("failed", ("scancel: error: " + "x" * 400)[:300])
+
+
+def test_a_requeue_that_fails_says_why_and_a_job_not_running_is_not_signalled(world) -> None:
+    ours = Assignment("1", 1, {"node1": (0,)})
+    world.slurm.jobs = {"1": managed(1, state=S.RUNNING, assignment=ours), "2": managed(2, state=S.COMPLETING)}
+    world.slurm.fail = {("requeue_hold", "1")}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="RUNNING", assignment=ours.encode(),
+                     gpus="node1:0"))
+        s.add(JobRow(job_id="2", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node1:1"))
+    rows = _requests(world, ("requeue", "1"), ("requeue", "2"))
+    assert carry_out(rows, _snap(world), world.applier(), world.slurm, world.store, world.begin_round()) is True
+    assert {r.target: (r.status, r.note) for r in world.store.admin_actions()} == {
+        "1": ("failed", "requeue_hold 1: refused"), "2": ("done", "not running: nothing to requeue")}
+    assert world.slurm.methods() == ["signal", "requeue_hold"] and world.slurm.signals == [("1", "USR1")]

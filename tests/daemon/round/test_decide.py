@@ -43,3 +43,23 @@ def test_where_a_foreign_job_holds_gpus_the_plan_and_the_record_use_slurms_indic
     (waiting,) = d.decision.pending
     assert waiting.job_id == "2" and "GPUs held by jobs tesserae does not manage: node1: 2 GPUs held by job 57" \
         in waiting.detail
+
+
+def test_an_operators_pin_places_the_job_on_the_nodes_it_names(world) -> None:
+    from tesserae_slurm.placement.node_rules import NodeRule
+
+    snap, inp = inputs_of(world, managed(1, 2, submit_time=1))
+    policy = site_policy(world.cfg)
+    d = decide_round(policy, policy.initial_state(), inp, snap, scheduling_profile("a100"), world.cfg,
+                     engine_config(world.cfg), {"1": NodeRule(frozenset({"node2"}), text="pinned to node2")})
+    assert dict(d.plan.targets["1"].gpus) == {"node2": (0, 1)}  # node1 would come first without the pin
+
+
+def test_a_policy_that_ranks_by_speed_gets_the_clusters_speeds(tmp_path) -> None:
+    from .world import make_world
+
+    world = make_world(tmp_path, scheduler={"policy": "themis"})
+    snap, inp = inputs_of(world, managed(1, 4, submit_time=1), managed(2, 4, submit_time=2),
+                          managed(3, 4, submit_time=3))
+    d = _decide(world, snap, inp)
+    assert sorted(d.order) == ["1", "2", "3"] and len(d.plan.starts) == 2

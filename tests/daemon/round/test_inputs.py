@@ -81,3 +81,45 @@ def test_a_dry_run_accounts_the_shadow_placement_of_the_last_dry_round(world) ->
                                             dry_run=True)
     assert inp.actual == {"1": {"node2": (0, 1)}}
     assert inp.current.job_gpus() == {"1": (("node2", 0), ("node2", 1))}
+
+
+def test_a_finished_job_slurm_still_lists_is_not_scheduled_and_each_view_carries_its_rows_counters(world) -> None:
+    world.slurm.jobs = {"1": managed(1, submit_time=30), "2": managed(2, state=S.COMPLETED, submit_time=10),
+                        "3": managed(3, submit_time=20)}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", user="alice", num_gpus=1, submit_time=30.0, meta=world.slurm.jobs["1"].comment,
+                     attained_service=8.0, executed_time=4.0, rounds_run=2, work_done=3.0))
+        s.add(JobRow(job_id="2", user="alice", num_gpus=1, submit_time=10.0, meta=world.slurm.jobs["2"].comment,
+                     state="COMPLETED"))
+        s.add(JobRow(job_id="3", user="alice", num_gpus=1, submit_time=20.0, meta=world.slurm.jobs["3"].comment))
+    snap = build_snapshot(1000.0, tuple(world.slurm.jobs.values()), world.slurm.nodes, world.cfg)
+    inp = InputBuilder(world.journal).build(snap, world.cfg, scheduling_profile("a100"), admin.Standing({}, {}, []),
+                                            dry_run=False)
+    assert [(v.id, v.submit_time) for v in inp.views] == [("3", 20.0), ("1", 30.0)]
+    one = inp.views[1]
+    assert (one.attained_service, one.executed_time, one.rounds_run, one.work_done) == (8.0, 4.0, 2, 3.0)
+
+
+def test_a_job_with_unreadable_metadata_is_left_to_reconcile_and_logged(world, caplog) -> None:
+    import logging
+
+    world.slurm.jobs = {"1": replace(managed(1), comment="tesserae:v1:{broken")}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", user="alice", num_gpus=1, submit_time=0.0))
+    snap = build_snapshot(1000.0, tuple(world.slurm.jobs.values()), world.slurm.nodes, world.cfg)
+    with caplog.at_level(logging.WARNING, logger="tesserae_slurm.daemon.round.inputs"):
+        inp = InputBuilder(world.journal).build(snap, world.cfg, scheduling_profile("a100"),
+                                                admin.Standing({}, {}, []), dry_run=False)
+    assert not inp.views and "1" not in inp.excluded  # reconcile holds it and gives the reason
+    (record,) = caplog.records
+    assert record.getMessage() == f"job 1 not scheduled: invalid tesserae metadata: {snap.jobs['1'].meta_error}"
+
+
+def test_accounting_that_puts_a_third_job_on_a_gpu_is_reported_and_the_third_left_out() -> None:
+    from tesserae_slurm.daemon.round.inputs import current_placement
+    from tesserae_slurm.model import Cluster, Node
+
+    cluster = Cluster((Node("node1", 4, "a100"),))
+    current, problems = current_placement(cluster, {"a": {"node1": (0,)}, "b": {"node1": (0,)}, "c": {"node1": (0, 1)}})
+    assert problems == ["node1 GPU 0 would hold ['a', 'b', 'c']"]
+    assert current.job_gpus() == {"a": (("node1", 0),), "b": (("node1", 0),), "c": (("node1", 1),)}

@@ -3,6 +3,8 @@ the round's row closed, the metrics counted; a round that could not decide says 
 
 from __future__ import annotations
 
+import logging
+
 from tesserae_slurm.daemon.round.actions import RoundPlan, Target
 from tesserae_slurm.daemon.round.stop_start import ApplyResult
 from tesserae_slurm.daemon.round.decide import Decided
@@ -37,10 +39,37 @@ def test_finish_closes_the_round_and_counts_it(world) -> None:
     assert metrics.rounds == {"applied": 1} and metrics.decision_seconds_last == 0.002
 
 
-def test_a_skipped_round_says_why_in_its_row_and_an_event(world) -> None:
+def test_a_skipped_round_says_why_in_its_row_and_an_event(world, caplog) -> None:
     rid, metrics = world.begin_round(), Metrics()
-    result = skip_round(world.journal, metrics, rid, "Slurm unavailable: timed out", "skipped", lambda: 99.0)
-    assert (result.status, result.error, result.decision) == ("skipped", "Slurm unavailable: timed out", None)
-    assert world.store.round(rid).status == "skipped" and metrics.rounds == {"skipped": 1}
+    with caplog.at_level(logging.ERROR, logger="tesserae_slurm.daemon.round.outcome"):
+        result = skip_round(world.journal, metrics, rid, "Slurm unavailable: timed out", "skipped", lambda: 99.0)
+    assert (result.round_id, result.status, result.error, result.decision) == (
+        rid, "skipped", "Slurm unavailable: timed out", None)
+    row = world.store.round(rid)
+    assert (row.status, row.error, row.finished_at) == ("skipped", "Slurm unavailable: timed out", 99.0)
+    assert metrics.rounds == {"skipped": 1}
+    assert [r.getMessage() for r in caplog.records] == [f"round {rid} skipped: Slurm unavailable: timed out"]
     (event,) = world.store.events()
     assert (event.kind, event.round_id, event.message) == ("round-skipped", rid, "Slurm unavailable: timed out")
+
+
+def test_the_rounds_log_line_counts_its_actions_and_names_its_problems(world, caplog) -> None:
+    import re
+    import time
+
+    from tesserae_slurm.daemon.round.actions import Action
+    from tesserae_slurm.model import PackedPair
+
+    t = Target({"node1": (0,)})
+    plan = RoundPlan({"1": t, "2": t, "4": t}, (Action("preempt", "3", previous={"node1": (1,)}),
+                                                Action("migrate", "4", target=t, previous={"node1": (2,)}),
+                                                Action("start", "2", target=t)), ("1",))
+    decided = Decided(RoundDecision(Placement({}), (), (), (), (), (PackedPair("1", "2", 0.5, 0.5),), ()), plan, (),
+                      None, 0.001, 0.0125)
+    rid = world.begin_round()
+    with caplog.at_level(logging.INFO, logger="tesserae_slurm.daemon.round.outcome"):
+        finish_round(world.journal, Metrics(), rid, "partial", decided, "job 2: place 2: refused",
+                     time.perf_counter(), lambda: 1.0)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert re.fullmatch(rf"round {rid} partial: 1 started, 1 preempted, 1 migrated, 1 kept, 1 packed pairs, 0 pending "
+                        r"\(12\.5 ms decision, \d+\.\d\d s round\); problems: job 2: place 2: refused", line), line

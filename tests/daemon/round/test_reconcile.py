@@ -65,3 +65,60 @@ def test_a_job_that_vanished_is_lost_and_one_that_finished_keeps_its_exit(world)
     one, two = world.store.job("1"), world.store.job("2")
     assert one.state == "LOST" and one.gpus == ""
     assert two.state == "FAILED" and two.exit_code == 3 and two.finished_at == 950.0 and two.gpus == ""
+
+
+def test_a_job_recorded_lost_that_slurm_shows_finished_takes_slurms_end(world) -> None:
+    # LOST is the daemon's guess (the job vanished from squeue); once Slurm lists it again as finished, its
+    # real end replaces the guess. Any other finished state recorded stays as it was.
+    world.slurm.jobs = {"1": replace(managed(1, state=S.FAILED, start_time=900), end_time=950, exit_code=2),
+                        "2": replace(managed(2, state=S.FAILED, start_time=900), end_time=960, exit_code=9)}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="LOST", reason="vanished from Slurm"))
+        s.add(JobRow(job_id="2", num_gpus=1, submit_time=0.0, state="COMPLETED", reason="completed"))
+    assert not _reconcile(world)
+    one, two = world.store.job("1"), world.store.job("2")
+    assert (one.state, one.reason, one.exit_code, one.finished_at) == ("FAILED", "failed (exit code 2)", 2, 950.0)
+    assert (two.state, two.reason) == ("COMPLETED", "completed")
+
+
+def test_a_released_job_gets_the_whole_start_timeout_and_is_held_again_only_past_it(world) -> None:
+    timeout = world.cfg.slurm.start_timeout_s
+    ours = Assignment("1", 3, {"node1": (0,)})
+    world.slurm.jobs = {"1": managed(1, held=False, assignment=ours, reason="Resources")}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="STARTING", assignment=ours.encode(),
+                     gpus="node1:0", placed_at=1000.0 - timeout))
+    assert not _reconcile(world, now=1000.0)  # exactly the timeout: still Slurm's to start
+    assert world.store.job("1").state == "STARTING" and world.store.job("1").gpus == "node1:0"
+    out = _reconcile(world, now=1000.5)
+    row = world.store.job("1")
+    assert out.hold == ["1"] and not out.evict and not out.requeue
+    assert (row.state, row.gpus, row.assignment) == ("PENDING", "", "")
+    assert row.reason == f"Slurm did not start it within {timeout:g} s (Resources)"
+
+
+def test_followups_are_due_when_any_list_has_a_job() -> None:
+    from tesserae_slurm.daemon.round.actions import StopItem
+    from tesserae_slurm.daemon.round.reconcile import Followups
+
+    assert not Followups()
+    assert Followups(requeue=[StopItem("requeue", "1")]) and Followups(hold=["1"]) and Followups(evict=["1"])
+
+
+def test_a_running_job_the_database_lost_is_adopted_on_the_assignment_slurm_shows(world) -> None:
+    found = Assignment("1", 4, {"node2": (1, 2)}, partner="2", strategy="10,14")
+    world.slurm.jobs = {"1": managed(1, 2, state=S.RUNNING, assignment=found, start_time=900)}
+    assert not _reconcile(world)
+    row = world.store.job("1")
+    assert (row.state, row.assignment, row.assign_round, row.gpus, row.nodes, row.packed_with, row.strategy) == (
+        "RUNNING", found.encode(), 4, "node2:1-2", "node2", "2", "10,14")
+    assert row.reason == "adopted: running on the assignment found in Slurm"
+
+
+def test_a_hold_the_daemon_made_is_not_taken_for_an_administrators(world) -> None:
+    held = replace(managed(1), reason="JobHeldAdmin", state_reason="JobHeldAdmin")
+    world.slurm.jobs = {"1": held}
+    _reconcile(world, own={"1"})
+    assert world.store.job("1").reason == ""
+    _reconcile(world)
+    assert world.store.job("1").reason.startswith("held by an administrator")

@@ -12,12 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from tesserae_slurm.daemon.round.actions import StopItem
-from tesserae_slurm.daemon.round.stop_start import Applier, ApplyResult
+from tesserae_slurm.daemon.round.stop_start import RELAUNCH_GAP_S, Applier, ApplyResult
 from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.state.journal import Journal
 from tesserae_slurm.daemon.round.actions import Action, Target
 from tesserae_slurm.daemon.state.store import JobRow, Store
-from tesserae_slurm.slurm import SlurmJob, SlurmJobState
+from tesserae_slurm.slurm import SlurmCommandError, SlurmJob, SlurmJobState
 
 from ..fake_slurm import FakeSlurm, managed
 
@@ -117,3 +117,130 @@ def test_sigterm_in_the_grace_period_leaves_the_preemption_to_the_next_start(tmp
     applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
     assert "requeue_hold" not in [m for m, _, _ in backend.calls]
     assert journal.store.job("1").state == "PREEMPTING" and "daemon stopping" in result.skipped["1"]
+
+
+def _ticking(start: float = 0.0, step: float = 1.0):  # noqa: ANN202 - a clock
+    """A clock that moves ``step`` seconds at each look: waits end after a few polls, not in wall time."""
+    t = [start]
+
+    def clock() -> float:
+        t[0] += step
+        return t[0]
+    return clock
+
+
+def test_a_job_still_running_after_the_requeue_hold_is_carried_over_with_its_gpus(tmp_path: Path) -> None:
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running]})  # Slurm never lists it pending
+    applier.clock = _ticking()
+    backend.slurm.requeue_hold = lambda job_id: backend.slurm._call("requeue_hold", [job_id])  # type: ignore
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    why = "still running after requeue-hold: carried over to the next round (its GPUs stay booked)"
+    assert result.carried == {"1": why} and not result.stopped
+    (a,) = journal.store.actions()
+    assert (a.status, a.error) == ("skipped", why)
+    assert journal.store.job("1").state == "PREEMPTING" and journal.store.job("1").gpus == "n1:0"
+
+
+def test_a_job_that_leaves_squeue_after_the_requeue_hold_is_stopped(tmp_path: Path) -> None:
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running]})
+
+    def requeue_and_vanish(job_id: int) -> None:  # MinJobAge passed before the next look
+        backend.slurm._call("requeue_hold", [job_id])
+        del backend.slurm.jobs[str(job_id)]
+    backend.slurm.requeue_hold = requeue_and_vanish  # type: ignore[method-assign]
+    backend.states.clear()
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    assert result.stopped == {"1"} and not result.carried
+    assert journal.store.job("1").state == "PENDING" and journal.store.job("1").preemptions == 1
+
+
+def test_a_stop_goes_on_when_slurm_cannot_list_the_jobs_and_says_so(tmp_path: Path, caplog) -> None:
+    import logging
+
+    from tesserae_slurm.slurm import SlurmUnavailable
+
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running]})
+    applier.clock = _ticking()
+
+    def unreachable(method: str, ids: tuple[str, ...]) -> None:
+        if method == "list_jobs":
+            raise SlurmUnavailable("squeue: timed out")
+    backend.slurm.on_call = unreachable
+    result = ApplyResult()
+    with caplog.at_level(logging.WARNING, logger="tesserae_slurm.daemon.round.stop_start"):
+        applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
+    assert [m for m, _ids in backend.slurm.calls if m != "list_jobs"] == ["signal", "requeue_hold"]
+    assert result.stopped == {"1"}  # the requeue-hold went through; no listing says otherwise
+    assert set(r.getMessage() for r in caplog.records) == {"cannot list jobs while applying: squeue: timed out"}
+
+
+def test_a_released_job_not_started_yet_is_held_again_not_signalled(tmp_path: Path) -> None:
+    applier, backend, journal = _setup(tmp_path, {})
+    pending = backend.slurm.jobs["1"] = replace(managed(1, held=False), priority=1)
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": pending}, result)
+    assert [m for m, _ids, _seen in backend.calls if m != "list_jobs"] == ["hold"]
+    assert result.stopped == {"1"} and journal.store.job("1").state == "PENDING"
+
+
+def test_a_signal_slurm_cannot_deliver_is_logged_and_the_stop_goes_on(tmp_path: Path, caplog) -> None:
+    import logging
+
+    from tesserae_slurm.slurm import SlurmUnavailable
+
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running, SlurmJobState.PENDING],
+                                                  "2": [running, SlurmJobState.PENDING]})
+
+    def signal(job_id: int, sig: str = "USR1", batch_only: bool = True) -> None:
+        backend.slurm._call("signal", [job_id])
+        if job_id == 1:
+            raise SlurmUnavailable("scancel: timed out")
+        raise SlurmCommandError("scancel: Job has already finished", returncode=1, stderr="")
+    backend.slurm.signal = signal  # type: ignore[method-assign]
+    result = ApplyResult()
+    with caplog.at_level(logging.INFO, logger="tesserae_slurm.daemon.round.stop_start"):
+        applier.stop_jobs(1, [StopItem("preempt", j, {"n1": (0,)}) for j in "12"],
+                          {j: SlurmJob(int(j), "t", "u", running) for j in "12"}, result)
+    assert [m for m, _ids, _seen in backend.calls if m != "list_jobs"] == ["signal", "signal", "requeue_hold",
+                                                                           "requeue_hold"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert "could not signal job 1: scancel: timed out" in messages
+    assert "signal to job 2 refused (scancel: Job has already finished): it has ended" in messages
+    assert result.stopped == {"1", "2"}
+
+
+def test_a_migration_counts_as_one_and_restarts_after_slurms_credential_gap(tmp_path: Path, caplog) -> None:
+    import logging
+
+    running = SlurmJobState.RUNNING
+    applier, backend, journal = _setup(tmp_path, {"1": [running, SlurmJobState.PENDING]})
+    slept: list[float] = []
+    applier.clock, applier.sleep = (lambda: 500.0), slept.append
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("migrate", "1", {"n1": (0,)}, {"n1": (1,)})],
+                      {"1": SlurmJob(1, "t", "u", running)}, result)
+    row = journal.store.job("1")
+    assert (row.state, row.migrations, row.preemptions, row.reason) == ("PENDING", 1, 0, "migrating (round 1)")
+    with caplog.at_level(logging.INFO, logger="tesserae_slurm.daemon.round.stop_start"):
+        applier.start_jobs(1, [Action("migrate", "1", target=Target({"n1": (1,)}))], {}, result)
+    assert slept == [RELAUNCH_GAP_S] and result.started == {"1"}
+    assert ("round 1: waiting 2.0s before relaunching requeued jobs (Slurm credential revocation)"
+            in [r.getMessage() for r in caplog.records])
+    assert [(a.kind, a.status) for a in journal.store.actions()] == [("migrate", "done"), ("migrate-start", "done")]
+
+
+def test_a_start_that_fails_is_finished_with_its_error_and_the_job_waits(tmp_path: Path) -> None:
+    applier, backend, journal = _setup(tmp_path, {}, fail={("release", "1")})
+    applier.clock = lambda: 700.0
+    result = ApplyResult()
+    applier.start_jobs(1, [_start("1", 0)], {}, result)
+    (a,) = journal.store.actions()
+    assert (a.status, a.error, a.finished_at) == ("failed", "release 1: refused", 700.0)
+    row = journal.store.job("1")
+    assert (row.state, row.reason, row.gpus, row.assignment) == ("PENDING", "start failed: release 1: refused", "", "")

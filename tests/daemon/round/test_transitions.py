@@ -7,7 +7,7 @@ import pytest
 from tesserae_slurm.daemon.round.observe import managed_job
 from tesserae_slurm.daemon.round.transitions import account, close_run, transition
 from tesserae_slurm.daemon.state.journal import NEW, JobFacts
-from tesserae_slurm.daemon.state.store import JobUpdate
+from tesserae_slurm.daemon.state.store import TERMINAL_STATES, JobUpdate
 from tesserae_slurm.harness.assignment import Assignment
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState as S
 from tesserae_slurm.model.meta import JobMeta
@@ -54,6 +54,8 @@ CASES = [
     (NEW, "", sj(S.RUNNING), "PENDING", "evict", True),  # running without any assignment
     ("PENDING", "", sj(S.PENDING, comment="tesserae:v1:{broken", **HELD), "PENDING", "", False),
     ("RUNNING", OURS, sj(S.RUNNING, comment="tesserae:v1:{broken", admin=OURS), "PREEMPTING", "requeue", True),
+    ("PENDING", "", sj(S.PENDING, comment="tesserae:v1:{broken"), "PENDING", "hold", False),  # released by hand
+    ("RUNNING", OURS, sj(S.TIMEOUT, comment="tesserae:v1:{broken"), "TIMEOUT", "", False),
 ]
 
 
@@ -63,12 +65,12 @@ CASES = [
     "preempting-still-running", "preempt-done", "started", "running", "released-not-started",
     "crash-before-release", "crash-before-comment", "hand-released-running", "hand-changed-comment",
     "hand-released-pending", "hand-requeued-running", "held", "admin-hold", "hand-requeued-finished", "new-held", "new-adopted",
-    "new-running-unknown", "bad-meta-held", "bad-meta-running"])
+    "new-running-unknown", "bad-meta-held", "bad-meta-running", "bad-meta-released", "bad-meta-finished"])
 def test_transition_table(state, assignment, slurm, want, followup, event):
     f = JobFacts("7", state, assignment, placed_at=NOW - 5)
     t = transition(f, managed_job(slurm) if slurm is not None else None, NOW, start_timeout_s=60)
     assert (t.state, t.followup, bool(t.event)) == (want, followup, event)
-    if want in ("PENDING", "LOST", "COMPLETED", "FAILED", "CANCELLED") and state != want:
+    if (want == "PENDING" or want in TERMINAL_STATES) and state != want:  # it holds no GPU any more
         assert t.clear_placement
 
 
@@ -126,3 +128,38 @@ def test_close_run_counts_up_to_the_requeue():
     f = JobFacts("7", "PREEMPTING", executed_time=50.0, run_start=100.0, run_counted=50.0, work_done=50.0)
     assert close_run(f, 170.0) == (70.0, None, 0.0, 70.0)  # 50 counted + the 20 s since the last look
     assert close_run(JobFacts("7"), 170.0) == (0.0, None, 0.0, 0.0)
+
+
+def test_what_an_admin_reads_of_each_rule_that_needs_a_look():
+    bad = "tesserae:v1:{broken"
+    cases = [
+        (JobFacts("7", "RUNNING", OURS), None,
+         "job vanished from Slurm while the daemon was not looking"),
+        (JobFacts("7", "RUNNING", OURS), sj(S.RUNNING, comment=bad, admin=OURS),
+         "a job with invalid metadata was running: requeue-held"),
+        (JobFacts("7", NEW), sj(S.RUNNING, admin=OURS),
+         "adopted a running job the database did not know (state file replaced?)"),
+        (JobFacts("7", "PENDING"), sj(S.RUNNING, admin=OLD),
+         "running without the daemon's current assignment (released by hand?): requeue-held"),
+        (JobFacts("7", "STARTING", OURS), sj(S.PENDING, admin=OURS, **HELD),
+         "placed job is held again (requeued or held outside tesserae, or an interrupted start)"),
+        (JobFacts("7", "COMPLETED"), sj(S.PENDING, **HELD),
+         "finished job (COMPLETED) is back in the queue (requeued by hand)"),
+        (JobFacts("7", "RUNNING", OURS), sj(S.PENDING, reason="BeginTime", admin=OURS),
+         "requeued outside tesserae: held again"),
+        (JobFacts("7", "PENDING"), sj(S.PENDING, admin=OLD), "released outside tesserae: held again"),
+    ]
+    for f, slurm, event in cases:
+        assert transition(f, managed_job(slurm) if slurm else None, NOW, start_timeout_s=60).event == event
+
+
+def test_a_finished_jobs_reason_names_its_end_and_its_exit_code_when_it_has_one():
+    f = JobFacts("7", "RUNNING", OURS)
+    assert transition(f, managed_job(sj(S.FAILED, exit_code=3)), NOW, 60).reason == "failed (exit code 3)"
+    assert transition(f, managed_job(sj(S.COMPLETED, exit_code=0)), NOW, 60).reason == "completed"
+
+
+def test_close_run_at_the_moment_of_the_last_look_adds_nothing():
+    f = JobFacts("7", "PREEMPTING", executed_time=50.0, run_start=100.0, run_counted=50.0, work_done=50.0)
+    assert close_run(f, 150.0) == (50.0, None, 0.0, 50.0)
+    assert close_run(f, 150.5) == (50.5, None, 0.0, 50.5)
