@@ -99,7 +99,10 @@ class LimitGate:
         fit where the member alone does (node rules narrow a pair to the nodes both may use), so
         when the first member's GPUs decide, one more walk, with the pair kept, says whether it is
         placed. Usually two or three walks; guesses that keep changing fall back to settling one
-        first job per walk."""
+        first job per walk. A job of no policy pair over its limit that the walk left out anyway is
+        limited without another walk: it holds no GPUs there, and walking without it changes a keep-first
+        walk (moves that pay), where a running job's home shapes the placement of jobs ranked ahead
+        of it."""
         by_id = {j.id: j for j in jobs}
         partner = {a: b for a, b in pairs} | {b: a for a, b in pairs}
         certain = {j.id for j in jobs if self._over(j, {})}  # over its limit with nothing placed
@@ -111,13 +114,17 @@ class LimitGate:
             changed = self._check(jobs, partner, guess, set(result.placed), by_id, paired)
             if changed is None:
                 return self._done(result, kept, guess, by_id)
+            left_out = {j for j in changed - guess if j not in result.placed and j not in partner}
+            if changed - left_out == guess:  # newly over are only jobs this walk did not place
+                return self._done(result, kept, changed, by_id)
             guess = changed
         guess = set(certain)
         while True:  # the slow, certain way: one first job over its limit settled per walk
             result, kept = self._walk(jobs, pairs, guess, place)
-            first = self._first_over(jobs, partner, guess, set(result.placed), by_id)
+            placed = set(result.placed)
+            first = self._first_over(jobs, partner, guess, placed, by_id)
             if first is None:
-                return self._done(result, kept, guess, by_id)
+                return self._done(result, kept, guess | self._left_over(jobs, partner, guess, placed, by_id), by_id)
             guess.add(first)
 
     @staticmethod
@@ -159,7 +166,7 @@ class LimitGate:
                     by_id: Mapping[str, Job]) -> str | None:
         used: Counter[str] = Counter()
         for jid in _walk_order(jobs, partner, skip):
-            if jid in skip:
+            if jid in skip or (jid not in placed and jid not in partner):  # a lone job left out takes nothing
                 continue
             if self._over(by_id[jid], used):
                 return jid
@@ -167,6 +174,22 @@ class LimitGate:
                 for k, _ in self.keys.get(jid, ()):
                     used[k] += by_id[jid].num_gpus
         return None
+
+    def _left_over(self, jobs: Sequence[Job], partner: Mapping[str, str], skip: set[str], placed: set[str],
+                   by_id: Mapping[str, Job]) -> set[str]:
+        """Jobs of no policy pair the walk did not place that are over a limit at their place: limited,
+        with no walk again (they hold no GPUs in it)."""
+        used: Counter[str] = Counter()
+        out: set[str] = set()
+        for jid in _walk_order(jobs, partner, skip):
+            if jid in skip:
+                continue
+            if jid not in placed and jid not in partner and self._over(by_id[jid], used):
+                out.add(jid)
+            if jid in placed:
+                for k, _ in self.keys.get(jid, ()):
+                    used[k] += by_id[jid].num_gpus
+        return out
 
     def _done(self, result: ConsolidationResult, kept: tuple[tuple[str, str], ...], limited: set[str],
               by_id: Mapping[str, Job]) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:

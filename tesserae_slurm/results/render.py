@@ -204,7 +204,8 @@ def render_moves(by: dict[str, Study]) -> list[str]:
            "| suite | configuration | plan | avg JCT (h) | makespan (h) | FTF worst | FTF p99 | migrations | "
            "preemptions | moves per job | oscillations | same-node shifts | decision ms (median) |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    changes: list[tuple[str, str, float, float, float]] = []  # suite, configuration, JCT, migrations, moves
+    # suite, configuration, changes of JCT, migrations, moves; moves per job after / before
+    changes: list[tuple[str, str, float, float, float, float]] = []
     for k, title in enumerate(study.extra["titles"]):
         for config in study.configs:
             before, after = study.results.get((k, config, "paper")), study.results.get((k, config, "paying"))
@@ -220,16 +221,18 @@ def render_moves(by: dict[str, Study]) -> list[str]:
                 moved_b = before["migrations"] + before["preemptions"]
                 changes.append((title, config, after["avg_jct_s"] / before["avg_jct_s"] - 1,
                                 after["migrations"] / before["migrations"] - 1 if before["migrations"] else 0.0,
-                                (after["migrations"] + after["preemptions"]) / moved_b - 1 if moved_b else 0.0))
+                                (after["migrations"] + after["preemptions"]) / moved_b - 1 if moved_b else 0.0,
+                                after["moves_per_job"] / before["moves_per_job"] if before["moves_per_job"] else 1.0))
     out.append("")
     if changes:
         out += ["| suite | configuration | avg JCT | migrations | migrations and preemptions |",
                 "|---|---|---|---|---|"]
-        out += [f"| {t} | {c} | {j:+.1%} | {m:+.0%} | {mv:+.0%} |" for t, c, j, m, mv in changes]
+        out += [f"| {t} | {c} | {j:+.1%} | {m:+.0%} | {mv:+.0%} |" for t, c, j, m, mv, _ in changes]
         worst = max(changes, key=lambda x: x[2])
         out += ["", prose.text("moves-verdict", worst=f"{worst[2]:+.1%}", worst_where=f"{worst[0]}, {worst[1]}",
                                best=f"{min(x[2] for x in changes):+.1%}",
-                               mig=f"{max(x[3] for x in changes):+.0%} to {min(x[3] for x in changes):+.0%}"), ""]
+                               mig=f"{max(x[3] for x in changes):+.0%} to {min(x[3] for x in changes):+.0%}",
+                               share=f"{min(x[5] for x in changes):.0%} to {max(x[5] for x in changes):.0%}"), ""]
     out += [*prose.lines("moves-why"), ""]
     return out
 

@@ -131,3 +131,21 @@ def test_smoke_run_of_the_fairness_study(tmp_path):
     spliced = out.read_text()
     assert spliced.startswith("# doc\n\n## 8. Against plain Slurm\n\nx\n\n## 9. Packing without victims")
     assert spliced.rstrip().endswith("## What differs from the paper's setup everywhere")
+
+
+def test_moves_verdict_is_computed_from_the_runs():
+    def run(jct: float, migrations: int, preemptions: int, jobs: int) -> dict:
+        return {"avg_jct_s": jct, "makespan_s": 7200.0, "ftf": {"worst": 2.0, "p99": 1.5},
+                "migrations": migrations, "preemptions": preemptions,
+                "moves_per_job": (migrations + preemptions) / jobs, "oscillations": 0, "same_node_shifts": 0,
+                "decision_ms": {"median": 1.0}}
+    study = studies.Study("moves", "t", studies.Setup("x", "1x4:a100", "a100"), ("a", "b"),
+                          extra={"titles": ("S0", "S1")})
+    study.results = {(0, "a", "paper"): run(1000.0, 90, 10, 10), (0, "a", "paying"): run(1030.0, 10, 10, 10),
+                     (0, "b", "paper"): run(1000.0, 40, 0, 10), (0, "b", "paying"): run(900.0, 20, 0, 10),
+                     (1, "a", "paper"): run(1000.0, 100, 0, 10), (1, "a", "paying"): run(990.0, 100, 0, 10)}
+    text = "\n".join(render.render_moves({"moves": study}))
+    assert "the largest change is +3.0% (S0, a), the best -10.0%" in text  # the worst suite named, not the first
+    assert "migrations change by +0% to -89%" in text
+    assert "fall to 20% to 100% of the paper's plan's" in text  # (10+10)/(90+10) .. 100/100
+    assert "| S0 | a | +3.0% | -89% | -80% |" in text

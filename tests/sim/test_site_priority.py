@@ -10,17 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tesserae_slurm.presets import get_config
+from tesserae_slurm import rank_decide
 from tesserae_slurm.model import Cluster
 from tesserae_slurm.model.gpu_limits import GpuLimits
+from tesserae_slurm.presets import get_config
 from tesserae_slurm.profiles import load_profile
-from tesserae_slurm import rank_decide
 from tesserae_slurm.sim import runner
 from tesserae_slurm.sim.invariants import InvariantError, check_limits
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.traces import Trace, TraceJob
 from tesserae_slurm.sim.traces.csv_format import dumps_csv, parse_csv
-
 
 A100 = load_profile("a100")
 
@@ -127,6 +126,35 @@ def test_property_no_user_or_account_ever_holds_more_than_allowed(case, config):
     assert seen
     for req, d in seen:
         check_limits(d, req.jobs, lim)
+
+
+KEEP_FIRST_CSV = """job_id,submit_time,num_gpus,duration,model,batch_size,user,account
+j0,0,2,400,resnet50,64,alice,ml
+j1,0,1,200,resnet50,64,alice,ml
+j4,0,4,400,resnet50,64,alice,ml
+j6,0,2,200,resnet50,64,alice,ml
+j7,0,1,800,resnet50,64,alice,bio
+j8,0,2,800,resnet50,64,alice,ml
+j10,0,4,400,resnet50,64,alice,ml
+j11,0,2,400,resnet50,64,alice,ml
+j3,300,2,200,resnet50,64,alice,ml
+j9,300,4,200,resnet50,64,alice,ml
+j2,600,4,400,resnet50,64,alice,bio
+j5,600,1,200,resnet50,64,alice,ml
+"""
+
+
+def test_a_running_job_the_keep_first_walk_leaves_out_waits_for_a_limit_only_when_over_it():
+    """Found by the property above under LAS: bio (cap 4) holds j7 running on 1 GPU when j2 (4 GPUs, bio,
+    ranked ahead) arrives. Walked with j7, j2 displaces it and j7 is over; walked without it, j2 finds no
+    room and j11 takes j7's GPU. Skipping a job the walk left out anyway flipped the keep-first walk back
+    and forth, and j7 ended 'waiting for Limit' with bio holding nothing."""
+    with pytest.MonkeyPatch.context() as mp:
+        seen = recording(mp)
+        simulate(parse_csv(KEEP_FIRST_CSV, name="keep-first"), Cluster.from_spec("2x4:a100"), get_config("las"),
+                 A100, limits=GpuLimits({}, {"bio": 4}, None), check_invariants=True, reuse_decisions=False)
+    for req, d in seen:
+        check_limits(d, req.jobs, GpuLimits({}, {"bio": 4}, None))
 
 
 @pytest.mark.parametrize("name", ["slurm-priority", "slurm-priority-t"])
