@@ -37,7 +37,7 @@ from .placement.limit_gate import gate as limit_gate
 from .placement.migrate import MigrationAlgorithm, migrate
 from .placement.move_value import MoveValue, Plan
 from .placement.node_rules import NodeRule, NodeRules, pack_by_rule, rule_masks, rule_types, rules_of, unit_rules
-from .placement.pack import PackingMode, check_min_speed, pack
+from .placement.pack import CROSS_USER, ONE, CrossUser, PackingMode, check_min_speed, pack
 from .placement.pinned import place_beside
 from .profiles import ThroughputProfile
 
@@ -64,6 +64,11 @@ class EngineConfig:
     placement: PlacementMode = "best-fit"
     # packing without victims: a pair only if each member keeps this normalized speed (0 = off; pack.py)
     min_speed: float = 0.0
+    # two users' jobs time-slice a GPU (one MPS server per GPU at a time): score their pairs with the
+    # profile's time-sliced speeds ("timeslice"), or with the MPS speeds like one user's ("mps"; pack.py)
+    cross_user: CrossUser = "timeslice"
+    # form pairs whose normalized speeds sum below 1.0 (a site's choice; pack.py)
+    pairs_below_one: bool = False
     # cost-aware decisions: running jobs keep their GPUs, and a job is moved or preempted only when that pays
     # for its cost (placement/move_value.py; the shells set the costs); None: the paper's plan, rebuilt from
     # nothing each round and relabeled
@@ -71,6 +76,8 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         check_min_speed(self.min_speed)
+        if self.cross_user not in CROSS_USER:
+            raise InputError(f"cross_user must be one of {', '.join(CROSS_USER)}, got {self.cross_user!r}")
         if self.placement not in PLACEMENTS:
             raise InputError(f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
 
@@ -214,7 +221,7 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     current = req.current
     if cfg.moves is not None and current is not None and cfg.placement != "pinned" and not req.pairs:
         value = MoveValue(cluster, current, req.jobs, cfg.moves, profile, req.remaining, req.recent, held,
-                          frozenset(req.rules))
+                          frozenset(req.rules), cfg.cross_user)
 
     if value is None or current is None:
         placed, pairs_kept, gate = consolidate(place)
@@ -320,7 +327,8 @@ def _pack_stage(req: RoundRequest, profile: ThroughputProfile, by_id: dict[str, 
     gpu_type_of = (dict.fromkeys(placed.placed, only) if only is not None else
                    {j: node_type[refs[0][0]] for j, refs in placed.placement.job_gpus().items()})
     fixed = list(policy_pairs_kept) + (value.kept_pair_list(placed.placed) if value is not None else [])
-    policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a]) for a, b in fixed if a in gpu_type_of]
+    policy_pairs = [_policy_pair(by_id[a], by_id[b], profile, gpu_type_of[a], cfg.cross_user)
+                    for a, b in fixed if a in gpu_type_of]
     pairs: list[PackedPair] = list(policy_pairs)
     pending: list[PendingJob] = list(placed.pending)
     if gate is not None:
@@ -341,7 +349,7 @@ def _pack_stage(req: RoundRequest, profile: ThroughputProfile, by_id: dict[str, 
             for h, g in value.sticky_pairs(placed_jobs, waiting):
                 if g in req.rules:  # an operator's rule: packing decides where it may go
                     continue
-                pair = _sticky_pair(by_id[h], by_id[g], value, gpu_type_of[h], cfg.min_speed)
+                pair = _sticky_pair(by_id[h], by_id[g], value, gpu_type_of[h], cfg.min_speed, cfg.pairs_below_one)
                 if pair is not None:
                     sticky.append(pair)
             if sticky:
@@ -350,11 +358,13 @@ def _pack_stage(req: RoundRequest, profile: ThroughputProfile, by_id: dict[str, 
                 placed_jobs = [j for j in placed_jobs if j.id not in hosts]
                 waiting = [j for j in waiting if j.id not in guests]
         if rules is None:
-            packed_now: Sequence[PackedPair] = pack(placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing,
-                                                    objective=cfg.objective, min_speed=cfg.min_speed).pairs
+            packed_now: Sequence[PackedPair] = pack(
+                placed_jobs, waiting, profile, gpu_type_of, mode=cfg.packing, objective=cfg.objective,
+                min_speed=cfg.min_speed, cross_user=cfg.cross_user, below_one=cfg.pairs_below_one).pairs
         else:
             packed_now = pack_by_rule(placed_jobs, waiting, profile, gpu_type_of, rules, ids, placed.placement,
-                                      cluster, mode=cfg.packing, objective=cfg.objective, min_speed=cfg.min_speed)
+                                      cluster, mode=cfg.packing, objective=cfg.objective, min_speed=cfg.min_speed,
+                                      cross_user=cfg.cross_user, below_one=cfg.pairs_below_one)
         packed_now = [*sticky, *packed_now]
         if gate is not None:
             packed_now = gate.accept_pairs(packed_now, dict(zip(ids, range(len(ids)))), by_id)
@@ -371,15 +381,19 @@ def _pack_stage(req: RoundRequest, profile: ThroughputProfile, by_id: dict[str, 
     return _Outcome(logical, pairs, pending, logical)
 
 
-def _sticky_pair(host: Job, guest: Job, value: MoveValue, gpu_type: str, min_speed: float) -> PackedPair | None:
+def _sticky_pair(host: Job, guest: Job, value: MoveValue, gpu_type: str, min_speed: float,
+                 below_one: bool) -> PackedPair | None:
     """The pair running now, if packing would still form it: both packable, in one group, with a gain
-    over the host alone and each member at least ``min_speed``."""
+    over the host alone, each member at least ``min_speed``, and a speed sum of one unless pairs below
+    one are allowed."""
     if host.no_pack or guest.no_pack or host.group != guest.group or host.num_gpus != guest.num_gpus:
         return None
     best = value.pair(host, guest, gpu_type)
     if best is None or min(best.a_speed, best.b_speed) < max(min_speed, 1e-9):
         return None
     if best.a_speed + best.b_speed <= value.alone(host, gpu_type) + 1e-6:
+        return None
+    if not below_one and best.a_speed + best.b_speed < ONE:
         return None
     return PackedPair(host.id, guest.id, best.a_speed, best.b_speed, best.a_strategy, best.b_strategy)
 
@@ -436,8 +450,9 @@ def _type_preference(profile: ThroughputProfile, cluster: Cluster) -> Callable[[
     return prefer
 
 
-def _policy_pair(a: Job, b: Job, profile: ThroughputProfile, gpu_type: str) -> PackedPair:
-    best = profile.best_pair(a, b, gpu_type)
+def _policy_pair(a: Job, b: Job, profile: ThroughputProfile, gpu_type: str, cross_user: CrossUser) -> PackedPair:
+    """A pair the policy chose, with its speeds: time-sliced ones for two users' jobs (``cross_user``)."""
+    best = profile.best_pair(a, b, gpu_type, "timeslice" if cross_user == "timeslice" and a.user != b.user else "mps")
     if best is None:  # the policy packed a pair the profile cannot run together: record it as 0 speed
         return PackedPair(a.id, b.id, 0.0, 0.0)
     return PackedPair(a.id, b.id, best.a_speed, best.b_speed, best.a_strategy, best.b_strategy)

@@ -21,7 +21,7 @@ from .model.codec import (
 from .model.gpu_limits import limits_from
 from .placement.migrate import ALGORITHMS
 from .placement.node_rules import NodeRule
-from .placement.pack import MODES, OBJECTIVES
+from .placement.pack import CROSS_USER, MODES, OBJECTIVES
 
 VERSION = 1
 _KEYS = {"version", "cluster", "jobs", "current", "pairs", "config", "rules", "limits", "held", "remaining", "recent",
@@ -39,7 +39,8 @@ def request_to_json(req: RoundRequest, profile: str = "") -> dict[str, Any]:
         "current": placement_to_json(req.current) if req.current is not None else None,
         "pairs": [list(p) for p in req.pairs],
         "config": {"packing": cfg.packing, "migration": cfg.migration, "objective": cfg.objective,
-                   "placement": cfg.placement, "min_speed": cfg.min_speed,
+                   "placement": cfg.placement, "min_speed": cfg.min_speed, "cross_user": cfg.cross_user,
+                   "pairs_below_one": cfg.pairs_below_one,
                    "moves": None if cfg.moves is None else _moves_to_json(cfg.moves)},
         "rules": {j: {"nodes": sorted(r.nodes), "keep_off": r.keep_off, "text": r.text} for j, r in req.rules.items()},
         "limits": None if req.limits is None else {
@@ -97,10 +98,14 @@ def request_from_json(raw: Any, where: str = "request") -> tuple[RoundRequest, s
 
 def _config(raw: Mapping[str, Any], where: str) -> EngineConfig:
     for key, choices in (("packing", MODES), ("migration", ALGORITHMS), ("objective", OBJECTIVES),
-                         ("placement", PLACEMENTS)):
+                         ("placement", PLACEMENTS), ("cross_user", CROSS_USER)):
         if key in raw and raw[key] not in choices:
             raise InputError(f"{where}.config.{key} must be one of {', '.join(choices)}, got {raw[key]!r}")
     kwargs: dict[str, Any] = {k: raw[k] for k in ("packing", "migration", "objective", "placement") if k in raw}
+    # a round recorded before two users' pairs were told apart scored them all as MPS pairs, and formed
+    # pairs below one: replayed as it was decided
+    kwargs["cross_user"] = raw.get("cross_user", "mps")
+    kwargs["pairs_below_one"] = bool(raw.get("pairs_below_one", True))
     if "min_speed" in raw:
         kwargs["min_speed"] = float(raw["min_speed"])
     if "moves" in raw:

@@ -35,6 +35,18 @@ def test_a_request_survives_json_and_decides_the_same():
     assert decide(back, a100).placement == decide(req, a100).placement
     paper = RoundRequest(req.cluster, req.jobs, None, config=EngineConfig(moves=None))
     assert request_from_json(request_to_json(paper))[0] == paper
+    for cfg in (EngineConfig(cross_user="mps"), EngineConfig(pairs_below_one=True), EngineConfig()):
+        r = RoundRequest(req.cluster, req.jobs, None, config=cfg)
+        assert request_from_json(request_to_json(r))[0].config == cfg
+
+
+def test_a_request_recorded_before_two_users_pairs_replays_as_decided_then():
+    """A recorded config without cross_user and pairs_below_one scored every pair with MPS speeds and
+    formed pairs below one."""
+    raw = request_to_json(_request())
+    del raw["config"]["cross_user"], raw["config"]["pairs_below_one"]
+    cfg = request_from_json(raw)[0].config
+    assert cfg.cross_user == "mps" and cfg.pairs_below_one
 
 
 @pytest.mark.parametrize("raw,message", [
@@ -43,6 +55,7 @@ def test_a_request_survives_json_and_decides_the_same():
     ({"cluster": "1x4"}, "missing 'jobs'"),
     ({"cluster": "1x4", "jobs": [], "version": 9}, "version 9"),
     ({"cluster": "1x4", "jobs": [], "config": {"placement": "random"}}, "config.placement must be one of"),
+    ({"cluster": "1x4", "jobs": [], "config": {"cross_user": "never"}}, "config.cross_user must be one of"),
     ({"cluster": "1x4", "jobs": [], "config": {"moves": {"horizon_s": 0}}}, "horizon_s must be > 0"),
     ({"cluster": "1x4", "jobs": [], "recent": {"a": [["node1"]]}}, "malformed config, rules, recent"),
 ])

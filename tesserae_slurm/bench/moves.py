@@ -10,7 +10,7 @@ Counted from the daemon's state database (``analyze``): migrations and preemptio
 placement changes between consecutive rounds, shifts between GPUs of one node, oscillations (a job back on
 GPUs it left within the last rounds, model/moves.py), rounds that ended partial, round durations, and the
 jobs' completion times. The job set and the submission reuse `tesserae devcluster compare`'s machinery
-(devcluster/compare.py): the same torch-free payload that checkpoints and resumes.
+(devcluster/compare.py, runs.py): the same emulated GPU job at speed 1.0, which checkpoints and resumes.
 """
 
 from __future__ import annotations
@@ -26,17 +26,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..devcluster.compare import (
-    DAEMON,
-    STEP_TIME_S,
-    CompareError,
+from ..devcluster.compare import STEP_TIME_S, DemoJob, job_args
+from ..devcluster.runs import (
     DaemonProcess,
-    DemoJob,
+    JobFiles,
+    RunError,
     Settings,
-    _job_env,
     daemon_config,
     read_events,
     submit_all,
+    tsbatch_submitter,
     wait_round,
     write_job_files,
 )
@@ -235,25 +234,24 @@ class _AsUser(SlurmRunner):
         return super().run(["runuser", "-u", self.user, "--", *argv], **kwargs)
 
 
-def _submitter(env: Mapping[str, str], config: Path, script: Path, payload: Path, out: Path,
-               users: Sequence[str]) -> Callable[[DemoJob], str]:
-    from ..site.load import load_config
-    from ..tsbatch.submit import prepare, submit
-
-    cfg = load_config(config, check_policy=False)
-    backends = [SlurmCliBackend(env) if not u else SlurmCliBackend(env, runner=_AsUser(env, u)) for u in users]
+def _submitter(env: Mapping[str, str], config: Path, files: JobFiles, users: Sequence[str],
+               ) -> Callable[[DemoJob], str]:
+    """tsbatch for each user in turn; the jobs share the emulated GPUs' registry in the run directory."""
+    gpus = files.out.parent / "emulated-gpus"
+    gpus.mkdir(exist_ok=True)
+    gpus.chmod(0o1777)  # every user's jobs register there
+    registry = ["--registry", str(gpus)]
+    submitters = [tsbatch_submitter(SlurmCliBackend(env), config, files) if not u else
+                  tsbatch_submitter(SlurmCliBackend(env, runner=_AsUser(env, u)), config, files, _other_user_env)
+                  for u in users]
     turn = [0]
 
     def submit_one(job: DemoJob) -> str:
-        k = turn[0] % len(backends)
-        backend = backends[k]
+        submit = submitters[turn[0] % len(submitters)]
         turn[0] += 1
-        argv = ["--config", str(config), "--gpus", str(job.gpus), "--model", job.model, "--batch-size",
-                batch_of(job), "-J", job.name, "-t", str(job.time_limit_min), "-o", str(out / "%j.out"),
-                "-D", str(out), str(script), DAEMON, str(payload), str(out), str(job.steps), str(STEP_TIME_S)]
-        prepared, _ = prepare(argv, lambda _c: backend, lambda _p: cfg)
-        prepared.env.update(_job_env() if not users[k] else _other_user_env())
-        return str(submit(prepared, backend))
+        return submit([*job_args(job), *registry], [
+            "--gpus", str(job.gpus), "--model", job.model, "--batch-size", batch_of(job), "-J", job.name,
+            "-t", str(job.time_limit_min), "-o", str(files.out / "%j.out")])
     return submit_one
 
 
@@ -278,7 +276,7 @@ def run_scenario(jobs: Sequence[DemoJob], env: Mapping[str, str], workdir: Path,
     out = workdir / "jobs"
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o1777)  # the second user's jobs write here too
-    script, payload = write_job_files(workdir)
+    files = write_job_files(workdir, out)
     config = workdir / "tesserae.yaml"
     config.write_text(json.dumps(moves_config(settings, workdir), indent=1) + "\n")  # JSON is YAML
     db = workdir / "state.db"
@@ -288,7 +286,7 @@ def run_scenario(jobs: Sequence[DemoJob], env: Mapping[str, str], workdir: Path,
     finished = False
     try:
         wait_round(db, daemon)
-        submit_all(jobs, _submitter(env, config, script, payload, out, users), into=submitted)
+        submit_all(jobs, _submitter(env, config, files, users), into=submitted)
         ids = {jid for jid, _ in submitted.values()}
         _wait_ended(backend, settings.partition, ids, time.time() + settings.timeout_s, daemon.problem)
         wait_round(db, daemon, after=time.time(), timeout_s=settings.round_seconds + 120)
@@ -317,10 +315,10 @@ def _wait_ended(backend: SlurmCliBackend, partition: str, ids: set[str], deadlin
             return
         problem = alive()
         if problem:
-            raise CompareError(problem)
+            raise RunError(problem)
         if time.time() > deadline:
             left = sorted(i for i in ids if i in shown and not shown[i].state.is_finished)
-            raise CompareError(f"jobs {', '.join(left)} had not ended after the timeout")
+            raise RunError(f"jobs {', '.join(left)} had not ended after the timeout")
         time.sleep(1.0)
 
 
@@ -343,5 +341,5 @@ def as_json(r: MovesReport) -> dict[str, Any]:
     return asdict(r)
 
 
-__all__ = ["CompareError", "MovesReport", "analyze", "as_json", "dump_rounds", "report_text", "run_scenario",
+__all__ = ["RunError", "MovesReport", "analyze", "as_json", "dump_rounds", "report_text", "run_scenario",
            "scenario_jobs"]

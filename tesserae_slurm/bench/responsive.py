@@ -14,7 +14,8 @@ It also measures what the daemon's poll between rounds costs slurmctld, against 
 listing (``sdiag``'s REQUEST_JOB_INFO count and time, and the client's wall time per call), with
 ``--queue`` held jobs in the partition. ``--checkout DIR`` runs the daemon and the job launcher from
 another source tree (a ``git worktree`` of an older commit, put on PYTHONPATH): before/after. The jobs'
-payload is this checkout's ``devcluster/demo_job.py``, copied beside them, in both.
+payload is this checkout's emulated GPU job (``devcluster/emulated_job.py``, at speed 1.0), copied beside
+them, in both.
 """
 
 from __future__ import annotations
@@ -32,16 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from ..devcluster.cluster import DevCluster
-from ..devcluster.compare import (
+from ..devcluster.compare import DemoJob, submit_plain, submit_tsbatch
+from ..devcluster.runs import (
     DaemonProcess,
-    DemoJob,
-    JobFiles,
     Settings,
     daemon_config,
     read_events,
     stop_seconds,
-    submit_plain,
-    submit_tsbatch,
     wait_round,
     write_job_files,
 )
@@ -220,7 +218,7 @@ def run(cluster: DevCluster, work: Path, parts: Sequence[str], repeats: int, rou
     env = {**os.environ, **cluster.env()}
     if checkout:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(checkout).resolve()), env.get("PYTHONPATH", "")) if p)
-        os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the jobs' launcher (compare._job_env) runs that code too
+        os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the jobs' launcher (runs.job_env) runs that code too
     features = checkout_features(sys.executable, env, work)
     result = Result(checkout or "", round_seconds, grace_seconds, checkpoint_seconds, features)
     backend = SlurmCliBackend(cluster.env())
@@ -228,16 +226,14 @@ def run(cluster: DevCluster, work: Path, parts: Sequence[str], repeats: int, rou
     payload = ("--checkpoint-s", f"{checkpoint_seconds:g}")
     if "plain" in parts:
         d = _fresh(work / "plain")
-        script, code = write_job_files(d)
-        files = JobFiles(script, code, d / "jobs", payload)
+        files = write_job_files(d, d / "jobs", payload)
         result.latencies.append(submit_to_start(submit_plain(backend, cluster.plain_partition or "plain", files),
                                                 backend, files.out, repeats, 120, "plain Slurm", progress))
     for part, rounds in (("start", round_seconds), ("stop", 2.0)):
         if part not in parts:
             continue
         d = _fresh(work / part)
-        script, code = write_job_files(d)
-        files = JobFiles(script, code, d / "jobs", payload)
+        files = write_job_files(d, d / "jobs", payload)
         settings = Settings(partition=cluster.partition, policy="fifo", round_seconds=rounds,
                             grace_seconds=grace_seconds)
         config = d / "tesserae.yaml"

@@ -92,6 +92,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true", help="JSON output")
     r.set_defaults(func=run_retention)
 
+    ph = bsub.add_parser(
+        "physical", help="the paper's physical experiment on the dev cluster (emulated GPUs), beside the simulator",
+        description="Replay the paper's 120-job trace (80 jobs/h) on an 8 x 4 dev cluster of emulated GPUs in "
+                    "scaled time, under each run (the daemon under a policy, plain Slurm), REPEATS times, and "
+                    "report the simulator's deviation from the mean of the real runs and the runs' ratios, with "
+                    "the paper's figures beside (section 6.2). Needs root, Slurm and the daemon extra; about 15 "
+                    "min per run at the default scale (docs/devcluster.md, \"replay\").")
+    ph.add_argument("--trace", default="gen:tesserae:120:80:0", help="default gen:tesserae:120:80:0")
+    ph.add_argument("--scale", type=float, default=None, help="trace seconds per wall second (default 40)")
+    ph.add_argument("--mode", default="daemon:tesserae-t,daemon:tiresias,plain",
+                    help="runs, comma-separated (default daemon:tesserae-t,daemon:tiresias,plain); the first "
+                         "daemon run is what the others' ratios compare with")
+    ph.add_argument("--repeats", type=int, default=1, help="real runs of each (default 1; the paper's "
+                                                           "fidelity is a mean over runs)")
+    ph.add_argument("--replay-jobs", type=int, default=None, metavar="N", help="only the first N arrivals (shorter)")
+    ph.add_argument("--nodes", type=int, default=8)
+    ph.add_argument("--gpus", type=int, default=4)
+    ph.add_argument("--round", type=float, default=360.0, help="round length, trace seconds (default 360)")
+    ph.add_argument("--grace", type=float, default=90.0, help="preemption grace, trace seconds (default 90)")
+    ph.add_argument("--profile", default="a100")
+    ph.add_argument("--seed", type=int, default=0, help="seed of plain Slurm's modeled time limits (default 0)")
+    ph.add_argument("--no-feedback", action="store_true")
+    ph.add_argument("--dir", default="/tmp/tesserae-bench-physical", help="the dev cluster's directory")
+    ph.add_argument("--ports", type=int, default=None, metavar="BASE", help="slurmctld's port (slurmds above it)")
+    ph.add_argument("--no-install", action="store_true", help="do not apt-get install missing Slurm packages")
+    ph.add_argument("--keep-up", action="store_true", help="leave the cluster running")
+    ph.add_argument("--out", default="out/bench-physical", help="report directory (default out/bench-physical)")
+    ph.set_defaults(func=run_physical)
     v = bsub.add_parser("responsive", help="submit -> start and signal -> GPUs free on the dev cluster, and the cost "
                                            "of the poll between rounds on slurmctld",
                         description="On a dev cluster (2 nodes x 4 fake GPUs, with a plain partition): 1-GPU jobs "
@@ -182,8 +210,9 @@ def run_moves(args: argparse.Namespace) -> int:
             raise InputError(f"--from-db {db}: no such file")
     else:
         from ..devcluster import DevCluster, ensure_slurm_installed
-        from ..devcluster.compare import CompareError, Settings, policy_options
+        from ..devcluster.compare import Settings, policy_options
         from ..devcluster.errors import DevClusterError
+        from ..devcluster.runs import RunError
         from ..slurm import SlurmError
 
         users = [u.strip() for u in args.users.split(",") if u.strip()]
@@ -208,7 +237,7 @@ def run_moves(args: argparse.Namespace) -> int:
                   f"{args.round_seconds:g} s rounds, {args.grace_seconds:g} s grace; {len(jobs)} jobs from "
                   f"{', '.join(users)}, seed {args.seed}", file=sys.stderr, flush=True)
             db = run_scenario(jobs, cluster.env(), work, settings, ["" if u == "root" else u for u in users])
-        except (DevClusterError, CompareError, SlurmError) as exc:
+        except (DevClusterError, RunError, SlurmError) as exc:
             print(f"tesserae bench moves: error: {exc}", file=sys.stderr)
             return 1
         finally:
@@ -362,6 +391,54 @@ def run_retention(args: argparse.Namespace) -> int:
     else:
         print(report(res, args.rounds, args.jobs, args.nodes, args.repeats))
     return 0
+
+
+def run_physical(args: argparse.Namespace) -> int:
+    from ..bench.physical import fidelity, render_fidelity, render_gains
+    from ..devcluster.cluster import DevCluster
+    from ..devcluster.errors import DevClusterError
+    from ..devcluster.replay import DEFAULT_SCALE, render_summary, report_json, summarize_real, summarize_sim
+    from ..devcluster.replay_cmd import intro, plan_from_args, replay_runs
+    from ..devcluster.runs import RunError
+    from ..slurm import SlurmError
+
+    if args.repeats < 1:
+        raise InputError("--repeats must be >= 1")
+    args.scale = DEFAULT_SCALE if args.scale is None else args.scale
+    try:
+        cluster = DevCluster(Path(args.dir), nodes=args.nodes, gpus_per_node=args.gpus, plain_partition="plain",
+                             bf_interval_s=1, ctld_port=args.ports,
+                             slurmd_base_port=None if args.ports is None else args.ports + 1)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    modes, profile, plan = plan_from_args(cluster, args)
+    out = Path(args.out).resolve()
+    try:
+        runs = replay_runs(cluster, plan, profile, modes, out, repeats=args.repeats, feedback=not args.no_feedback,
+                           install=not args.no_install, keep_up=args.keep_up, prog="tesserae bench physical")
+    except (DevClusterError, RunError, SlurmError) as exc:
+        print(f"tesserae bench physical: error: {exc}", file=sys.stderr)
+        return 1
+    total = plan.nodes * plan.gpus_per_node
+    pairs = {label: [(summarize_real(label, m, plan.scale, total), summarize_sim(label, r, total))
+                     for m, r, _ in rs] for label, rs in runs.items()}
+    fid = fidelity(pairs)
+    base = next((label for label, _ in modes if label != "plain"), "")
+    every = [p for ps in pairs.values() for p in ps]
+    text = "\n\n".join([
+        "# The physical experiment on the dev cluster (emulated GPUs)", intro(plan),
+        "## The simulator against the real runs (mean of the real runs)", render_fidelity(fid),
+        f"## Against {base}" if base else "", render_gains(fid, base) if base else "",
+        "## Every real run", render_summary(every)])
+    print("\n" + text)
+    (out / "report.md").write_text(text + "\n")
+    data = {"repeats": [report_json(plan, {label: (rs[k][0], rs[k][1]) for label, rs in runs.items()},
+                                    {label: rs[k][2] for label, rs in runs.items()}) for k in range(args.repeats)],
+            "fidelity": [{**f.__dict__, "jct_dev": f.jct_dev, "makespan_dev": f.makespan_dev} for f in fid]}
+    (out / "report.json").write_text(json.dumps(data, indent=1) + "\n")
+    print(f"\nwrote {out / 'report.md'} and {out / 'report.json'}")
+    ok = all(r.completed == r.jobs and r.work_conserved == r.jobs for r, _ in every)
+    return 0 if ok else 1
 
 
 def run_responsive(args: argparse.Namespace) -> int:

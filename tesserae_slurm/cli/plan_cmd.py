@@ -10,12 +10,13 @@ from typing import Any
 from ..engine import PLACEMENTS, EngineConfig, RoundRequest, decide
 from ..model import InputError
 from ..model.codec import cluster_from_json, decision_to_json, job_from_json, placement_from_json
+from ..placement.pack import CROSS_USER
 from ..profiles import profile_from_spec
 from .jsonio import dump_json, load_json
 from .render import render_placement, table
 
 _STATE_KEYS = {"cluster", "jobs", "current", "packing", "migration", "objective", "placement", "profile", "pairs",
-               "moves"}
+               "cross_user", "pairs_below_one", "moves"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,11 +50,15 @@ def request_from_state(state: Any, where: str) -> tuple[RoundRequest, Any]:
     cfg = {}
     for key, choices in (("packing", ("on", "off", "single")), ("migration", ("tesserae", "flat", "gavel")),
                          ("objective", ("throughput", "paper-sum")),
-                         ("placement", tuple(p for p in PLACEMENTS if p != "pinned"))):
+                         ("placement", tuple(p for p in PLACEMENTS if p != "pinned")), ("cross_user", CROSS_USER)):
         if key in state:
             if state[key] not in choices:
                 raise InputError(f"{where}: {key} must be one of {', '.join(choices)}, got {state[key]!r}")
             cfg[key] = state[key]
+    if "pairs_below_one" in state:
+        if not isinstance(state["pairs_below_one"], bool):
+            raise InputError(f"{where}: pairs_below_one must be true or false, got {state['pairs_below_one']!r}")
+        cfg["pairs_below_one"] = state["pairs_below_one"]
     if state.get("moves") is False:  # every move free: the paper's plan
         cfg["moves"] = None
     elif state.get("moves") not in (None, True):

@@ -13,7 +13,7 @@ from ..model import Cluster, InputError
 from ..model.gpu_limits import GpuLimits, limits_from
 from ..presets import CONFIGS, get_config
 from ..profiles import profile_from_spec
-from ..sim.compare import RunSpec, run_many, write_report
+from ..sim.compare import CROSS_USER_CHOICES, RunSpec, run_many, write_report
 from ..sim.restart import RestartCost
 from ..sim.strategies import LLM_STRATEGIES
 from ..sim.trace_source import resolve_trace
@@ -49,6 +49,10 @@ def add_common(p: argparse.ArgumentParser, *, cluster: str = "20x4:a100", trace:
     p.add_argument("--min-speed", type=float, default=0.0, metavar="M",
                    help="pack a pair only if each job keeps at least M of its speed alone (0-1; default 0: any "
                         "pair that raises throughput; the daemon's packing.min_speed)")
+    p.add_argument("--cross-user", default="timeslice", choices=CROSS_USER_CHOICES,
+                   help="pairs of two users' jobs (the trace's user column), which time-slice a GPU: score them "
+                        "with the profile's time-sliced speeds (timeslice, default), with the MPS speeds of one "
+                        "user's pair (mps), or never pack them (never); progress uses time-sliced speeds always")
     p.add_argument("--paper-plan", action="store_true",
                    help="every move free: the consolidated placement rebuilt each round and relabeled, as the paper "
                         "publishes it (default: a move or preemption only when it pays for its restart)")
@@ -124,7 +128,8 @@ def specs_from_args(args: argparse.Namespace, policies: list[str],
     limits = limits_file(args.limits) if getattr(args, "limits", "") else None
     return [RunSpec(tuple(trace), name, args.cluster, p, profile, args.round_s, args.seed, args.noise,
                     args.check, restart, tuple(sorted((policy_options or {}).items())), decision,
-                    getattr(args, "llm_strategy", "best"), limits, min_speed, getattr(args, "paper_plan", False))
+                    getattr(args, "llm_strategy", "best"), limits, min_speed,
+                    cross_user=getattr(args, "cross_user", "timeslice"), paper_plan=getattr(args, "paper_plan", False))
             for p in policies]
 
 

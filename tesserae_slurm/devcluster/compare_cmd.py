@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import re
 import shutil
 import sys
 from dataclasses import replace
@@ -19,12 +18,7 @@ from ..model import InputError
 from ..slurm import SlurmError
 from .cluster import DevCluster
 from .compare import (
-    DAEMON,
-    MODES,
-    PLAIN,
-    CompareError,
     JobResult,
-    Settings,
     generate_jobs,
     policy_options,
     render_jobs,
@@ -34,20 +28,9 @@ from .compare import (
     summarize,
 )
 from .errors import DevClusterError
-from .install import ensure_slurm_installed
+from .runs import DAEMON, MODES, PLAIN, RunError, Settings, bf_interval, cluster_for_runs
 
 EXIT_INPUT, EXIT_FAILED = 2, 1
-
-
-def _bf_interval(cluster: DevCluster) -> int:
-    """The running cluster's backfill interval, from its slurm.conf (Slurm's default 30 s when unset)."""
-    m = re.search(r"bf_interval=(\d+)", cluster.slurm_conf.read_text())
-    return int(m.group(1)) if m else 30
-
-
-def _has_partition(cluster: DevCluster, name: str) -> bool:
-    out = cluster.runner().run(["sinfo", "-h", "-p", name, "-o", "%P"])
-    return bool(out.strip())
 
 
 def run_compare(cluster: DevCluster, args: argparse.Namespace) -> int:
@@ -81,23 +64,15 @@ def run_compare(cluster: DevCluster, args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"tesserae devcluster compare: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    out = Path(args.out).resolve()
+    out = Path(args.out or "out/devcluster-compare").resolve()
     results: dict[str, list[JobResult]] = {}
     brought_up = False
     try:
-        if cluster.status().up:
-            if not _has_partition(cluster, plain):
-                raise DevClusterError(f"the dev cluster at {cluster.root} runs without partition {plain!r}: "
-                                      f"`tesserae devcluster down --dir {cluster.root}` first, or use another --dir")
-        else:
-            if not args.no_install:
-                ensure_slurm_installed()
-            brought_up = True
-            cluster.up()
+        brought_up = cluster_for_runs(cluster, plain, install=not args.no_install)
         out.mkdir(parents=True, exist_ok=True)
         out.chmod(0o755)
         print(f"dev cluster {cluster.root}: {cluster.nodes} nodes x {cluster.gpus_per_node} fake GPUs; "
-              f"plain Slurm in partition {plain!r} (backfill every {_bf_interval(cluster)} s), the daemon in "
+              f"plain Slurm in partition {plain!r} (backfill every {bf_interval(cluster)} s), the daemon in "
               f"{base.partition!r} ({base.round_seconds:g} s rounds, {base.grace_seconds:g} s grace); "
               f"{len(jobs)} jobs, seed {args.seed}", flush=True)
         for label, settings in runs.items():
@@ -110,7 +85,7 @@ def run_compare(cluster: DevCluster, args: argparse.Namespace) -> int:
                   " ...", flush=True)
             results[label] = run_mode(mode, jobs, cluster.env(), workdir, settings)
             print(render_summary([summarize(label, results[label])]).splitlines()[-1], flush=True)
-    except (DevClusterError, CompareError, SlurmError, InputError) as exc:
+    except (DevClusterError, RunError, SlurmError, InputError) as exc:
         print(f"tesserae devcluster compare: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from ..model import InputError
 from ..profiles import IsolatedRecord, PairOption, PairRecord, ProfileKey, ThroughputProfile, build_profile
+from ..profiles.keys import MPS
 
 MEASURED = "measured"
 log = logging.getLogger(__name__)
@@ -149,11 +150,15 @@ class SpeedTable:
 
 
 def table_from_profile(profile: ThroughputProfile) -> SpeedTable:
-    """Every isolated run and measured pair of ``profile`` as entries (all tagged measured)."""
+    """Every isolated run and pair measured under MPS of ``profile`` as entries (all tagged measured).
+    Time-sliced pairs are not entries: the estimators and online feedback model MPS pairs, and
+    ``profile_from_table`` carries a template's time-sliced pairs over as they are."""
     values: dict[Entry, Value] = {}
     for r in profile.isolated:
         values[make_entry(r.gpu_type, Endpoint(r.key, r.strategy or ""))] = Value(r.speed)
     for p in profile.pairs:
+        if p.sharing != MPS:
+            continue
         ea = Endpoint(p.a, p.option.a_strategy or "")
         eb = Endpoint(p.b, p.option.b_strategy or "")
         e = make_entry(p.gpu_type, ea, eb)
@@ -164,7 +169,8 @@ def table_from_profile(profile: ThroughputProfile) -> SpeedTable:
 
 def profile_from_table(table: SpeedTable, name: str, datasets: Mapping[str, str] | None = None,
                        template: ThroughputProfile | None = None) -> ThroughputProfile:
-    """The table as a profile; ``template`` lends written batch spellings and absolute throughputs."""
+    """The table as a profile; ``template`` lends written batch spellings, absolute throughputs and its
+    time-sliced pairs."""
     written: dict[tuple[str, ProfileKey, str], IsolatedRecord] = {}
     if template is not None:
         written = {(r.gpu_type, r.key, r.strategy or ""): r for r in template.isolated}
@@ -187,6 +193,8 @@ def profile_from_table(table: SpeedTable, name: str, datasets: Mapping[str, str]
         else:
             pairs.append(PairRecord(e.gpu_type, as_written(e.gpu_type, e.job), as_written(e.gpu_type, e.partner),
                                     PairOption(e.job.strategy or None, e.partner.strategy or None, v.a, v.b)))
+    if template is not None:
+        pairs += [p for p in template.pairs if p.sharing != MPS]
     if template is not None:  # the template's order (strategy order breaks packing ties)
         rank = {(r.gpu_type, r.key, r.strategy): i for i, r in enumerate(template.isolated)}
         isolated.sort(key=lambda r: rank.get((r.gpu_type, replace(r.key, batch_size=_canon_batch(template, r)),

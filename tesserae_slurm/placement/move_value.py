@@ -94,8 +94,9 @@ class MoveValue:
     def __init__(self, cluster: Cluster, current: Placement, jobs: Sequence[Job], costs: MoveCosts,
                  profile: ThroughputProfile, remaining: Mapping[str, float],
                  recent: Mapping[str, Sequence[Sequence[GpuRef]]], held: frozenset[str],
-                 ruled: frozenset[str] = frozenset()) -> None:
+                 ruled: frozenset[str] = frozenset(), cross_user: str = "timeslice") -> None:
         self.cluster, self.costs, self.profile = cluster, costs, profile
+        self.cross_user = cross_user  # how two users' pairs run, as packing scores them (pack.py)
         ids = [j.id for j in jobs]
         self.by_id = dict(zip(ids, jobs))
         self.rank = dict(zip(ids, range(len(ids))))
@@ -122,7 +123,7 @@ class MoveValue:
         self._cost: dict[str, float] = {}
         self._seconds: dict[str, float] = {}
         self._alone_memo: dict[tuple[str, str], float] = {}
-        self._pair_memo: dict[tuple[str, str, str], PairOption | None] = {}
+        self._pair_memo: dict[tuple[str, str, str, str], PairOption | None] = {}
         # a pair is split only where one member could run alone: a node with that many idle GPUs
         idle = np.bincount(self.layout.node_of[(table[:, 0] < 0) & (table[:, 1] < 0)], minlength=len(names))
         most = int(idle.max(initial=0))
@@ -176,10 +177,12 @@ class MoveValue:
         return s
 
     def pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
-        """The profile's best option for ``a`` packed with ``b`` (once a round per pair of classes)."""
-        key = (a.class_key, b.class_key, gpu_type)
+        """The profile's best option for ``a`` packed with ``b`` (once a round per pair of classes and
+        sharing): two users' jobs time-slice the GPU unless the site scores them as one user's."""
+        sharing = "timeslice" if self.cross_user == "timeslice" and a.user != b.user else "mps"
+        key = (a.class_key, b.class_key, gpu_type, sharing)
         if key not in self._pair_memo:
-            self._pair_memo[key] = self.profile.best_pair(a, b, gpu_type)
+            self._pair_memo[key] = self.profile.best_pair(a, b, gpu_type, sharing)
         return self._pair_memo[key]
 
     def moves_recently(self, job: str) -> int:

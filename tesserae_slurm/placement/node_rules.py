@@ -19,7 +19,7 @@ import numpy as np
 
 from ..model import Cluster, Job, PackedPair, Placement
 from ..profiles import ThroughputProfile
-from .pack import Objective, PackingMode, pack
+from .pack import CrossUser, Objective, PackingMode, pack
 
 _ID_OF = attrgetter("id")  # of a Job
 
@@ -98,13 +98,14 @@ def unit_rules(rules: NodeRules, units: Sequence[Sequence[Job]], ids: Sequence[s
 def pack_by_rule(placed: Sequence[Job], waiting: Sequence[Job], profile: ThroughputProfile,
                  gpu_type_of: Mapping[str, str], rules: NodeRules, ids: Sequence[str], plan: Placement,
                  cluster: Cluster, *, mode: PackingMode, objective: Objective,
-                 min_speed: float) -> tuple[PackedPair, ...]:
+                 min_speed: float, cross_user: CrossUser = "timeslice", below_one: bool = False
+                 ) -> tuple[PackedPair, ...]:
     """Packing when some pending jobs have node rules. Rules that allow the same placed jobs (all of
     whose nodes they allow) are one matching problem, the most restrictive first; the jobs without a
     rule, and those whose rule allows every placed job, go last onto the placed jobs still alone."""
     def run(hosts: Sequence[Job], guests: Sequence[Job], taken: set[str]) -> tuple[PackedPair, ...]:
         return pack(hosts, guests, profile, gpu_type_of, mode=mode, objective=objective, exclude=taken,
-                    min_speed=min_speed).pairs
+                    min_speed=min_speed, cross_user=cross_user, below_one=below_one).pairs
 
     row = dict(zip(ids, rules.rule.tolist()))
     guest_rule = np.fromiter(map(row.__getitem__, map(_ID_OF, waiting)), np.int64, len(waiting))

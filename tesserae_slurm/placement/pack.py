@@ -15,6 +15,19 @@ option by speed sum, as the table holds it: a pair whose best option slows one m
 dropped, not re-chosen among slower options); ``ClassTable.slowest`` holds the slower member's speed
 of every class pair, and the mask is one numpy ``where`` over the class matrix.
 
+Two users' jobs (``cross_user="timeslice"``, the default): CUDA runs one MPS server per GPU at a time,
+so the servers of two users time-slice the GPU instead of running both jobs at once. Such a pair is
+scored with the profile's time-sliced speeds (measured with ``tesserae profile --mps off``, else the
+documented fallback: 0.45 of each job's speed alone), never with the MPS speeds one user's jobs get.
+``cross_user="mps"`` scores every pair with the MPS speeds (what the engine did before, and what a
+site whose users share one MPS server would want). Jobs of one class and one user are then
+interchangeable: the class numbers below become (class, user) numbers for the call.
+
+Pairs below one (beyond the paper): a pair whose normalized speeds sum below 1.0 delivers less than
+either job alone at its best, so it is never formed (``below_one=False``, the default) unless a site
+asks; with every job at 1.0 alone the throughput objective already drops such pairs, and the rule
+matters for jobs restricted to a slower strategy and for time-sliced pairs.
+
 Jobs fall into a few profile classes, and jobs of one class are interchangeable, so the job-level
 matrix only repeats a small (class, GPU type) x class matrix from the profile's class table
 (``ClassTable``, built with the profile): medium problems go to one assignment on the job-level
@@ -57,8 +70,11 @@ from . import pack_match
 
 PackingMode = Literal["off", "on", "single"]
 Objective = Literal["throughput", "paper-sum"]
+CrossUser = Literal["timeslice", "mps"]
 MODES: tuple[str, ...] = ("off", "on", "single")
 OBJECTIVES: tuple[str, ...] = ("throughput", "paper-sum")
+CROSS_USER: tuple[str, ...] = ("timeslice", "mps")
+ONE = 1.0 - 1e-9  # a pair's speed sum must reach this unless pairs below one are allowed (float noise)
 ASSIGNMENT_LIMIT = 40_000  # job-level matrices up to ~200 x 200 go to one assignment; larger ones to the LP
 
 
@@ -70,11 +86,13 @@ class PackingResult:
 
 def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfile,
          gpu_type_of: Mapping[str, str], *, mode: PackingMode = "on", objective: Objective = "throughput",
-         exclude: Collection[str] = (), min_speed: float = 0.0,
-         _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
+         exclude: Collection[str] = (), min_speed: float = 0.0, cross_user: CrossUser = "timeslice",
+         below_one: bool = False, _assignment_limit: int | None = ASSIGNMENT_LIMIT) -> PackingResult:
     """Pack pending jobs onto placed ones; ``exclude``: placed ids that already have a partner;
     ``min_speed``: a pair is formed only if each member runs at least this normalized speed in it
-    (its speed packed / its best speed alone; 0 = any pair that raises throughput).
+    (its speed packed / its best speed alone; 0 = any pair that raises throughput); ``cross_user``:
+    how pairs of two users' jobs are scored (above); ``below_one``: allow pairs whose speeds sum
+    below 1.0.
 
     ``_assignment_limit`` (tests only): largest job-level matrix solved directly; None = always.
     """
@@ -83,6 +101,8 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     if objective not in OBJECTIVES:
         raise InputError(f"packing objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     check_min_speed(min_speed)
+    if cross_user not in CROSS_USER:
+        raise InputError(f"cross_user must be one of {', '.join(CROSS_USER)}, got {cross_user!r}")
     all_pending = tuple([j.id for j in pending])
     if mode == "off":
         return PackingResult((), all_pending)
@@ -102,17 +122,32 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     # classes are numbered in canonical order: the solvers' tie-breaks do not depend on which job
     # came first nor on which other classes are present
     type_at = [table.gpu_types.index(g) for g in gpu_names]
-    values = (table.gain if objective == "throughput" else table.weight)[type_at]
-    if min_speed > 0.0:  # no edge where the pair's slower member falls below the floor
-        values = np.where(table.slowest[type_at] >= min_speed, values, 0.0)
+    values = _edge_values(table, type_at, objective, min_speed, below_one)
+    users = {j.user for j in hosts} | {j.user for j in guests} if cross_user == "timeslice" else set()
+    owners: _UserClasses | None = None  # set when two users' pairs are scored apart from one user's
+    by_user = False  # no two users' pair gains: each user's jobs are a matching problem of their own
+    if len(users) > 1:  # two users' pairs time-slice
+        sliced = profile.timeslice_classes  # numbered alike, also with the classes this call added
+        if table is not profile.classes:
+            sliced = sliced.with_extra(profile, table.classes)
+        two = _edge_values(sliced, type_at, objective, min_speed, below_one)
+        if not two[:, np.unique(host_cls)][:, :, np.unique(guest_cls)].any():
+            by_user = True  # the common case: the fallback's pairs all sum below one
+        else:
+            host_cls, guest_cls, values, owners = _by_user(
+                host_cls, guest_cls, [j.user for j in hosts], [j.user for j in guests], values, two)
     gpu_index = {g: gpu_names.index(low) for g, low in lowered.items()}
     host_type = np.fromiter(map(gpu_index.__getitem__, raw_gpu), np.int64, len(hosts))
     host_n, guest_n = np.array(host_gpus, dtype=np.int64), np.array(guest_gpus, dtype=np.int64)
     pairs: list[PackedPair] = []
-    for _n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests):
+    for _n, rows, cols in _problems(counts, host_n, guest_n, hosts, guests, by_user):
         for r, c in _match(host_cls[rows], host_type[rows], guest_cls[cols], values, _assignment_limit):
             h, g = int(rows[r]), int(cols[c])
-            opt = table.options[int(table.option[type_at[host_type[h]], host_cls[h], guest_cls[g]])]
+            t, hc, gc = table, int(host_cls[h]), int(guest_cls[g])
+            if owners is not None:  # (class, user) numbers: back to classes, and the pair's table
+                t = table if owners.host_users[hc] == owners.guest_users[gc] else sliced
+                hc, gc = int(owners.host_classes[hc]), int(owners.guest_classes[gc])
+            opt = t.options[int(t.option[type_at[host_type[h]], hc, gc])]
             pairs.append(PackedPair(hosts[h].id, guests[g].id, opt.a_speed, opt.b_speed,
                                     opt.a_strategy, opt.b_strategy))
     if not pairs:  # most rounds of big traces
@@ -123,22 +158,76 @@ def pack(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfi
     return PackingResult(tuple(pairs), tuple(filterfalse(packed.__contains__, all_pending)))
 
 
+def _edge_values(table: ClassTable, type_at: Sequence[int], objective: Objective, min_speed: float,
+                 below_one: bool) -> np.ndarray:
+    """The objective's edge values on the given GPU types, less the edges the floors forbid."""
+    values: np.ndarray = (table.gain if objective == "throughput" else table.weight)[type_at]
+    if min_speed > 0.0:  # no edge where the pair's slower member falls below the floor
+        values = np.where(table.slowest[type_at] >= min_speed, values, 0.0)
+    if not below_one:  # NaN (no pair) compares False: no edge either way
+        values = np.where(table.total[type_at] >= ONE, values, 0.0)
+    return values
+
+
+@dataclass(frozen=True)
+class _UserClasses:
+    """The (class, user) numbers of one packing call, placed jobs' and pending jobs' apart: the class
+    and the user of each."""
+
+    host_classes: np.ndarray
+    host_users: tuple[str, ...]
+    guest_classes: np.ndarray
+    guest_users: tuple[str, ...]
+
+
+def _by_user(host_cls: np.ndarray, guest_cls: np.ndarray, host_users: Sequence[str], guest_users: Sequence[str],
+             same_user: np.ndarray, two_users: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, _UserClasses]:
+    """Number the placed jobs' (class, user) and the pending jobs' in canonical order (class, then
+    user name) and give the edge values between them: one user's pairs from ``same_user``, two users'
+    from ``two_users`` (both indexed [GPU type, class, class])."""
+    def number(cls: np.ndarray, users: Sequence[str]) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        keys = sorted(set(zip(cls.tolist(), users)))
+        at = {k: i for i, k in enumerate(keys)}
+        ids = np.fromiter(map(at.__getitem__, zip(cls.tolist(), users)), np.int64, len(users))
+        return ids, np.array([c for c, _ in keys], dtype=np.int64), tuple(u for _, u in keys)
+
+    hosts, h_cls, h_users = number(host_cls, host_users)
+    guests, g_cls, g_users = number(guest_cls, guest_users)
+    same = np.array(h_users, dtype=object)[:, None] == np.array(g_users, dtype=object)[None, :]
+    grid = np.ix_(np.arange(same_user.shape[0]), h_cls, g_cls)
+    values = np.where(same[None, :, :], same_user[grid], two_users[grid])
+    return hosts, guests, values, _UserClasses(h_cls, h_users, g_cls, g_users)
+
+
 def check_min_speed(min_speed: float) -> None:
     if not 0.0 <= min_speed <= 1.0:
         raise InputError(f"packing min_speed must be in [0, 1] (a normalized speed), got {min_speed!r}")
 
 
 def _problems(counts: Sequence[int], host_n: np.ndarray, guest_n: np.ndarray, hosts: Sequence[Job],
-              guests: Sequence[Job]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+              guests: Sequence[Job], by_user: bool = False) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """One matching problem per GPU count, and per ``group`` when jobs carry groups (a pair never
-    spans two groups): (count, placed rows, pending columns)."""
-    groups = {j.group for j in hosts} | {j.group for j in guests}
+    spans two groups), and per user with ``by_user``: (count, placed rows, pending columns)."""
+    def group(j: Job) -> str:
+        return f"{j.group}\0{j.user}" if by_user else j.group
+
+    groups = {group(j) for j in hosts} | {group(j) for j in guests}
     if len(groups) <= 1:
         return [(n, np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)) for n in counts]
-    host_g = np.array([j.group for j in hosts], dtype=object)
-    guest_g = np.array([j.group for j in guests], dtype=object)
-    return [(n, np.flatnonzero((host_n == n) & (host_g == g)), np.flatnonzero((guest_n == n) & (guest_g == g)))
-            for n in counts for g in sorted(groups)]
+    code = {g: i for i, g in enumerate(sorted(groups))}
+    host_g = np.fromiter(map(code.__getitem__, map(group, hosts)), np.int64, len(hosts))
+    guest_g = np.fromiter(map(code.__getitem__, map(group, guests)), np.int64, len(guests))
+    out = []
+    for n in counts:  # each group's rows and columns, in input order; groups without both make no problem
+        rows, cols = np.flatnonzero(host_n == n), np.flatnonzero(guest_n == n)
+        rows, cols = rows[np.argsort(host_g[rows], kind="stable")], cols[np.argsort(guest_g[cols], kind="stable")]
+        rg, cg = host_g[rows], guest_g[cols]
+        both = np.intersect1d(rg, cg)
+        r_lo, r_hi = np.searchsorted(rg, both), np.searchsorted(rg, both, side="right")
+        c_lo, c_hi = np.searchsorted(cg, both), np.searchsorted(cg, both, side="right")
+        out += [(n, rows[a:b], cols[c:d]) for a, b, c, d in zip(r_lo.tolist(), r_hi.tolist(), c_lo.tolist(),
+                                                                  c_hi.tolist())]
+    return out
 
 
 def _packable(jobs: Sequence[Job], mode: PackingMode, table: ClassTable, skip: Collection[str] = ()) -> list[Job]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..model import InputError
 from .measure import Protocol, median_rate
-from .runs import PlannedRun, ResultsFile, RunRecord, plan_runs
+from .runs import CPU, MPS, TIMESLICE, PlannedRun, ResultsFile, RunRecord, plan_runs
 from .tables import ProfileBuild, profile_from_runs
 from .worker import OK, WorkerPool
 from .zoo import JobSpec, check_spec
@@ -66,20 +66,31 @@ def _check_device(device: str) -> None:
         raise InputError(f"device {device}: no CUDA device is visible here (torch {torch.__version__})")
 
 
-def _mps_env(config: ProfilerConfig) -> tuple[dict[str, str], Any]:
-    """Start a private MPS control daemon for CUDA pairs when asked/possible (docs/profiling.md)."""
-    if config.device == "cpu" or config.mps == "off":
-        return {}, None
+def pair_sharing(config: ProfilerConfig, available: Callable[[], tuple[bool, str]] | None = None) -> str:
+    """How this profile's pairs share the device: cpu (cores), mps (a private MPS server, when asked
+    for and possible), else timeslice (a GPU without MPS: what two users' jobs get)."""
+    if config.device == "cpu":
+        return CPU
+    if config.mps == "off":
+        return TIMESLICE
+    if available is None:
+        from ..harness.mps import mps_available
+        available = mps_available
+    ok, why = available()
+    if ok:
+        return MPS
+    if config.mps == "on":
+        raise InputError(f"--mps on: {why}")
+    log.info("profiling without MPS (pairs time-slice the GPU): %s", why)
+    return TIMESLICE
+
+
+def _mps_env() -> tuple[dict[str, str], Any]:
+    """Start a private MPS control daemon for CUDA pairs (docs/profiling.md); None when it did not start."""
     from ..harness.mps import join_mps, mps_available
 
-    ok, why = mps_available()
-    if not ok:
-        if config.mps == "on":
-            raise InputError(f"--mps on: {why}")
-        log.info("profiling without MPS: %s", why)
-        return {}, None
-    setup = join_mps(f"profiler-{os.getpid()}", (), 0, "profiler", available=(ok, why))
-    return dict(setup.env), setup
+    setup = join_mps(f"profiler-{os.getpid()}", (), 0, "profiler", available=mps_available())
+    return dict(setup.env), (setup if setup.client is not None else None)
 
 
 def run_profile(config: ProfilerConfig, results_path: str | Path, resume: bool = False,
@@ -93,15 +104,23 @@ def run_profile(config: ProfilerConfig, results_path: str | Path, resume: bool =
     _check_device(config.device)
     results = ResultsFile(results_path, config.settings())
     done = results.load(resume)
-    plan = plan_runs(config.jobs)
-    todo = [r for r in plan if r.run_id not in done or done[r.run_id].status not in (OK, "oom")]
+    sharing = pair_sharing(config)
+    env: dict[str, str] = {}
+    mps = None
+    if sharing == MPS and _todo(plan_runs(config.jobs, MPS), done):
+        env, mps = _mps_env()
+        if mps is None:  # the server did not start: the pairs would time-slice
+            if config.mps == "on":
+                raise InputError("--mps on: could not start the MPS control daemon (see the log)")
+            sharing = TIMESLICE
+    plan = plan_runs(config.jobs, sharing)
+    todo = _todo(plan, done)
     total = len(plan)
     finished = total - len(todo)
     if progress:
         progress(finished, total, "")
     measured = 0
     if todo:
-        env, mps = _mps_env(config)
         cap = None if config.memory_cap_mib is None else int(config.memory_cap_mib * 2 ** 20)
         cores = config.cores or (default_cores() if config.device == "cpu" else ())
         try:
@@ -109,7 +128,7 @@ def run_profile(config: ProfilerConfig, results_path: str | Path, resume: bool =
                 for planned in todo:
                     if progress:
                         progress(finished, total, planned.run_id)
-                    rec = _measure(pool, planned, config.protocol, cap, done)
+                    rec = _measure(pool, planned, config.protocol, cap, done, sharing)
                     results.append(rec)
                     done[rec.run_id] = rec
                     finished += 1
@@ -121,12 +140,18 @@ def run_profile(config: ProfilerConfig, results_path: str | Path, resume: bool =
                 from ..harness.mps import leave_mps
 
                 leave_mps(mps)
-    recs = [done[r.run_id] for r in plan if r.run_id in done]
+    # the table: this call's runs, and the pairs the results file holds measured the other way
+    other = plan_runs(config.jobs, MPS if sharing == TIMESLICE else TIMESLICE)
+    recs = [done[r.run_id] for r in dict.fromkeys([*plan, *other]) if r.run_id in done]
     return profile_from_runs(recs, config.gpu_type, name), measured
 
 
+def _todo(plan: Sequence[PlannedRun], done: dict[str, RunRecord]) -> list[PlannedRun]:
+    return [r for r in plan if r.run_id not in done or done[r.run_id].status not in (OK, "oom")]
+
+
 def _measure(pool: WorkerPool, planned: PlannedRun, protocol: Protocol, cap: int | None,
-             done: dict[str, RunRecord]) -> RunRecord:
+             done: dict[str, RunRecord], sharing: str) -> RunRecord:
     # a pair whose job could not run alone is not measured: there is nothing to normalize it by
     for j in planned.jobs if len(planned.jobs) > 1 else ():
         alone = done.get(f"alone {j.label}")
@@ -135,11 +160,12 @@ def _measure(pool: WorkerPool, planned: PlannedRun, protocol: Protocol, cap: int
                              message=f"{j.label} did not run alone ({alone.status if alone else 'not run'})")
     out = pool.run(planned.jobs, protocol, cap)
     mib = tuple(round(p / 2 ** 20, 3) for p in out.peaks)
+    how = sharing if len(planned.jobs) > 1 else ""
     if out.status != OK:
         log.info("%s: %s %s", planned.run_id, out.status, out.message)
-        return RunRecord(planned.run_id, planned.jobs, out.status, peak_mib=mib, message=out.message)
+        return RunRecord(planned.run_id, planned.jobs, out.status, peak_mib=mib, message=out.message, sharing=how)
     return RunRecord(planned.run_id, planned.jobs, OK, tuple(median_rate(w) for w in out.rates), out.rates, mib,
-                     alone=tuple(median_rate(w) for w in out.solo))
+                     alone=tuple(median_rate(w) for w in out.solo), sharing=how)
 
 
 def jobs_from_args(models: Sequence[str], batches: Sequence[str], size: str, gpt_layers: int,

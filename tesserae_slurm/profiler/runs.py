@@ -1,7 +1,10 @@
 """What the profiler runs, and the results file that makes it resumable.
 
 The plan: every job alone, then every unordered pair of jobs (a job with itself included; two LLMs
-excepted, which the engine never packs and the CSV format cannot hold). Each run has a stable id, and
+excepted, which the engine never packs and the CSV format cannot hold). A pair runs as the device
+lets two jobs share it: as clients of one MPS server, time-sliced (a GPU without MPS: what two
+users' jobs get), or time-sharing CPU cores; a time-sliced pair has its own run id, so one results
+file holds a pair measured both ways (``--mps off --resume`` after an MPS profile). Each run has a stable id, and
 each finished run is appended to a JSON-lines results file at once (flushed), so an interrupted
 profile loses at most the run in progress; ``--resume`` skips the ids already there. The first line
 holds the settings; resuming with different settings is refused (the numbers would not compare).
@@ -21,6 +24,8 @@ from .zoo import ZOO, JobSpec
 
 log = logging.getLogger(__name__)
 FORMAT = "tesserae-profile-runs/1"
+# how the jobs of a pair shared the device (RunRecord.sharing; "" for a job alone)
+MPS, TIMESLICE, CPU = "mps", "timeslice", "cpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,21 +34,22 @@ class PlannedRun:
     jobs: tuple[JobSpec, ...]
 
 
-def run_id(jobs: Sequence[JobSpec]) -> str:
+def run_id(jobs: Sequence[JobSpec], sharing: str = MPS) -> str:
     if len(jobs) == 1:
         return f"alone {jobs[0].label}"
-    return "pair " + " + ".join(j.label for j in jobs)
+    return "pair " + " + ".join(j.label for j in jobs) + (" timesliced" if sharing == TIMESLICE else "")
 
 
-def plan_runs(jobs: Sequence[JobSpec]) -> list[PlannedRun]:
-    """Isolated runs first (pairs are normalized by them), then pairs in a stable order."""
+def plan_runs(jobs: Sequence[JobSpec], sharing: str = MPS) -> list[PlannedRun]:
+    """Isolated runs first (pairs are normalized by them), then pairs in a stable order, shared as
+    ``sharing`` says (time-sliced pairs have run ids of their own)."""
     unique = list(dict.fromkeys(jobs))
     out = [PlannedRun(run_id([j]), (j,)) for j in unique]
     for i, a in enumerate(unique):
         for b in unique[i:]:
             if ZOO[a.model].llm and ZOO[b.model].llm:
                 continue
-            out.append(PlannedRun(run_id([a, b]), (a, b)))
+            out.append(PlannedRun(run_id([a, b], sharing), (a, b)))
     return out
 
 
@@ -59,6 +65,9 @@ class RunRecord:
     peak_mib: tuple[float, ...] = ()
     message: str = ""
     alone: tuple[float, ...] = ()  # pairs: each job's median alone, measured right before the pair
+    # pairs: how the two shared the device: mps (one MPS server's clients), timeslice (a GPU without
+    # MPS), cpu (cores); "" alone, and in records written before this was kept
+    sharing: str = ""
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -71,7 +80,7 @@ class RunRecord:
                          tuple(float(x) for x in d.get("throughput", ())),
                          tuple(tuple(float(x) for x in w) for w in d.get("windows", ())),
                          tuple(float(x) for x in d.get("peak_mib", ())), str(d.get("message", "")),
-                         tuple(float(x) for x in d.get("alone", ())))
+                         tuple(float(x) for x in d.get("alone", ())), str(d.get("sharing", "")))
 
 
 class ResultsFile:

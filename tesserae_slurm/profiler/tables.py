@@ -6,7 +6,9 @@ packed it is packed steps/s over isolated steps/s -- the isolated steps/s measur
 right before the pair (``worker.py``), so that load drifting between runs is not read as
 interference. A pair that ran out of memory (or exceeded
 the configured cap) is written with speeds 0.0, infeasible, as the A100 table writes OOM. A job that
-does not run alone cannot be normalized: it and its pairs are left out and reported.
+does not run alone cannot be normalized: it and its pairs are left out and reported. A pair that
+ran time-sliced (a GPU without MPS) is written as a time-sliced pair (``PairRecord.sharing``); pairs
+under MPS, and the CPU's pairs of processes sharing cores, as the table's ordinary pairs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..profiles import IsolatedRecord, PairOption, PairRecord, ProfileKey, ThroughputProfile, build_profile
-from .runs import RunRecord
+from ..profiles.keys import MPS
+from .runs import TIMESLICE, RunRecord
 from .worker import OK, OOM
 from .zoo import ZOO, JobSpec
 
@@ -60,7 +63,8 @@ def profile_from_runs(records: Iterable[RunRecord], gpu_type: str, name: str) ->
         if ZOO[b.model].llm and not ZOO[a.model].llm:  # the CSV writes the LLM first
             a, b, speeds = b, a, (speeds[1], speeds[0])
         pairs.append(PairRecord(gpu_type, profile_key(a), profile_key(b),
-                                PairOption(a.strategy, b.strategy, round(speeds[0], 4), round(speeds[1], 4))))
+                                PairOption(a.strategy, b.strategy, round(speeds[0], 4), round(speeds[1], 4)),
+                                sharing=TIMESLICE if r.sharing == TIMESLICE else MPS))
     datasets = {profile_key(j).model: ZOO[j.model].dataset for j in alone}
     for why in left:
         log.warning("left out of the profile: %s", why)

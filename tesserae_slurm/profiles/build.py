@@ -11,6 +11,8 @@ Loaders only parse; this module decides what the rows mean, the same way for eve
   order, is the mean of its measurements, and infeasible (0.0) if any measurement was. The A100 table
   measured 36 same-model pairs in both orders; a measured pair of identical jobs is made symmetric
   the same way.
+* pairs measured under MPS and time-sliced (``PairRecord.sharing``) are kept apart: the same two
+  jobs have one record of each kind at most.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..model import InputError
 from .keys import (
+    SHARINGS,
     IsolatedRecord,
     PairOption,
     PairRecord,
@@ -114,10 +117,12 @@ def build_profile(name: str, isolated: Iterable[IsolatedRecord], pairs: Iterable
         s = strategy(k, r.strategy, what) or None
         iso.append(IsolatedRecord(gpu(r.gpu_type), k, s, _check_speed(r.speed, what), r.throughput, wb))
 
-    groups: dict[tuple[str, Endpoint, Endpoint], _Group] = {}
+    groups: dict[tuple[str, str, Endpoint, Endpoint], _Group] = {}
     implicit: dict[tuple[str, ProfileKey], None] = {}
     for p in pairs_in:
         what = f"pair {p.a} + {p.b} on {p.gpu_type}"
+        if p.sharing not in SHARINGS:
+            raise InputError(f"{what}: sharing must be {' or '.join(SHARINGS)}, got {p.sharing!r}")
         if p.a.num_gpus != p.b.num_gpus:
             raise InputError(f"{what}: packed jobs must use the same number of GPUs")
         a, wa = canon(p.a, what)
@@ -130,9 +135,9 @@ def build_profile(name: str, isolated: Iterable[IsolatedRecord], pairs: Iterable
                 implicit.setdefault((g, k))
         lo, hi = sorted((ea, eb))  # one orientation per unordered pair, whatever the row order
         flip = (ea, eb) != (lo, hi)
-        grp = groups.get((g, lo, hi))
+        grp = groups.get((g, p.sharing, lo, hi))
         if grp is None:
-            grp = groups[(g, lo, hi)] = _Group(lo, hi, (wb, wa) if flip else (wa, wb))
+            grp = groups[(g, p.sharing, lo, hi)] = _Group(lo, hi, (wb, wa) if flip else (wa, wb))
         grp.values.append((y, x) if flip else (x, y))
         if ea == eb:  # identical jobs: the row's order means nothing
             grp.values.append((y, x))
@@ -140,13 +145,13 @@ def build_profile(name: str, isolated: Iterable[IsolatedRecord], pairs: Iterable
     have = {(r.gpu_type, r.key) for r in iso if r.strategy is None}
     iso += [IsolatedRecord(g, k, None, 1.0) for g, k in implicit if (g, k) not in have]
     out: list[PairRecord] = []
-    for (g, _, _), grp in groups.items():
+    for (g, sharing, _, _), grp in groups.items():
         if any(x == 0.0 or y == 0.0 for x, y in grp.values):
             xs, ys = 0.0, 0.0
         else:
             xs = sum(x for x, _ in grp.values) / len(grp.values)
             ys = sum(y for _, y in grp.values) / len(grp.values)
         out.append(PairRecord(g, grp.a[0], grp.b[0], PairOption(grp.a[1] or None, grp.b[1] or None, xs, ys),
-                              *grp.written))
+                              *grp.written, sharing))
     ds = {model(m): d for m, d in (datasets or {}).items() if fold(m) in spelling}
     return ThroughputProfile(name, tuple(iso), tuple(out), ds)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..model import InputError, Job
 from .index import ProfileIndex
-from .keys import JobClass, PairOption, ProfileKey, embedded_batch, fold_strategy
+from .keys import MPS, JobClass, PairOption, ProfileKey, embedded_batch, fold_strategy
 
 
 class IndexedProfile(Protocol):
@@ -88,12 +88,13 @@ def class_isolated(profile: IndexedProfile, cls: JobClass, gpu: str) -> tuple[fl
     return runs[best][1], runs[best][0]
 
 
-def class_best_pair(profile: IndexedProfile, a: JobClass, b: JobClass, gpu: str) -> PairOption | None:
+def class_best_pair(profile: IndexedProfile, a: JobClass, b: JobClass, gpu: str,
+                    sharing: str = MPS) -> PairOption | None:
     """Feasible option with the largest speed sum the two classes may use on canonical GPU type
-    ``gpu``; ties: first listed."""
+    ``gpu``, sharing it as ``sharing`` says (MPS or time-sliced); ties: first listed."""
     best: PairOption | None = None
     if a.key.num_gpus == b.key.num_gpus and _runs(profile, a, gpu) and _runs(profile, b, gpu):
-        for opt in profile.index.options.get((gpu, a.key, b.key), ()):
+        for opt in profile.index.pair_table(sharing).get((gpu, a.key, b.key), ()):
             if not opt.feasible:
                 continue
             if a.candidates and opt.a_strategy not in a.candidates:
@@ -130,7 +131,9 @@ class PairMatrix:
 @dataclass(frozen=True)
 class ClassTable:
     """Classes numbered in canonical order (model, batch, GPUs, strategies), and per GPU type of
-    the profile (``gpu_types`` order) their best pairs, speeds alone and packing edges.
+    the profile (``gpu_types`` order) their best pairs, speeds alone and packing edges, for pairs
+    that share GPUs as ``sharing`` says (a profile has one table per way; both number the classes
+    alike).
 
     ``total[t, i, j]``/``option[t, i, j]``: as ``PairMatrix`` on type t. ``gain[t, i, j]``: what
     packing a class-j job onto a placed class-i job adds to throughput, where it adds more than
@@ -153,6 +156,7 @@ class ClassTable:
     isolated_strategy: tuple[tuple[str | None, ...], ...]
     gain: np.ndarray
     weight: np.ndarray
+    sharing: str = MPS
 
     @cached_property
     def slowest(self) -> np.ndarray:
@@ -183,12 +187,18 @@ class ClassTable:
         new = [c for c in dict.fromkeys(extra) if c not in self.number]
         if not new:
             return self
-        return _table(profile, sorted((*self.classes, *new), key=_sort_key), self)
+        return _table(profile, sorted((*self.classes, *new), key=_sort_key), self, self.sharing)
+
+    def alike(self, profile: IndexedProfile, sharing: str) -> ClassTable:
+        """The table over the same classes, numbered alike, for pairs sharing GPUs as ``sharing`` says."""
+        if sharing == self.sharing:
+            return self
+        return _table(profile, list(self.classes), None, sharing, self)
 
 
 def build_table(profile: IndexedProfile) -> ClassTable:
     """Every measured key's classes: unrestricted, and for keys with several strategies one class
-    per strategy (what ``default-pp-always`` and single-strategy jobs use)."""
+    per strategy (what ``default-pp-always`` and single-strategy jobs use); pairs under MPS."""
     keys = sorted({k for (_, k) in profile.index.runs}, key=lambda k: (k.model, k.batch_size, k.num_gpus))
     classes: list[JobClass] = []
     for k in keys:
@@ -199,8 +209,10 @@ def build_table(profile: IndexedProfile) -> ClassTable:
     return _table(profile, sorted(classes, key=_sort_key), None)
 
 
-def _table(profile: IndexedProfile, classes: list[JobClass], known: ClassTable | None) -> ClassTable:
-    """The table over ``classes``; entries of classes in ``known`` are copied from it."""
+def _table(profile: IndexedProfile, classes: list[JobClass], known: ClassTable | None, sharing: str = MPS,
+           spelled_as: ClassTable | None = None) -> ClassTable:
+    """The table over ``classes``; entries of classes in ``known`` (a table of the same sharing) are
+    copied from it; ``spelled_as``: a table over the same classes whose spellings hold here too."""
     gpus, n = profile.gpu_types, len(classes)
     number = {c: i for i, c in enumerate(classes)}
     total = np.full((len(gpus), n, n), np.nan)
@@ -225,7 +237,7 @@ def _table(profile: IndexedProfile, classes: list[JobClass], known: ClassTable |
     for t, gpu in enumerate(gpus):
         for i in measured:
             for j in (measured if old[i] < 0 else fresh):
-                best = class_best_pair(profile, classes[i], classes[j], gpu)
+                best = class_best_pair(profile, classes[i], classes[j], gpu, sharing)
                 if best is not None:
                     total[t, i, j] = best.total
                     option[t, i, j] = seen.setdefault(best, len(options))
@@ -236,7 +248,9 @@ def _table(profile: IndexedProfile, classes: list[JobClass], known: ClassTable |
     gain = total - isolated[:, :, None]  # NaN: never measured
     edge = gain > RESOLUTION  # False for NaN
     counts: Mapping[tuple[str, str], frozenset[int]]
-    if known is None:
+    if spelled_as is not None:
+        spelled, counts = dict(spelled_as.spelled), spelled_as.counts
+    elif known is None:
         spelled, counts = _spellings(profile, classes)
     else:
         counts = known.counts
@@ -247,7 +261,7 @@ def _table(profile: IndexedProfile, classes: list[JobClass], known: ClassTable |
     for a in arrays:
         a.setflags(write=False)  # the table is shared by every caller of the profile
     return ClassTable(gpus, tuple(classes), number, spelled, counts, *arrays[:2], tuple(options), arrays[2],
-                      tuple(map(tuple, strategy)), *arrays[3:])
+                      tuple(map(tuple, strategy)), *arrays[3:], sharing)
 
 
 def _spellings(profile: IndexedProfile, classes: Sequence[JobClass]

@@ -7,9 +7,11 @@ strategy, ``model2`` without one (the format has one strategy column, so it cann
 LLMs). ``co_pipeline_rank`` (which ranks of job 1 share GPUs with job 2) is informational: the engine
 packs whole jobs on the same GPUs, so every row it reads or writes shares all ranks.
 
-Two optional trailing columns extend the format for other sources: ``gpu_type`` (default ``a100``)
-and ``throughput1`` (absolute steps/s of job 1 alone, isolated rows only). The writer adds them only
-when the profile needs them, so the shipped A100 table round-trips with its own 13 columns.
+Three optional trailing columns extend the format for other sources: ``gpu_type`` (default ``a100``),
+``throughput1`` (absolute steps/s of job 1 alone, isolated rows only) and ``sharing`` (pair rows:
+``mps``, the default, or ``timeslice`` for a pair measured time-sliced, as two users' jobs share a
+GPU). The writer adds them only when the profile needs them, so the shipped A100 table round-trips
+with its own 13 columns.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from pathlib import Path
 
 from ..model import InputError
 from .build import build_profile
-from .keys import STRATEGY_NA, IsolatedRecord, PairOption, PairRecord, ProfileKey, strategy_from_cell
+from .keys import MPS, SHARINGS, STRATEGY_NA, IsolatedRecord, PairOption, PairRecord, ProfileKey, strategy_from_cell
 from .table import ThroughputProfile
 
 COLUMNS = ("index", "model1", "dataset1", "gpu_num1", "batch_size1", "speed1", "co_pipeline_rank",
            "pipeline_strategy", "model2", "dataset2", "gpu_num2", "batch_size2", "speed2")
-OPTIONAL = ("gpu_type", "throughput1")
+OPTIONAL = ("gpu_type", "throughput1", "sharing")
 EMPTY = "Empty"
 DEFAULT_GPU = "a100"
 
@@ -94,8 +96,12 @@ def parse_profile_csv(text: str, source: str, name: str | None = None) -> Throug
             raise InputError(f"{where}: gpu_num1 {key1.num_gpus} != gpu_num2 {key2.num_gpus}; packed jobs "
                              "share the same GPUs")
         datasets.setdefault(row["model2"], row["dataset2"])
+        sharing = row.get("sharing") or MPS
+        if sharing not in SHARINGS:
+            raise InputError(f"{where}: sharing must be {' or '.join(SHARINGS)}, got {sharing!r}")
         pairs.append(PairRecord(gpu, key1, key2, PairOption(strategy, None, speed1,
-                                                            _float(row["speed2"], "speed2", where))))
+                                                            _float(row["speed2"], "speed2", where)),
+                                sharing=sharing))
     try:
         return build_profile(name or Path(source).stem, isolated, pairs, datasets)
     except InputError as e:
@@ -120,16 +126,20 @@ def profile_csv_text(profile: ThroughputProfile) -> str:
     """The profile in CSV form; ``parse_profile_csv`` of it gives an equal profile."""
     extra_gpu = any(g != DEFAULT_GPU for g in profile.gpu_types)
     extra_tput = any(r.throughput is not None for r in profile.isolated)
-    header = list(COLUMNS) + (["gpu_type"] if extra_gpu else []) + (["throughput1"] if extra_tput else [])
+    extra_sharing = any(p.sharing != MPS for p in profile.pairs)
+    header = list(COLUMNS) + (["gpu_type"] if extra_gpu else []) + (["throughput1"] if extra_tput else []) + (
+        ["sharing"] if extra_sharing else [])
     paired = {(p.gpu_type, k) for p in profile.pairs for k in (p.a, p.b)}
     rows: list[list[str]] = []
 
-    def emit(cells: list[str], gpu: str, tput: float | None) -> None:
+    def emit(cells: list[str], gpu: str, tput: float | None, sharing: str = "") -> None:
         cells = [str(len(rows))] + cells
         if extra_gpu:
             cells.append(gpu)
         if extra_tput:
             cells.append("" if tput is None else repr(tput))
+        if extra_sharing:
+            cells.append(sharing)
         rows.append(cells)
 
     def ds(model: str) -> str:
@@ -152,7 +162,7 @@ def profile_csv_text(profile: ThroughputProfile) -> str:
         ranks = ",".join(str(i) for i in range(a.num_gpus))
         emit([a.model, ds(a.model), str(a.num_gpus), _batch(a, wa), repr(opt.a_speed), ranks,
               opt.a_strategy or STRATEGY_NA, b.model, ds(b.model), str(b.num_gpus), _batch(b, wb),
-              repr(opt.b_speed)], p.gpu_type, None)
+              repr(opt.b_speed)], p.gpu_type, None, p.sharing)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)

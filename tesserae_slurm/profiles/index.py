@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import InputError
-from .keys import IsolatedRecord, PairOption, PairRecord, ProfileKey, fold
+from .keys import MPS, TIMESLICE, TIMESLICE_SHARE, IsolatedRecord, PairOption, PairRecord, ProfileKey, fold
+
+OptionMap = dict[tuple[str, ProfileKey, ProfileKey], tuple[PairOption, ...]]  # (GPU type, a, b): both orientations
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,24 @@ class ProfileIndex:
     runs: dict[tuple[str, ProfileKey], tuple[tuple[str | None, float], ...]]  # isolated, by strategy
     throughput: dict[tuple[str, ProfileKey], float]
     strategies: dict[tuple[str, int], tuple[str, ...]]  # (model, gpus) -> strategies, any GPU type
-    options: dict[tuple[str, ProfileKey, ProfileKey], tuple[PairOption, ...]]  # both orientations
+    options: OptionMap  # packed under MPS
     gpu_counts: dict[str, tuple[int, ...]]
+    # time-sliced: the measured pairs, and for every other MPS pair the fallback (``timeslice_fallback``)
+    timeslice_options: OptionMap
+    timeslice_measured: frozenset[tuple[str, ProfileKey, ProfileKey]]
+
+    def pair_table(self, sharing: str) -> OptionMap:
+        return self.timeslice_options if sharing == TIMESLICE else self.options
+
+
+def timeslice_fallback(option: PairOption, a_alone: float, b_alone: float,
+                       share: float = TIMESLICE_SHARE) -> PairOption:
+    """A time-sliced pair nobody measured: each job gets ``share`` of its speed alone under the
+    strategy it has in the MPS option; what did not fit in memory under MPS does not fit either
+    (time-slicing keeps both jobs' memory on the GPU)."""
+    if not option.feasible:
+        return PairOption(option.a_strategy, option.b_strategy, 0.0, 0.0)
+    return PairOption(option.a_strategy, option.b_strategy, a_alone * share, b_alone * share)
 
 
 def build_index(isolated: Sequence[IsolatedRecord], pairs: Sequence[PairRecord], name: str) -> ProfileIndex:
@@ -67,22 +85,32 @@ def build_index(isolated: Sequence[IsolatedRecord], pairs: Sequence[PairRecord],
     mixed = sorted({r.key.model for r in isolated if r.strategy is None} & strategied)
     if mixed:
         raise InputError(f"profile {name}: {mixed[0]} has entries with and without a parallelism strategy")
-    options: dict[tuple[str, ProfileKey, ProfileKey], list[PairOption]] = {}
+    by_sharing: dict[str, dict[tuple[str, ProfileKey, ProfileKey], list[PairOption]]] = {MPS: {}, TIMESLICE: {}}
     for p in pairs:
         for side, key, strat in (("a", p.a, p.option.a_strategy), ("b", p.b, p.option.b_strategy)):
             known = runs.get((p.gpu_type, key))
             if known is None or all(s != strat for s, _ in known):
                 raise InputError(f"profile {name}: pair side {side} {key} strategy {strat!r} on {p.gpu_type} "
                                  "has no isolated entry")
+        options = by_sharing[p.sharing]
         options.setdefault((p.gpu_type, p.a, p.b), []).append(p.option)
         mirror = p.option.swapped()
         if p.a != p.b or mirror != p.option:
             options.setdefault((p.gpu_type, p.b, p.a), []).append(mirror)
+    frozen = {k: {key: tuple(v) for key, v in opts.items()} for k, opts in by_sharing.items()}
+    measured = frozenset(frozen[TIMESLICE])
+    sliced = dict(frozen[TIMESLICE])
+    alone = {key: dict(v) for key, v in runs.items()}
+    for (g, a, b), opts in frozen[MPS].items():
+        if (g, a, b) not in sliced:
+            sliced[(g, a, b)] = tuple(timeslice_fallback(o, alone[(g, a)][o.a_strategy], alone[(g, b)][o.b_strategy])
+                                      for o in opts)
     return ProfileIndex(
         gpu_types=tuple(gpus), models=models, model_order=tuple(models.values()),
         batches={m: tuple(b) for m, b in batches.items()}, fixed_batch=fixed, strategied=frozenset(strategied),
         runs={k: tuple(v) for k, v in runs.items()}, throughput=throughput,
         strategies={k: tuple(v) for k, v in strategies.items()},
-        options={k: tuple(v) for k, v in options.items()},
+        options=frozen[MPS],
         gpu_counts={m: tuple(sorted(c)) for m, c in counts.items()},
+        timeslice_options=sliced, timeslice_measured=measured,
     )

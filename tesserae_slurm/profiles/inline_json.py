@@ -14,7 +14,8 @@
 ``throughput`` (absolute steps/s) optional. A job without strategies that appears only in pairs
 runs alone at 1.0; every strategy a pair names needs an isolated entry. Pairs: ``a``, ``b``,
 ``a_speed``, ``b_speed`` required (``b.num_gpus`` defaults to ``a``'s); ``a_strategy``,
-``b_strategy``, ``gpu_type`` optional. docs/profiles.md has the full description.
+``b_strategy``, ``gpu_type``, ``sharing`` (``mps``, default, or ``timeslice``) optional.
+docs/profiles.md has the full description.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from typing import Any
 
 from ..model import InputError
 from .build import build_profile
-from .keys import IsolatedRecord, PairOption, PairRecord, ProfileKey
+from .keys import MPS, SHARINGS, IsolatedRecord, PairOption, PairRecord, ProfileKey
 from .table import ThroughputProfile
 
 _TOP = {"name", "gpu_type", "isolated", "pairs"}
 _ISO = {"model", "batch_size", "num_gpus", "speed", "strategy", "throughput", "gpu_type"}
-_PAIR = {"a", "b", "a_speed", "b_speed", "a_strategy", "b_strategy", "gpu_type"}
+_PAIR = {"a", "b", "a_speed", "b_speed", "a_strategy", "b_strategy", "gpu_type", "sharing"}
 _SIDE = {"model", "batch_size", "num_gpus"}
 
 
@@ -102,11 +103,15 @@ def profile_from_json(raw: Any, where: str = "profile") -> ThroughputProfile:
         e = _obj(e, _PAIR, ("a", "b", "a_speed", "b_speed"), w)
         a = _key(e["a"], f"{w}.a")
         b = _key(e["b"], f"{w}.b", default_gpus=a.num_gpus)
+        sharing = e.get("sharing", MPS)
+        if sharing not in SHARINGS:
+            raise InputError(f"{w}.sharing: expected {' or '.join(SHARINGS)}, got {sharing!r}")
         pairs.append(PairRecord(
             str(_str(e.get("gpu_type", default_gpu), f"{w}.gpu_type")), a, b,
             PairOption(_str(e.get("a_strategy"), f"{w}.a_strategy", optional=True),
                        _str(e.get("b_strategy"), f"{w}.b_strategy", optional=True),
-                       _num(e["a_speed"], f"{w}.a_speed"), _num(e["b_speed"], f"{w}.b_speed"))))
+                       _num(e["a_speed"], f"{w}.a_speed"), _num(e["b_speed"], f"{w}.b_speed")),
+            sharing=str(sharing)))
     name = top.get("name", "inline")
     try:
         return build_profile(str(name), isolated, pairs)
@@ -139,5 +144,7 @@ def profile_to_json(profile: ThroughputProfile) -> dict[str, Any]:
             e["a_strategy"] = p.option.a_strategy
         if p.option.b_strategy is not None:
             e["b_strategy"] = p.option.b_strategy
+        if p.sharing != MPS:
+            e["sharing"] = p.sharing
         pairs.append(e)
     return {"name": profile.name, "isolated": iso, "pairs": pairs}

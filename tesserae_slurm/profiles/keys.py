@@ -12,6 +12,15 @@ import re
 from dataclasses import dataclass
 
 STRATEGY_NA = "NA"  # how the A100 table writes "no strategy"
+# How a pair shares its GPUs: as clients of one MPS server (one user's jobs: the server runs both at
+# once), or time-sliced (two users' jobs: CUDA runs one MPS server per GPU at a time, so their
+# servers take turns). Measured with `tesserae profile --mps on|off`.
+MPS, TIMESLICE = "mps", "timeslice"
+SHARINGS = (MPS, TIMESLICE)
+# Fallback where a pair was not measured time-sliced: each job gets this share of its speed alone
+# under the strategy it would use packed. Evidence (an H200, batch 64, --mps off; docs/profiling.md):
+# resnet50 + resnet50 and PointNet + PointNet ran at 0.45 each; half the GPU less the switching cost.
+TIMESLICE_SHARE = 0.45
 _EMBEDDED_BATCH = re.compile(r"\(batch size (\d+)\)\s*$")
 
 
@@ -71,7 +80,8 @@ class IsolatedRecord:
 
 @dataclass(frozen=True, slots=True)
 class PairRecord:
-    """A measured co-location of two keys on the same GPUs (same GPU count by construction)."""
+    """A measured co-location of two keys on the same GPUs (same GPU count by construction), under
+    MPS or time-sliced (``sharing``)."""
 
     gpu_type: str
     a: ProfileKey
@@ -79,6 +89,7 @@ class PairRecord:
     option: PairOption
     a_written_batch: str = ""
     b_written_batch: str = ""
+    sharing: str = MPS
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable
 
 from ..model import Cluster, InputError, Job
-from .keys import ProfileKey
+from .keys import MPS, TIMESLICE, ProfileKey
 from .table import ThroughputProfile
 
 REFERENCE_PREFERENCE = ("a100", "v100")
@@ -117,15 +117,17 @@ class SpeedModel:
     def packed(self, a: Job, b: Job, gpu_type: str, a_strategy: str | None,
                b_strategy: str | None) -> tuple[float, float]:
         """Both jobs' speeds while they share GPUs under the given strategies; (0, 0) if the
-        profile has no feasible measurement of exactly that combination (out of memory)."""
+        profile has no feasible measurement of exactly that combination (out of memory). Two users'
+        jobs time-slice the GPU (one MPS server per GPU at a time): their time-sliced speeds."""
+        sharing = MPS if a.user == b.user else TIMESLICE
         memo = ("pair", a.model, a.batch_size, a.parallelism, b.model, b.batch_size, b.parallelism,
-                a.num_gpus, b.num_gpus, gpu_type, a_strategy, b_strategy)
+                a.num_gpus, b.num_gpus, gpu_type, a_strategy, b_strategy, sharing)
         pair = self._pair_memo.get(memo)
         if pair is None:
             ka, kb = self.profile.job_class(a).key, self.profile.job_class(b).key
             speeds = (0.0, 0.0)
             if a.num_gpus == b.num_gpus:
-                for opt in self.profile.pair_options(ka, kb, gpu_type):
+                for opt in self.profile.pair_options(ka, kb, gpu_type, sharing):
                     if opt.feasible and opt.a_strategy == a_strategy and opt.b_strategy == b_strategy:
                         speeds = (opt.a_speed * self._factor(ka, gpu_type), opt.b_speed * self._factor(kb, gpu_type))
                         break

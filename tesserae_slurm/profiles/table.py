@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -18,6 +19,8 @@ from ..model import InputError, Job
 from .classes import ClassTable, PairMatrix, build_table, class_best_pair, class_isolated, resolve_class
 from .index import ProfileIndex, build_index
 from .keys import (
+    MPS,
+    TIMESLICE,
     IsolatedRecord,
     JobClass,
     PairOption,
@@ -35,7 +38,8 @@ class ThroughputProfile:
     """Normalized isolated and packed speeds per GPU type; build one with a loader (``loaders.py``).
 
     ``isolated`` has one record per (GPU type, key, strategy); ``pairs`` one record per measured
-    unordered co-location (lookups answer both orders). Equality compares the data, not the name.
+    unordered co-location and way of sharing (MPS or time-sliced; lookups answer both orders).
+    Equality compares the data, not the name.
     """
 
     name: str = field(compare=False)
@@ -48,6 +52,21 @@ class ThroughputProfile:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_ix", build_index(self.isolated, self.pairs, self.name))
         object.__setattr__(self, "classes", build_table(self))
+
+    @cached_property
+    def timeslice_classes(self) -> ClassTable:
+        """The class table for pairs of two users' jobs (time-sliced), numbered as ``classes``; built
+        when first asked for (single-user runs never do)."""
+        return self.classes.alike(self, TIMESLICE)
+
+    def class_table(self, sharing: str = MPS) -> ClassTable:
+        return self.timeslice_classes if sharing == TIMESLICE else self.classes
+
+    def timeslice_measured(self, a_key: ProfileKey, b_key: ProfileKey, gpu_type: str) -> bool:
+        """Whether the pair was measured time-sliced (else its time-sliced speeds are the fallback)."""
+        a, g = self._measured(a_key, gpu_type)
+        b, _ = self._measured(b_key, gpu_type)
+        return (g, a, b) in self._ix.timeslice_measured
 
     # ---- what the profile knows -------------------------------------------------------------
     @property
@@ -160,15 +179,18 @@ class ThroughputProfile:
         k, g = self._measured(key, gpu_type)
         return self._ix.throughput.get((g, k))
 
-    def pair_options(self, a_key: ProfileKey, b_key: ProfileKey, gpu_type: str) -> tuple[PairOption, ...]:
-        """Every measured strategy combination of ``a`` packed with ``b``, infeasible ones included.
+    def pair_options(self, a_key: ProfileKey, b_key: ProfileKey, gpu_type: str,
+                     sharing: str = MPS) -> tuple[PairOption, ...]:
+        """Every measured strategy combination of ``a`` packed with ``b``, infeasible ones included,
+        under MPS or time-sliced (``sharing``; time-sliced pairs nobody measured get the fallback of
+        ``index.timeslice_fallback``).
 
         Symmetric: ``pair_options(b, a)`` holds the same options swapped. Empty when the pair was never
         measured (e.g. two LLMs), which the engine treats as "not packable".
         """
         a, g = self._measured(a_key, gpu_type)
         b, _ = self._measured(b_key, gpu_type)
-        return self._ix.options.get((g, a, b), ())
+        return self._ix.pair_table(sharing).get((g, a, b), ())
 
     # ---- job-level lookups used by the engine (fallbacks; see classes.py) ----------------------
     def job_class(self, job: Job) -> JobClass:
@@ -204,10 +226,10 @@ class ThroughputProfile:
                     out[i] = self.best_isolated(jobs[i], gpu_types[i])
         return out
 
-    def best_pair(self, a: Job, b: Job, gpu_type: str) -> PairOption | None:
+    def best_pair(self, a: Job, b: Job, gpu_type: str, sharing: str = MPS) -> PairOption | None:
         if a.num_gpus != b.num_gpus:
             return None
-        return class_best_pair(self, self.job_class(a), self.job_class(b), self._gpu(gpu_type))
+        return class_best_pair(self, self.job_class(a), self.job_class(b), self._gpu(gpu_type), sharing)
 
     def pair_matrix(self, classes: Sequence[JobClass], gpu_type: str) -> PairMatrix:
         return self.classes.with_extra(self, classes).cut(self._gpu(gpu_type), classes)

@@ -36,6 +36,8 @@ def cache_key(spec: RunSpec) -> str:
         fields.append(sorted(spec.policy_options))
     if spec.min_speed:
         fields.append(["min_speed", spec.min_speed])
+    if spec.cross_user != "timeslice":
+        fields.append(["cross_user", spec.cross_user])
     if spec.paper_plan:
         fields.append("paper_plan")
     ident = json.dumps(fields, sort_keys=True)

@@ -30,6 +30,7 @@ from .runner import ProgressCallback, simulate
 from .traces.record import TraceJob
 
 log = logging.getLogger(__name__)
+CROSS_USER_CHOICES = ("timeslice", "mps", "never")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class RunSpec:
     llm_strategy: str = "best"  # best | dp | default-pp | default-pp-always (sim/strategies.py)
     limits: GpuLimits | None = None  # per-user/account GPU limits (--limits; model/gpu_limits.py)
     min_speed: float = 0.0  # over the configuration's packing floor when > 0 (EngineConfig.min_speed)
+    # two users' pairs: scored time-sliced ("timeslice", the configurations' own), as one user's ("mps"),
+    # or never formed ("never": the daemon's mps.cross_user: never); the truth time-slices them either way
+    cross_user: str = "timeslice"
     paper_plan: bool = False  # every move free, the plan rebuilt each round as the paper has it (moves=None)
 
 
@@ -60,13 +64,18 @@ def run_one(spec: RunSpec, on_round: ProgressCallback | None = None) -> SimResul
         config = dataclasses.replace(config, policy_options={**config.policy_options, **dict(spec.policy_options)})
     if spec.min_speed:
         config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, min_speed=spec.min_speed))
+    if spec.cross_user not in CROSS_USER_CHOICES:
+        raise InputError(f"cross_user must be one of {', '.join(CROSS_USER_CHOICES)}, got {spec.cross_user!r}")
+    if spec.cross_user == "mps":
+        config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, cross_user="mps"))
     if spec.paper_plan:
         config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, moves=None))
     believed = profile_from_spec(spec.decision_profile) if spec.decision_profile else None
     return simulate(spec.trace, Cluster.from_spec(spec.cluster_spec), config, profile_from_spec(spec.profile),
                     round_s=spec.round_s, seed=spec.seed, noise=spec.noise, restart=spec.restart,
                     check_invariants=spec.check_invariants, trace_name=spec.trace_name, on_round=on_round,
-                    decision_profile=believed, llm_strategy=spec.llm_strategy, limits=spec.limits)
+                    decision_profile=believed, llm_strategy=spec.llm_strategy, limits=spec.limits,
+                    group_by_user=spec.cross_user == "never")
 
 
 def run_many(specs: Sequence[RunSpec], workers: int | None = None,

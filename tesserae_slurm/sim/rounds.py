@@ -24,9 +24,11 @@ from .restart import RestartCost
 from .traces.record import TraceJob
 
 
-def job_of(t: TraceJob, parallelism: tuple[str, ...] = ()) -> Job:
+def job_of(t: TraceJob, parallelism: tuple[str, ...] = (), group_by_user: bool = False) -> Job:
+    """The engine's job; ``group_by_user``: packed only with the same user's jobs (the daemon's
+    ``mps.cross_user: never``)."""
     return Job(t.job_id, t.num_gpus, t.model, t.batch_size, user=t.user, parallelism=parallelism, no_pack=t.no_pack,
-               account=t.account, time_limit=t.time_limit)
+               account=t.account, time_limit=t.time_limit, group=t.user if group_by_user else "")
 
 
 class SteadyOutcomes:

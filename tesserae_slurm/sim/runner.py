@@ -77,6 +77,7 @@ def simulate(
     reuse_decisions: bool = True,
     fast_forward: bool = True,
     limits: GpuLimits | None = None,
+    group_by_user: bool = False,
 ) -> SimResult:
     """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring.
 
@@ -95,7 +96,11 @@ def simulate(
     skipped; every round the fast-forward promised quiet is checked to be so instead.
 
     ``limits``: per-user and per-account GPU limits (the trace's ``user`` and ``account`` columns),
-    applied by the engine as in the daemon."""
+    applied by the engine as in the daemon.
+
+    Two users' jobs time-slice a GPU (``SpeedModel.packed``): the truth gives such pairs the profile's
+    time-sliced speeds. The engine scores them as ``config.engine.cross_user`` says, and with
+    ``group_by_user`` packs only one user's jobs together (the daemon's ``mps.cross_user: never``)."""
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be > 0 seconds, got {round_s}")
     if not 0.0 <= noise <= 1.0:
@@ -117,7 +122,7 @@ def simulate(
         config = dataclasses.replace(config, engine=dataclasses.replace(
             config.engine, moves=restart.move_costs(config.engine.moves, round_s)))
     run = _Run(trace, cluster, config, believed, decision_speeds, true_speeds, restart, round_s, seed, parallelism,
-               check_invariants, reuse_decisions, fast_forward, limits)
+               check_invariants, reuse_decisions, fast_forward, limits, group_by_user)
 
     while run.jobs_left():
         arrived = run.admit_arrivals()  # 1. arrivals join (or jump to the next one on an idle cluster)
@@ -141,11 +146,20 @@ def simulate(
                   "fast_forwarded_rounds": run.skipped,
                   "moves": None if config.engine.moves is None else dataclasses.asdict(config.engine.moves),
                   **({"min_speed": config.engine.min_speed} if config.engine.min_speed else {}),
+                  **_cross_user_settings(trace, config, group_by_user),
                   **({"limits": dataclasses.asdict(limits)} if limits is not None else {})},
     )
     if check_invariants:
         check_result(result, trace, true_speeds.max_factor)
     return result
+
+
+def _cross_user_settings(trace: Sequence[TraceJob], config: SchedulerConfig, group_by_user: bool) -> dict[str, Any]:
+    """How two users' pairs were scored, for traces of several users (single-user records keep their shape)."""
+    if len({t.user for t in trace}) <= 1:
+        return {}
+    return {"cross_user": "never" if group_by_user else config.engine.cross_user,
+            "pairs_below_one": config.engine.pairs_below_one}
 
 
 class _Run:
@@ -155,8 +169,9 @@ class _Run:
                  believed: ThroughputProfile, decision_speeds: SpeedModel, true_speeds: SpeedModel,
                  restart: RestartCost, round_s: float, seed: int, parallelism: Mapping[str, tuple[str, ...]],
                  check_invariants: bool, reuse_decisions: bool, fast_forward: bool,
-                 limits: GpuLimits | None = None) -> None:
+                 limits: GpuLimits | None = None, group_by_user: bool = False) -> None:
         self.cluster, self.config, self.believed, self.limits = cluster, config, believed, limits
+        self.group_by_user = group_by_user
         self.lookup = decision_speeds.lookup()
         self.true_speeds, self.restart, self.round_s, self.seed = true_speeds, restart, round_s, seed
         self.parallelism, self.check, self.reuse = parallelism, check_invariants, reuse_decisions
@@ -193,7 +208,8 @@ class _Run:
         arrived = False
         while self.nxt < len(self.arrivals) and self.arrivals[self.nxt].submit_time <= self.now:
             t = self.arrivals[self.nxt]
-            s = self.live[t.job_id] = LiveJob(t, job_of(t, self.parallelism.get(t.job_id, ())), remaining=t.duration,
+            job = job_of(t, self.parallelism.get(t.job_id, ()), self.group_by_user)
+            s = self.live[t.job_id] = LiveJob(t, job, remaining=t.duration,
                                               contention_at_arrival=self.cum_contention,
                                               rounds_at_arrival=self.cum_rounds, cols=self.cols, k=self.nxt)
             self.views_of[t.job_id] = view_of(s, False)

@@ -49,6 +49,9 @@ class PackingSection:
     # a pair is formed only if each member keeps this normalized speed (0 = the named configuration's own,
     # which is 0 for every shipped one: any pair that raises throughput); placement/pack.py
     min_speed: float = 0.0
+    # form pairs whose normalized speeds sum below 1.0 (off: such a pair delivers less than either job
+    # alone at its best; EngineConfig.pairs_below_one)
+    pairs_below_one: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ class PreemptionSection:
 class MpsSection:
     thread_percentage: int = 50  # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for each job of a packed pair
     # pairs of two users' jobs: their MPS servers time-slice the GPU instead of sharing it
-    # (timeslice: pack them anyway; never: pack only jobs of one user)
+    # (timeslice: score such pairs with the profile's time-sliced speeds, so only those that gain are
+    # formed; never: pack only jobs of one user)
     cross_user: str = "timeslice"
 
 

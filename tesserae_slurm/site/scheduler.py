@@ -32,17 +32,20 @@ def site_policy(cfg: SiteConfig) -> Policy:
 
 def engine_config(cfg: SiteConfig) -> EngineConfig:
     """The named configuration's engine settings with the site's ``packing`` and ``moves`` sections over
-    them: a move costs the job its restart, the grace period it waits to checkpoint, and Slurm's requeue
+    them: two users' pairs are scored time-sliced (``mps.cross_user: timeslice``; ``never`` forms none),
+    and a move costs the job its restart, the grace period it waits to checkpoint, and Slurm's requeue
     and relaunch."""
     engine = get_config(cfg.scheduler.policy).engine
     if cfg.packing.min_speed:
         engine = dataclasses.replace(engine, min_speed=cfg.packing.min_speed)
+    if cfg.packing.pairs_below_one:
+        engine = dataclasses.replace(engine, pairs_below_one=True)
     if engine.moves is not None:
         m = cfg.moves
         costs = MoveCosts(m.restart_s, tuple(m.restart_per_model.items()), cfg.preemption.grace_seconds + m.requeue_s,
                           m.horizon_s or 3 * cfg.scheduler.round_seconds, m.recent_rounds)
         engine = dataclasses.replace(engine, moves=costs if m.enabled else None)
-    return engine
+    return dataclasses.replace(engine, cross_user="timeslice")
 
 
 def check_scheduler(cfg: SiteConfig, where: str) -> None:

@@ -105,9 +105,11 @@ def _choose_in(cluster: Cluster, free: list[list[int]], nodes: list[int], n: int
 # ---- Algorithm 3 -----------------------------------------------------------------------------------
 def pack_value_reference(placed: Sequence[Job], pending: Sequence[Job], profile: ThroughputProfile,
                          gpu_type_of: Mapping[str, str], *, mode: str = "on", objective: str = "throughput",
+                         cross_user: str = "timeslice", below_one: bool = False,
                          ) -> tuple[float, tuple[PackedPair, ...]]:
-    """One dense job x job matrix per GPU count, every edge looked up pair by pair; returns the
-    optimal objective value and one optimal matching."""
+    """One dense job x job matrix per GPU count, every edge looked up pair by pair (two users' jobs
+    with the time-sliced speeds unless ``cross_user`` is "mps"; no pair summing below 1.0 unless
+    ``below_one``); returns the optimal objective value and one optimal matching."""
     if mode == "off":
         return 0.0, ()
     hosts = [j for j in placed if not j.no_pack and (mode == "on" or j.num_gpus == 1)]
@@ -124,8 +126,9 @@ def pack_value_reference(placed: Sequence[Job], pending: Sequence[Job], profile:
             for c, b in enumerate(cols):
                 if a.group != b.group:  # Job.group: never packed across groups
                     continue
-                opt = profile.best_pair(a, b, gpu)
-                if opt is None or opt.total - alone <= 1e-6:
+                sharing = "timeslice" if cross_user == "timeslice" and a.user != b.user else "mps"
+                opt = profile.best_pair(a, b, gpu, sharing)
+                if opt is None or opt.total - alone <= 1e-6 or (not below_one and opt.total < 1.0 - 1e-9):
                     continue
                 value[r, c] = opt.total - alone if objective == "throughput" else opt.total
                 options[(r, c)] = opt

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -58,16 +60,20 @@ def _objective(pairs, placed, profile, gpu_type_of):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 10_000), st.integers(2, 400), st.sampled_from(["on", "single"]))
-def test_packing_reaches_the_reference_optimum(seed, n_jobs, mode):
+@given(st.integers(0, 10_000), st.integers(2, 400), st.sampled_from(["on", "single"]),
+       st.sampled_from(["timeslice", "mps"]), st.booleans(), st.sampled_from([1, 3, 50]))
+def test_packing_reaches_the_reference_optimum(seed, n_jobs, mode, cross_user, below_one, users):
+    """Also with two users' pairs scored time-sliced (the synthetic jobs belong to ``users`` users)."""
     rng = np.random.default_rng(seed)
-    jobs = synthetic_jobs(n_jobs, rng)
+    jobs = tuple(dataclasses.replace(j, user=f"u{int(j.user[1:]) % users}") for j in synthetic_jobs(n_jobs, rng))
     k = int(rng.integers(1, n_jobs))
     placed, pending = jobs[:k], jobs[k:]
     gpu_type_of = {j.id: "a100" for j in placed}
-    ref_value, _ = pack_value_reference(placed, pending, A100, gpu_type_of, mode=mode)
+    ref_value, _ = pack_value_reference(placed, pending, A100, gpu_type_of, mode=mode, cross_user=cross_user,
+                                        below_one=below_one)
     for limit in (None, 0):  # default solver choice, and the class-level transportation path forced
-        res = pack(placed, pending, A100, gpu_type_of, mode=mode, _assignment_limit=limit)
+        res = pack(placed, pending, A100, gpu_type_of, mode=mode, cross_user=cross_user, below_one=below_one,
+                   _assignment_limit=limit)
         assert _objective(res.pairs, placed, A100, gpu_type_of) == pytest.approx(ref_value, abs=1e-6)
         assert len({p.partner for p in res.pairs}) == len(res.pairs) == len({p.placed for p in res.pairs})
 

@@ -221,3 +221,31 @@ def test_every_move_has_a_cause_no_idle_shift_and_no_return_without_a_new_cause(
         active += [waiting.pop() for _ in range(min(len(waiting), int(rng.integers(0, 3))))]
         current = Placement({n: tuple(frozenset(x for x in s if x not in ended) for s in gs)
                              for n, gs in current.nodes.items()})
+
+
+def test_two_users_pairs_are_valued_time_sliced_as_packing_scores_them():
+    """A pair of two users' jobs time-slices the GPU: what a move buys or costs uses those speeds (one
+    user's pair, or a site that scores every pair as MPS, the MPS ones), and a running pair of two users
+    whose time-sliced speeds sum below one is not kept together, as packing would not form it."""
+    from tesserae_slurm.placement.move_value import MoveValue
+
+    cluster = Cluster.from_spec("1x2:a100")
+    host, guest = Job("h", 1, "resnet50", "32", user="u1"), Job("g", 1, "vgg19", "32", user="u2")
+    mate = dataclasses.replace(guest, id="m", user="u1")
+    current = plan(node1=[["h", "g"], []])
+    sliced, mps = A100.best_pair(host, guest, "a100", "timeslice"), A100.best_pair(host, guest, "a100")
+    assert sliced is not None and mps is not None and sliced.a_speed + sliced.b_speed < 1.0 < mps.a_speed + mps.b_speed
+    mv = MoveValue(cluster, current, (host, guest), MoveCosts(), A100, {}, {}, frozenset())
+    assert mv.pair(host, guest, "a100") == sliced and mv.pair(host, mate, "a100") == mps
+    assert mv.speed_now("h") == sliced.a_speed
+    mv = MoveValue(cluster, current, (host, guest), MoveCosts(), A100, {}, {}, frozenset(), cross_user="mps")
+    assert mv.pair(host, guest, "a100") == mps and mv.speed_now("h") == mps.a_speed
+
+    other, new = Job("o", 1, "resnet50", "32", user="u1"), Job("n", 1, "PointNet", "32", user="u1")
+    current = plan(node1=[["h", "g"], ["o"]])
+    jobs = [host, other, new, guest]
+    kept = decide_on(cluster, jobs, current, dataclasses.replace(PAYING, cross_user="mps"))
+    assert {frozenset(("h", "g"))} <= {frozenset((p.placed, p.partner)) for p in kept.packed}
+    d = decide_on(cluster, jobs, current)
+    assert frozenset(("h", "g")) not in {frozenset((p.placed, p.partner)) for p in d.packed}
+    assert all(p.placed_speed + p.partner_speed >= 1.0 - 1e-9 for p in d.packed)

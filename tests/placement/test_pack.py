@@ -70,27 +70,28 @@ def _candidates(profile, job):
     return job.parallelism or profile.strategies(job.model, job.num_gpus) or (None,)
 
 
-def edge_weight(profile, p: Job, q: Job, gpu: str):
-    """Oracle from the strict key-level API: (best pair sum, placed job alone) or None for no edge."""
+def edge_weight(profile, p: Job, q: Job, gpu: str, below_one: bool = False):
+    """Oracle from the strict key-level API: (best pair sum, placed job alone) or None for no edge
+    (also when the sum is below one, unless ``below_one``)."""
     if p.num_gpus != q.num_gpus or p.no_pack or q.no_pack:
         return None
     kp, kq = profile.key(p.model, p.batch_size, p.num_gpus), profile.key(q.model, q.batch_size, q.num_gpus)
     alone = max(profile.isolated_speed(kp, gpu, s) for s in _candidates(profile, p))
     sums = [o.total for o in profile.pair_options(kp, kq, gpu)
             if o.feasible and o.a_strategy in _candidates(profile, p) and o.b_strategy in _candidates(profile, q)]
-    if not sums or max(sums) <= alone + GAIN_EPS:
+    if not sums or max(sums) <= alone + GAIN_EPS or (not below_one and max(sums) < 1.0 - 1e-9):
         return None
     return max(sums), alone
 
 
-def brute_force(profile, placed, pending, gpu_of, objective, exclude):
+def brute_force(profile, placed, pending, gpu_of, objective, exclude, below_one=False):
     """Best objective value over every matching (each job at most once), by exhaustive search."""
     edges = {}
     for p in placed:
         if p.id in exclude:
             continue
         for q in pending:
-            w = edge_weight(profile, p, q, gpu_of[p.id])
+            w = edge_weight(profile, p, q, gpu_of[p.id], below_one)
             if w is not None:
                 edges[p.id, q.id] = w[0] - w[1] if objective == "throughput" else w[0]
 
@@ -115,9 +116,10 @@ def test_matches_brute_force(objective, data):
     pending = data.draw(job_lists("q"))
     gpu_of = {j.id: data.draw(st.sampled_from(GPUS)) for j in placed}
     exclude = set(data.draw(st.lists(st.sampled_from([j.id for j in placed]), max_size=1))) if placed else set()
-    optimum, _ = brute_force(profile, placed, pending, gpu_of, objective, exclude)
+    below_one = data.draw(st.booleans())
+    optimum, _ = brute_force(profile, placed, pending, gpu_of, objective, exclude, below_one)
 
-    result = pack(placed, pending, profile, gpu_of, objective=objective, exclude=exclude)
+    result = pack(placed, pending, profile, gpu_of, objective=objective, exclude=exclude, below_one=below_one)
 
     by_id = {j.id: j for j in placed + pending}
     assert len({p.placed for p in result.pairs}) == len(result.pairs)  # each placed job at most once
@@ -128,7 +130,7 @@ def test_matches_brute_force(objective, data):
         assert a in placed and b in pending and a.id not in exclude
         assert a.num_gpus == b.num_gpus and not a.no_pack and not b.no_pack
         assert pair.placed_speed > 0 and pair.partner_speed > 0  # no infeasible pair
-        w, alone = edge_weight(profile, a, b, gpu_of[a.id])  # an edge of the oracle: gain > 0
+        w, alone = edge_weight(profile, a, b, gpu_of[a.id], below_one)  # an edge of the oracle: gain > 0
         assert pair.weight == pytest.approx(w)  # best strategies chosen
         assert pair.weight > alone
         assert pair.placed_strategy in _candidates(profile, a) and pair.partner_strategy in _candidates(profile, b)

@@ -16,7 +16,8 @@ from tesserae_slurm.cli.main import main
 from tesserae_slurm.model import InputError
 from tesserae_slurm.profiles import ProfileKey, load_profile
 from tesserae_slurm.profiler.measure import Protocol, accounted_peak_bytes
-from tesserae_slurm.profiler.runner import ProfilerConfig, run_profile
+from tesserae_slurm.profiler.runner import ProfilerConfig, pair_sharing, run_profile
+from tesserae_slurm.profiler.runs import CPU, MPS, TIMESLICE, run_id
 from tesserae_slurm.profiler.worker import WorkerPool
 from tesserae_slurm.profiler.zoo import JobSpec, build_step
 
@@ -153,3 +154,52 @@ def test_bad_profile_arguments_are_one_line_errors(argv, message, tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and err.startswith("tesserae profile: error:")
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_each_pair_records_how_it_shared_the_device(run):
+    """On CPU the pairs time-share cores (``cpu``); the table writes them as its ordinary pairs."""
+    out, _ = run
+    records = [json.loads(x) for x in out.with_name("cpu.csv.runs.jsonl").read_text().splitlines()[1:]]
+    assert {r["run_id"]: r["sharing"] for r in records if r["run_id"].startswith("pair")} == {
+        "pair resnet50/8 + resnet50/8": "cpu", "pair resnet50/8 + GPT-2L/2/2": "cpu"}
+    assert all(r["sharing"] == "" for r in records if r["run_id"].startswith("alone"))
+    assert {p.sharing for p in load_profile(str(out)).pairs} == {"mps"}
+
+
+def test_time_sliced_pairs_join_the_table_beside_the_mps_ones(run, tmp_path):
+    """A results file holding a pair measured time-sliced (``--mps off --resume`` on a GPU) gives the
+    table both records of it; resuming measures nothing."""
+    out, argv = run
+    results = tmp_path / "both.jsonl"
+    lines = out.with_name("cpu.csv.runs.jsonl").read_text().splitlines()
+    pair = next(json.loads(x) for x in lines[1:] if json.loads(x)["run_id"] == "pair resnet50/8 + GPT-2L/2/2")
+    sliced = {**pair, "run_id": run_id(tuple(JobSpec(**j) for j in pair["jobs"]), TIMESLICE), "sharing": TIMESLICE,
+              "throughput": [t / 2 for t in pair["throughput"]]}
+    results.write_text("\n".join([*lines, json.dumps(sliced)]) + "\n")
+    cap = float(argv[argv.index("--memory-cap-mib") + 1])
+    config = ProfilerConfig((RESNET, GPT), protocol=Protocol(1, 3, 0.1), memory_cap_mib=cap)
+
+    def no_workers(*_args, **_kw):
+        raise AssertionError("nothing left to measure")
+
+    build, measured = run_profile(config, results, resume=True, pool_factory=no_workers)
+    assert measured == 0
+    by = {(p.sharing, p.a.model, p.b.model): p.option for p in build.profile.pairs}
+    mps, ts = by[("mps", "GPT-2L", "resnet50")], by[("timeslice", "GPT-2L", "resnet50")]
+    assert ts.a_speed == pytest.approx(mps.a_speed / 2, abs=1e-3)
+    assert ts.b_speed == pytest.approx(mps.b_speed / 2, abs=1e-3)
+
+
+@pytest.mark.parametrize("device, mps, available, want", [
+    ("cpu", "auto", (True, ""), CPU), ("cuda", "off", (True, ""), TIMESLICE), ("cuda", "auto", (True, ""), MPS),
+    ("cuda", "auto", (False, "no binary"), TIMESLICE), ("cuda", "on", (True, ""), MPS),
+])
+def test_pair_sharing_follows_the_device_and_the_mps_option(device, mps, available, want):
+    config = ProfilerConfig((RESNET,), device=device, mps=mps)
+    assert pair_sharing(config, lambda: available) == want
+
+
+def test_mps_on_without_mps_is_a_one_line_error():
+    with pytest.raises(InputError, match="--mps on: nvidia-cuda-mps-control not found"):
+        pair_sharing(ProfilerConfig((RESNET,), device="cuda", mps="on"),
+                     lambda: (False, "nvidia-cuda-mps-control not found"))

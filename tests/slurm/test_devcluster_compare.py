@@ -10,22 +10,19 @@ import pytest
 
 from tesserae_slurm.devcluster import add_parser
 from tesserae_slurm.devcluster.compare import (
-    BATCH_SCRIPT,
     MODELS,
     STEP_TIME_S,
     DemoJob,
     JobResult,
-    Settings,
-    daemon_config,
     generate_jobs,
     job_result,
     policy_options,
     render_jobs,
     render_summary,
     report_json,
-    submit_all,
     summarize,
 )
+from tesserae_slurm.devcluster.runs import BATCH_SCRIPT, Settings, daemon_config, submit_all
 from tesserae_slurm.devcluster.slurm_conf import DevClusterLayout, DevClusterSpec, render_slurm_conf
 from tesserae_slurm.model import InputError
 from tesserae_slurm.slurm import SlurmJob, SlurmJobState
@@ -164,10 +161,13 @@ def test_policy_options_scale_tiresias_only():
 
 
 def test_daemon_config_and_batch_script(tmp_path: Path):
-    cfg = daemon_config(Settings(round_seconds=3, grace_seconds=4), tmp_path)
+    cfg = daemon_config(Settings(round_seconds=3, grace_seconds=4, daemon_extra={"feedback": {"min_reports": 1}}),
+                        tmp_path)
     assert cfg["scheduler"]["round_seconds"] == 3 and cfg["preemption"]["grace_seconds"] == 4
+    assert cfg["feedback"] == {"min_reports": 1}
     assert cfg["metrics"]["listen"] == "" and cfg["http"]["listen"] == ""  # no fixed ports taken
     assert cfg["state"]["database"] == str(tmp_path / "state.db")
+    assert cfg["preemption"]["stop_records_dir"] == str(tmp_path / "stops")  # stops end with the checkpoint
     lines = BATCH_SCRIPT.splitlines()
     assert lines[0] == "#!/bin/bash" and lines[1].startswith("trap ") and lines[2].startswith("trap ")
 
@@ -205,7 +205,7 @@ def test_stop_seconds_from_the_daemons_records_and_their_summary(tmp_path: Path)
     from tesserae_slurm.daemon.service.calls import CallRecord
     from tesserae_slurm.daemon.state.journal import Intent, Journal
     from tesserae_slurm.daemon.state.store import Store
-    from tesserae_slurm.devcluster.compare import stop_seconds
+    from tesserae_slurm.devcluster.runs import stop_seconds
 
     journal = Journal(Store.open(tmp_path / "state.db"))
     rid = journal.begin_round(100.0, "tesserae-t", False)

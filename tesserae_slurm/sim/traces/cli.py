@@ -9,7 +9,7 @@ import sys
 
 from ...model import InputError
 from .csv_format import dumps_csv, write_csv
-from .generate import generate_gavel, generate_tesserae
+from .generate import generate_gavel, generate_tesserae, with_users
 from .loader import FORMATS
 from .models import A100, NAMESPACES
 from .record import Trace
@@ -33,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--models", choices=NAMESPACES, default=A100,
                    help="gavel style only: map job types onto the A100 table (default) or keep Gavel's")
+    g.add_argument("--users", type=int, default=0, metavar="N",
+                   help="give each job one of N users, drawn uniformly (default: no user column)")
     g.add_argument("-o", "--out", required=True, help="output CSV ('-' for stdout)")
     g.set_defaults(func=run_generate)
 
@@ -71,6 +73,8 @@ def run_generate(args: argparse.Namespace) -> int:
         trace = generate_tesserae(args.jobs, args.rate, args.seed)
     else:
         trace = generate_gavel(args.jobs, args.rate, args.seed, models=args.models)
+    if args.users:
+        trace = with_users(trace, args.users, args.seed)
     _emit(trace, args.out)
     return 0
 

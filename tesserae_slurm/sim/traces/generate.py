@@ -11,6 +11,7 @@ trace are the k-job trace, and changing one distribution leaves the other attrib
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -179,3 +180,14 @@ def generate_gavel(
                              total_steps=steps, source_type=job_type))
     return Trace.of(name or f"gavel-{num_jobs}-r{jobs_per_hour:g}-s{seed}", jobs)
 
+
+
+def with_users(trace: Trace, users: int, seed: int) -> Trace:
+    """The trace with each job's ``user`` drawn uniformly from ``user0`` .. ``user<users-1>``, from a
+    stream of its own (seeded by ``seed``), so the jobs themselves are those of the trace without
+    users. What a shared cluster looks like to packing: most pairs are two users' jobs."""
+    if users < 1:
+        raise InputError(f"number of users must be >= 1, got {users}")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, users]))
+    drawn = rng.integers(users, size=len(trace))
+    return Trace(trace.name, tuple(dataclasses.replace(j, user=f"user{int(k)}") for j, k in zip(trace, drawn)))
