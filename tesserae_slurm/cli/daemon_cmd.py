@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from ..daemon.service.logfmt import formatter
     from ..daemon.service.metrics import serve
     from ..daemon.service.sdnotify import Notifier
-    from ..daemon.state.store import Store, acquire_lock
+    from ..daemon.state.store import Store, acquire_lock, prepare_state
     from ..site.connect import backend_from_config
     from ..site.load import resolve_config
 
@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     for h in logging.getLogger().handlers:
         h.setFormatter(formatter(args.log_format))
     log = logging.getLogger("tesserae_slurm.daemon")
+    prepare_state(cfg.state.database)  # 0750 / 0640 whoever starts it; a world-readable one refused
     store = Store.open(cfg.state.database)  # before any log line: a bad state file is one line
     acquire_lock(cfg.state.database)  # one daemon per state database, before it acts or settles intents
     log.info("configuration from %s; state in %s; partition %s", source, cfg.state.database, cfg.slurm.partition)
@@ -100,10 +101,11 @@ def _serve_web(cfg: SiteConfig, log: logging.Logger) -> ThreadingHTTPServer | No
     """The read-only page and API (http.listen); a port in use is logged, never a reason to stop scheduling."""
     if not cfg.http.listen:
         return None
+    from ..daemon.operators.readers import FirstLook
     from ..daemon.operators.web import serve as serve_web
 
     try:
-        return serve_web(cfg.state.database, cfg.http.listen)
+        return serve_web(cfg.state.database, cfg.http.listen, FirstLook(cfg))
     except OSError as exc:
         log.error("web page and API not started on %s: %s", cfg.http.listen, exc.strerror or exc)
         return None

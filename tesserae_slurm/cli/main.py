@@ -58,6 +58,8 @@ COMMANDS: dict[str, Command] = {
         ("unpin", "operator: lift a job's pin or keep-off"),
         ("drain", "operator: stop placing jobs on a node, move its jobs off (the daemon only)"),
         ("resume", "operator: place jobs on a drained node again"))},
+    "actions": Command(_C + "admin.actions", "operators' holds, pins and drains in force, with who and when",
+                       "daemon"),
     "explain": Command(_C + "admin.explain", "why a job is pending, packed or was moved (from the daemon's records)",
                        "daemon"),
 }

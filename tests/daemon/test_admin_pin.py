@@ -15,7 +15,7 @@ import pytest
 
 from tesserae_slurm.daemon.operators import admin
 from tesserae_slurm.site.load import load_config
-from tesserae_slurm.daemon.state.store import JobRow, Store
+from tesserae_slurm.daemon.state.store import JobRow, RoundRow, Store
 from tesserae_slurm.placement.node_rules import NodeRule
 from tesserae_slurm.model import InputError
 
@@ -41,6 +41,9 @@ def cfg_path(tmp_path: Path) -> Iterator[Path]:
     store = Store.open(tmp_path / "state.db")
     with store.session() as s:
         s.add(JobRow(job_id="5", num_gpus=2, submit_time=1.0, state="RUNNING"))
+        # the nodes the command checks a node list against where Slurm cannot be asked (no Slurm here)
+        s.add(RoundRow(round_id=1, started_at=1.0, policy="fifo", status="applied",
+                       decision_json='{"placement": {"nodes": {"node1": [[], []], "node2": [[], []]}}}'))
     store.close()
     admin.ensure_dir(admin.requests_dir(load_config(cfg, check_policy=False)))
     yield cfg

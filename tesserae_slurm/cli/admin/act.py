@@ -9,12 +9,14 @@ trusts the request file's owner, not this process).
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
 
 if TYPE_CHECKING:
     from ...site.config import SiteConfig
+    from .common import ApiClient
 
 HELP = {  # as in cli/main.py's COMMANDS (the listing shows those without importing this module)
     "hold": "operator: keep a managed job from being placed until released",
@@ -79,27 +81,91 @@ def run(args: argparse.Namespace) -> int:
     if not admin.is_operator(uid, cfg, daemon_uid if daemon_uid is not None else -1):
         raise InputError(f"{admin.user_name(uid)} is not a tesserae operator (root, the daemon's user, or "
                          "admin.operators in the config)")
-    if command in admin.JOB_COMMANDS:
-        _check_job(cfg, target)
+    seen = _Seen(args, cfg)
+    problem = admin.misfit(command, target, nodes, seen.job_state(target) if command in admin.JOB_COMMANDS else "",
+                           seen.in_force(), seen.nodes() if command not in admin.JOB_COMMANDS
+                           or command in admin.RULE_COMMANDS else None, cfg.slurm.partition)
+    if problem:
+        raise InputError(problem)
     admin.submit(cfg, command, target, nodes=nodes)
-    print(f"{EFFECT[command].format(t=target, n=nodes)} at the daemon's next round (within "
-          f"{cfg.scheduler.round_seconds:g} s); recorded as {admin.user_name(uid)}")
+    print(f"{EFFECT[command].format(t=target, n=nodes)} at the daemon's next round ({seen.promise()}); "
+          f"recorded as {admin.user_name(uid)}")
     return 0
 
 
-def _check_job(cfg: SiteConfig, job: str) -> None:
-    """A job the daemon manages and that has not ended (when the database is readable here)."""
-    from ...daemon.state.store import TERMINAL_STATES, Store
+class _Seen:
+    """What the checks of a request read: the daemon's records (the database, or its API for an operator
+    who cannot read it) and Slurm's partition (its nodes; the jobs the daemon has not looked at yet)."""
 
-    try:
-        store = Store.open(cfg.state.database, read_only=True)
-    except (InputError, OSError):
-        return  # not readable by this operator: the daemon checks again
-    try:
-        row = store.job(job)
-    finally:
-        store.close()
-    if row is None:
-        raise InputError(f"job {job} is not managed by tesserae (not in its database)")
-    if row.state in TERMINAL_STATES:
-        raise InputError(f"job {job} has ended ({row.state})")
+    def __init__(self, args: argparse.Namespace, cfg: SiteConfig) -> None:
+        from .common import open_source
+
+        self.cfg = cfg
+        self.source = open_source(argparse.Namespace(db=None, config=args.config, api=None))
+
+    def _api(self) -> ApiClient | None:
+        from .common import ApiClient
+
+        return self.source if isinstance(self.source, ApiClient) else None
+
+    def job_state(self, job: str) -> str | None:
+        from ...daemon.operators import admin
+        from ...daemon.operators.readers import FIRST_LOOK, FirstLook, first_look_rows
+
+        api = self._api()
+        if api is not None:  # the API lists the jobs the daemon has not looked at too
+            found = api.get("/api/jobs", jobs=job, all="1")["jobs"]
+            if not found:
+                return None
+            return admin.FIRST_LOOK_STATE if str(found[0].get("reason", "")).startswith(FIRST_LOOK) \
+                else str(found[0]["state"])
+        row = self.source.job(job)  # type: ignore[union-attr]
+        if row is not None:
+            return str(row.state)
+        listed = first_look_rows(FirstLook(self.cfg).jobs(), set())
+        return admin.FIRST_LOOK_STATE if any(r.job_id == job for r in listed) else None
+
+    def in_force(self) -> dict[str, list[dict[str, Any]]]:
+        from ...daemon.operators.readers import in_force
+
+        api = self._api()
+        return api.get("/api/actions") if api is not None else in_force(self.source)  # type: ignore[arg-type]
+
+    def nodes(self) -> set[str]:
+        """The partition's nodes as Slurm lists them; where Slurm cannot be asked, as the daemon's newest
+        decided round saw them (drained and down ones included)."""
+        from ...site.connect import backend_from_config
+        from ...slurm import SlurmError
+
+        try:
+            return {n.name for n in backend_from_config(self.cfg).list_nodes(self.cfg.slurm.partition)}
+        except SlurmError as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        api = self._api()
+        if api is not None:
+            seen = {n["name"] for n in api.get("/api/cluster")["nodes"]}
+        else:
+            from ...daemon.operators.api import cluster
+
+            seen = {n["name"] for n in cluster(self.source)["nodes"]}  # type: ignore[arg-type]
+        if not seen:
+            raise InputError(f"cannot check the node against partition {self.cfg.slurm.partition}: Slurm not "
+                             f"reachable ({why}) and the daemon has not decided a round yet")
+        return seen
+
+    def promise(self) -> str:
+        """How soon the next round takes the request in: from the recent rounds' starts, else the config."""
+        from ...daemon.operators.readers import round_cadence
+
+        api = self._api()
+        if api is not None:
+            starts = [datetime.fromisoformat(r["started_at"]).timestamp()
+                      for r in api.get("/api/rounds", n="8")["rounds"] if r.get("kind", "round") == "round"]
+        else:
+            starts = [r.started_at for r in self.source.rounds(limit=8) if r.kind == "round"]  # type: ignore[union-attr]
+        cadence = round_cadence(starts)
+        every = self.cfg.scheduler.round_seconds
+        if cadence is None:
+            return f"within about {every:g} s, the configured round length"
+        lo, hi = cadence
+        return f"within about {max(hi, every):.0f} s: rounds began every {lo:.0f}-{hi:.0f} s lately"

@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ...daemon.operators.readers import FirstLook
     from ...daemon.state.store import Store
 
 
@@ -65,6 +66,22 @@ def open_source(args: argparse.Namespace) -> Store | ApiClient:
                          "ask an operator, or pass --api URL")
     host, _, port = listen.rpartition(":")
     return ApiClient(f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}", why=f"{path} not readable")
+
+
+def first_look(args: argparse.Namespace) -> FirstLook | None:
+    """Slurm's listing of the managed partition, for the jobs the daemon has not looked at yet; None
+    where no config names the partition (``--db`` alone, as the benchmarks and tests read a copy)."""
+    from ...daemon.operators.readers import FirstLook
+    from ...model import InputError
+    from ...site.load import resolve_config
+
+    if args.db or os.environ.get("TESSERAE_DB"):
+        if not (args.config or os.environ.get("TESSERAE_CONFIG")):
+            return None
+    try:
+        return FirstLook(resolve_config(args.config, check_policy=False)[0])
+    except InputError:
+        return None
 
 
 class ApiClient:

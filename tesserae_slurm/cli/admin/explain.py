@@ -13,7 +13,7 @@ from typing import Any
 from ...daemon.operators.readers import when
 from ...model import InputError
 from ..render import table
-from .common import ApiClient, add_api_option, add_db_options, duration, open_source
+from .common import ApiClient, add_api_option, add_db_options, duration, first_look, open_source
 from .output import dump_json
 
 
@@ -56,18 +56,24 @@ def _text(e: dict[str, Any]) -> str:
                      + (f"; strategy {w['strategy']}" if w["strategy"] else ""))
     if "speed_source" in e:
         lines.append(_source_line(e["speed_source"]))
-    moved = [m for m in e["history"] if m["kind"] in ("migrate", "preempt")]
+    if e.get("cause"):
+        c = e["cause"]
+        lines.append(f"why {e['state'].lower()}: {c['by']}: {c['why']}"
+                     + (f"; to undo: {c['undo']}" if c["undo"] else ""))
+    moved = [m for m in e["history"] if m["kind"] in ("migrate", "preempt", "requeue", "hold", "evict")]
+    verbs = {"migrate": "moved", "preempt": "preempted", "requeue": "requeued", "hold": "held", "evict": "stopped"}
     for m in moved:
-        verb = "moved" if m["kind"] == "migrate" else "preempted"
+        verb = verbs[m["kind"]]
         ctx = f" (rank {m['rank']}; started that round: {', '.join(m['started_that_round']) or 'none'})" \
             if m.get("rank") else ""
+        c = m.get("cause") or {"by": "", "why": "", "undo": ""}
+        undo = f"; to undo: {c['undo']}" if c.get("undo") else ""
         if m.get("why"):
             lines.append(f"why {verb} in round {m['round']}: {_bought(m['why'])}; {m['from']} -> {m['to'] or 'none'}"
-                         f"{ctx} [{m['status']}]")
+                         f"{ctx} [{m['status']}] ({c['by']}{undo})")
             continue
-        lines.append(f"why {verb} in round {m['round']}: the new consolidated placement "
-                     + ("had no spot matching its old GPUs " if m["kind"] == "migrate" else "had no GPUs left for it ")
-                     + f"{m['from']} -> {m['to'] or 'none'}{ctx} [{m['status']}]")
+        lines.append(f"why {verb} in round {m['round']}: {c['by']}: {c['why']}{undo}; "
+                     f"{m['from'] or '-'} -> {m['to'] or 'none'}{ctx} [{m['status']}]")
     for m in e["history"]:
         if m["kind"] == "start" and m.get("between_rounds"):
             lines.append(f"started between rounds (round {m['round']}, kind start): on {m['to']}, GPUs free at that "
@@ -124,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         from ...daemon.operators.api import job
 
         try:
-            e = job(source, str(args.job_id))
+            e = job(source, str(args.job_id), first_look(args))
         except LookupError as exc:
             raise InputError(str(exc.args[0])) from None
     if args.json:

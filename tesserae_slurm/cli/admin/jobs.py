@@ -17,7 +17,7 @@ from ...daemon.operators.readers import (
     select_rows,
     when,
 )
-from .common import ApiClient, add_api_option, add_db_options, duration, open_source
+from .common import ApiClient, add_api_option, add_db_options, duration, first_look, open_source
 from .output import add_output_options, emit, format_codes
 
 if TYPE_CHECKING:
@@ -86,9 +86,16 @@ def run(args: argparse.Namespace) -> int:
         body = source.get("/api/jobs", states=args.states, all="1" if args.all else None, jobs=args.jobs,
                           user=args.user)
         shown: Sequence[object] = [job_from_record(j) for j in body["jobs"]]
+        slurm_error = body.get("slurm_error", "")
     else:
-        rows = select_rows(source.jobs(), states=args.states, all_jobs=args.all, ids=args.jobs, user=args.user)
+        from ...daemon.operators.api import with_first_look
+
+        every, slurm_error = with_first_look(source, first_look(args))  # and the jobs the daemon has not seen yet
+        rows = select_rows(every, states=args.states, all_jobs=args.all, ids=args.jobs, user=args.user)
         add_stop_reasons(source, rows)
         shown = rows
+    if slurm_error:
+        import sys
+        print(f"tesserae jobs: {slurm_error}; only the jobs the daemon has seen are listed", file=sys.stderr)
     emit(args, COLUMNS, shown, None if args.long else DEFAULT, key="jobs")
     return 0

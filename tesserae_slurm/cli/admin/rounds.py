@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
+from typing import Any
 
-from ...daemon.operators.readers import ROUND_COLUMNS, round_details, when
+from ...daemon.operators.readers import ROUND_COLUMNS, Column, round_details, when
 from ...model import InputError
 from ..render import render_placement, table
-from .common import add_db_options, open_store
+from .common import ApiClient, add_api_option, add_db_options, open_source
 from .output import add_output_options, dump_json, emit, format_codes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rounds", help="list the daemon's recent rounds", epilog=format_codes(ROUND_COLUMNS))
     add_db_options(p)
+    add_api_option(p)
     p.add_argument("-n", "--last", type=int, default=20, help="how many recent rounds (default 20)")
     add_output_options(p)
     p.set_defaults(func=run_rounds)
@@ -22,14 +25,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("action", choices=("show",))
     r.add_argument("round_id", metavar="N", help="a round number, or last (the newest round)")
     add_db_options(r)
+    add_api_option(r)
     r.add_argument("--json", action="store_true", help="JSON output")
     r.set_defaults(func=run_round_show)
+
+
+def _local(stamp: str | None) -> str:
+    return when(datetime.fromisoformat(stamp).timestamp()) if stamp else ""
+
+
+def _api_column(c: Column) -> Column:
+    """A round column over the API's records, which carry each column's --json value under its key."""
+    def value(r: dict[str, Any]) -> Any:
+        return r.get(c.key)
+
+    def shown(r: dict[str, Any]) -> Any:
+        return _local(r.get(c.key)) if c.key == "started_at" else r.get(c.key)
+
+    return Column(c.header, c.letter, c.key, shown, value)
+
+
+API_ROUND_COLUMNS = tuple(_api_column(c) for c in ROUND_COLUMNS)
 
 
 def run_rounds(args: argparse.Namespace) -> int:
     if args.last <= 0:
         raise InputError("--last must be positive")
-    rows = list(reversed(open_store(args).rounds(limit=args.last)))
+    source = open_source(args)
+    if isinstance(source, ApiClient):  # the daemon's API: the same records, read on its side
+        emit(args, API_ROUND_COLUMNS, source.get("/api/rounds", n=str(args.last))["rounds"], key="rounds")
+        return 0
+    rows = list(reversed(source.rounds(limit=args.last)))
     emit(args, ROUND_COLUMNS, rows, key="rounds")
     return 0
 
@@ -38,29 +64,32 @@ def run_round_show(args: argparse.Namespace) -> int:
     which = str(args.round_id).strip().lower()
     if which != "last" and not which.isdigit():
         raise InputError(f"round: expected a round number or last, got {args.round_id!r}")
-    store = open_store(args)
-    if which == "last":
-        newest = store.rounds(limit=1)
-        if not newest:
-            raise InputError("no rounds in the state database yet")
-        row = newest[0]
-    elif (found := store.round(int(which))) is not None:
-        row = found
+    source = open_source(args)
+    if isinstance(source, ApiClient):
+        d: dict[str, Any] = source.get(f"/api/rounds/{which}")
+        d.pop("meta", None)
     else:
-        raise InputError(f"no round {which} in the state database")
-    d = round_details(store, row)
+        if which == "last":
+            newest = source.rounds(limit=1)
+            if not newest:
+                raise InputError("no rounds in the state database yet")
+            row = newest[0]
+        elif (found := source.round(int(which))) is not None:
+            row = found
+        else:
+            raise InputError(f"no round {which} in the state database")
+        d = round_details(source, row)
     if args.json:
         dump_json(d)
         return 0
-    d["started_at"] = when(row.started_at)
     t = d["timings_ms"]
-    print(f"round {row.round_id}  {d['started_at']}  {d['status']}  policy {row.policy}"
-          f"{'  (dry run: nothing sent to Slurm)' if row.dry_run else ''}"
-          f"{'  (a start between rounds: jobs started on free GPUs only)' if row.kind == 'start' else ''}")
-    if row.error:
-        print(f"error: {row.error}")
-    print(f"jobs {row.jobs_active}, running {row.running}, started {row.started}, preempted {row.preempted}, "
-          f"migrated {row.migrated}, kept {row.kept}, packed pairs {row.packed_pairs}, pending {row.pending}")
+    print(f"round {d['round']}  {_local(d['started_at'])}  {d['status']}  policy {d['policy']}"
+          f"{'  (dry run: nothing sent to Slurm)' if d['dry_run'] else ''}"
+          f"{'  (a start between rounds: jobs started on free GPUs only)' if d['kind'] == 'start' else ''}")
+    if d["error"]:
+        print(f"error: {d['error']}")
+    print(f"jobs {d['jobs_active']}, running {d['running']}, started {d['started']}, preempted {d['preempted']}, "
+          f"migrated {d['migrated']}, kept {d['kept']}, packed pairs {d['packed_pairs']}, pending {d['pending']}")
     print("timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in t.items()))
     dec = d["decision"]
     nodes = (dec.get("placement") or {}).get("nodes")

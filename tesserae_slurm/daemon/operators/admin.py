@@ -16,10 +16,10 @@ import pwd
 import re
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
 
@@ -66,6 +66,55 @@ def check_target(command: str, target: str, nodes: str = "") -> None:
         node_names(nodes)
     elif nodes:
         raise InputError(f"{command} takes no node list")
+
+
+FIRST_LOOK_STATE = "NEW"  # a job Slurm lists in the partition that the daemon has not looked at yet
+
+
+def misfit(command: str, target: str, nodes: str, state: str | None, force: Mapping[str, Sequence[Mapping[str, Any]]],
+           known_nodes: Collection[str] | None, partition: str = "") -> str:
+    """Why a request does not fit what is known now ("" when it does): an unknown job or node, an ended
+    job, a job in a state the action does not fit, nothing in force to lift. ``state``: the job's state in
+    the database, FIRST_LOOK_STATE, or None when neither the database nor Slurm's partition holds it;
+    ``force``: readers.in_force; ``known_nodes``: the partition's nodes (None: not checked)."""
+    from ..state.store import PREEMPTING, RUNNING, TERMINAL_STATES
+
+    by = {kind: {r["target"]: r for r in rows} for kind, rows in force.items()}
+
+    def who(r: Mapping[str, Any]) -> str:
+        return f"by {r['user']} at {r['time']}"
+
+    where = f" partition {partition}" if partition else " the partition"
+    if command in JOB_COMMANDS:
+        if state is None:
+            return f"job {target} is not a tesserae job: not in the daemon's database nor in{where}"
+        if state in TERMINAL_STATES:
+            return f"job {target} has ended ({state})"
+        held = by.get("holds", {}).get(target)
+        if command == "hold" and held:
+            return f"job {target} is already held ({who(held)}); `tesserae release {target}` schedules it again"
+        if command == "release" and not held:
+            return f"job {target} is not held with `tesserae hold` (a hold in Slurm is lifted with `scontrol release`)"
+        if command == "requeue" and state != RUNNING:
+            what = "already being stopped" if state == PREEMPTING else f"not running ({state.lower()})"
+            return f"job {target} is {what}: nothing to requeue"
+        if command == "unpin" and target not in by.get("rules", {}):
+            return f"job {target} has no pin or keep-off to lift"
+    names = (target,) if command in NODE_COMMANDS else node_names(nodes) if command in RULE_COMMANDS else ()
+    unknown = [n for n in names if known_nodes is not None and n not in known_nodes]
+    if unknown:
+        return f"no node {', '.join(unknown)} in{where} (its nodes: {_hostlist(known_nodes or ())})"
+    drained = by.get("drains", {}).get(target)
+    if command == "drain" and drained:
+        return f"node {target} is already drained for tesserae ({who(drained)})"
+    if command == "resume" and not drained:
+        return f"node {target} is not drained for tesserae"
+    return ""
+
+
+def _hostlist(names: Collection[str]) -> str:
+    shown = sorted(names)
+    return ", ".join(shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "") if shown else "none"
 
 
 def node_names(nodes: str) -> tuple[str, ...]:
@@ -161,6 +210,12 @@ def ingest(store: Store, cfg: SiteConfig, round_id: int | None, daemon_uid: int 
             pass
     if rows:
         store.add_admin_actions(rows)
+    for r in rows:  # the daemon's log says when each took effect (logfmt: job, action, outcome)
+        kind = "job" if r.command in JOB_COMMANDS else "node"
+        what = f"{r.command} {kind} {r.target}" + (f" {r.nodes}" if r.nodes else "")
+        log.info("operator %s: %s %s%s", r.user, what, r.status, f" ({r.note})" if r.note else "",
+                 extra={"job": r.target if r.command in JOB_COMMANDS else None, "action": f"operator-{r.command}",
+                        "outcome": r.status})
     return rows
 
 

@@ -15,7 +15,18 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
-from .readers import ROUND_COLUMNS, add_stop_reasons, explain, reason, round_details, select_rows
+from .readers import (
+    ROUND_COLUMNS,
+    FirstLook,
+    add_stop_reasons,
+    explain,
+    first_look_rows,
+    in_force,
+    iso,
+    reason,
+    round_details,
+    select_rows,
+)
 
 if TYPE_CHECKING:  # SQLAlchemy loads only where a database is read (the CLI's API client does without)
     from ..state.store import JobRow, RoundRow, Store
@@ -56,12 +67,26 @@ def ranks(decision: dict[str, Any]) -> dict[str, int]:
     return {j: i + 1 for i, j in enumerate(decision.get("order", []))}
 
 
+def with_first_look(store: Store, look: FirstLook | None) -> tuple[list[JobRow], str]:
+    """Every job row, and the managed jobs Slurm lists that the daemon has not looked at yet; the second
+    item says why those could not be listed ("" when they could, or when nobody asked Slurm)."""
+    rows = store.jobs()
+    if look is None:
+        return rows, ""
+    try:
+        return rows + first_look_rows(look.jobs(), {r.job_id for r in rows}), ""
+    except InputError as exc:
+        return rows, str(exc)
+
+
 def jobs(store: Store, *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
-         user: str | None = None) -> dict[str, Any]:
-    """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), each job with its rank in the newest round."""
+         user: str | None = None, look: FirstLook | None = None) -> dict[str, Any]:
+    """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), each job with its rank in the newest round;
+    with ``look``, also the jobs Slurm lists that the daemon has not looked at yet."""
     from ..state.store import TERMINAL_STATES
 
-    rows = select_rows(store.jobs(), states=states, all_jobs=all_jobs, ids=ids, user=user)
+    every, slurm_error = with_first_look(store, look)
+    rows = select_rows(every, states=states, all_jobs=all_jobs, ids=ids, user=user)
     truncated = len(rows) > MAX_JOBS
     if truncated:  # keep the unfinished jobs and the newest finished ones
         active = [r for r in rows if r.state not in TERMINAL_STATES]
@@ -72,15 +97,28 @@ def jobs(store: Store, *, states: str | None = None, all_jobs: bool = False, ids
     add_stop_reasons(store, rows)
     rnd, decision = _latest_decision(store)
     rank = ranks(decision)
-    return {"round": rnd.round_id if rnd else None, "jobs": [job_record(r, rank.get(r.job_id)) for r in rows],
-            "truncated": truncated}
+    out: dict[str, Any] = {"round": rnd.round_id if rnd else None,
+                           "jobs": [job_record(r, rank.get(r.job_id)) for r in rows], "truncated": truncated}
+    if slurm_error:
+        out["slurm_error"] = slurm_error
+    return out
 
 
-def job(store: Store, job_id: str) -> dict[str, Any]:
-    """`tesserae explain JOB`'s record: reason, rank, why pending/packed/moved, history of actions."""
+def job(store: Store, job_id: str, look: FirstLook | None = None) -> dict[str, Any]:
+    """`tesserae explain JOB`'s record: reason, rank, why pending/packed/moved, history of actions; with
+    ``look``, a job Slurm lists that the daemon has not looked at yet is shown as waiting for that look."""
     if not job_id.isdigit():
         raise InputError(f"job id must be a number, got {job_id!r}")
     row = store.job(job_id)
+    if row is None and look is not None:
+        try:
+            found = first_look_rows(look.jobs(), set())
+        except InputError as exc:
+            raise LookupError(f"job {job_id} is not in the state database, and {exc}") from None
+        row = next((r for r in found if r.job_id == job_id), None)
+        if row is None:
+            raise LookupError(f"job {job_id} is neither in the state database nor a tesserae job in partition "
+                              f"{look.cfg.slurm.partition} (not submitted with tsbatch, or ended)")
     if row is None:
         raise LookupError(f"job {job_id} is not in the state database (not submitted with tsbatch, or not seen "
                           "by the daemon yet)")
@@ -131,7 +169,7 @@ def cluster(store: Store) -> dict[str, Any]:
     on_map = sorted({j for g in nodes.values() for slot in g for j in slot})
     rows = {r.job_id: r for r in store.jobs_by_id(on_map)}
     total, busy = _gpu_use(d)
-    return {
+    out = {
         "round": rnd.round_id if rnd else None,
         "round_status": rnd.status if rnd else None,
         "policy": rnd.policy if rnd else None,
@@ -143,3 +181,29 @@ def cluster(store: Store) -> dict[str, Any]:
         "jobs": {j: {"name": r.name, "user": r.user, "state": r.state, "num_gpus": r.num_gpus,
                      "strategy": r.strategy} for j, r in rows.items()},
     }
+    out["nodes"] += unavailable_nodes(store, d, {n["name"] for n in out["nodes"]})
+    return out
+
+
+def unavailable_nodes(store: Store, decision: dict[str, Any], shown: set[str]) -> list[dict[str, Any]]:
+    """The managed nodes a decision could not use, for the map: drained by an operator (who, when) or
+    down in Slurm, each with its GPUs (empty) and why; a drain newer than the decision is shown too."""
+    out = {}
+    for name, n in (decision.get("nodes_out") or {}).items():
+        out[name] = {"name": name, "gpus": [[] for _ in range(int(n.get("gpus", 0)))], "unavailable": n.get("why", ""),
+                     "drained": None}
+    for r in in_force(store)["drains"]:
+        entry = out.setdefault(r["target"], {"name": r["target"], "gpus": [], "unavailable": "", "drained": None})
+        entry["drained"] = {"user": r["user"], "time": r["time"]}
+        entry["unavailable"] = entry["unavailable"] or f"drained for tesserae by {r['user']}"
+    return [v for k, v in sorted(out.items()) if k not in shown]
+
+
+def actions(store: Store, every: bool = False) -> dict[str, Any]:
+    """`tesserae actions`: what operators keep in force (holds, pins, drains), with who and when; with
+    ``every``, also every request the daemon took in, with its outcome."""
+    out: dict[str, Any] = dict(in_force(store))
+    if every:
+        out["all"] = [{"command": r.command, "target": r.target, "nodes": r.nodes, "user": r.user, "time": iso(r.time),
+                       "round": r.round_id, "status": r.status, "note": r.note} for r in store.admin_actions()]
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ...model import InputError
 
 if TYPE_CHECKING:
+    from ...site.config import SiteConfig
+    from ...slurm import SlurmBackend, SlurmJob
     from ..state.store import JobRow, RoundRow, Store
 
 
@@ -113,6 +115,63 @@ def add_stop_reasons(store: Store, rows: list[JobRow]) -> None:
                              f"Preempting: preempted in round {a.round_id}; checkpointing, then requeued")
 
 
+FIRST_LOOK = "waiting for the daemon's first look"
+
+
+class FirstLook:
+    """The managed partition's jobs as Slurm lists them now, for the jobs the daemon has not looked at
+    yet (it takes them in at its next round or poll): the read commands and the API show them at once.
+    Asked at most every ``ttl`` seconds, since the page polls; Slurm unreachable is one line (InputError)."""
+
+    def __init__(self, cfg: SiteConfig, backend: SlurmBackend | None = None, ttl: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg, self.backend, self.ttl, self.clock = cfg, backend, ttl, clock
+        self._seen: tuple[float, tuple[SlurmJob, ...]] | None = None
+
+    def jobs(self) -> tuple[SlurmJob, ...]:
+        from ...slurm import SlurmError
+
+        if self._seen is not None and self.clock() - self._seen[0] < self.ttl:
+            return self._seen[1]
+        if self.backend is None:
+            from ...site.connect import backend_from_config
+            self.backend = backend_from_config(self.cfg)
+        try:
+            listed = self.backend.list_jobs(self.cfg.slurm.partition)
+        except SlurmError as exc:
+            raise InputError(f"Slurm not reachable to list partition {self.cfg.slurm.partition}'s new jobs: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        self._seen = (self.clock(), listed)
+        return listed
+
+
+def first_look_rows(listed: Sequence[SlurmJob], known: set[str]) -> list[JobRow]:
+    """Rows (never stored) for the managed jobs Slurm lists that the database lacks: what squeue knows
+    (id, user, name, GPUs, submit time, Slurm's state and reason), the reason saying the daemon has not
+    looked yet."""
+    from ...model.meta import JobMeta, is_tagged
+    from ..state.store import JobRow
+
+    out = []
+    for sj in listed:
+        jid = str(sj.job_id)
+        if jid in known or not is_tagged(sj.comment) or sj.state.is_finished:
+            continue
+        try:
+            meta: JobMeta | None = JobMeta.decode(sj.comment)
+        except InputError:
+            meta = None
+        slurm_why = sj.reason or sj.state_reason or "None"
+        out.append(JobRow(
+            job_id=jid, name=sj.name, user=sj.user, num_gpus=meta.num_gpus if meta else 0,
+            model=meta.model if meta and not meta.no_profile else "", batch_size=meta.batch_size if meta else "",
+            submit_time=float(sj.submit_time or 0), state=sj.state.value, slurm_state=sj.state.value,
+            reason=f"{FIRST_LOOK} (Slurm: {sj.state.value}, {slurm_why})", attained_service=0.0,
+            executed_time=0.0, work_done=0.0, nodes="", gpus="", packed_with="", strategy="", restarts=0,
+            preemptions=0, migrations=0, exit_code=None, first_start=None, finished_at=None, assign_round=None))
+    return out
+
+
 def _mentions(decision_json: str | None, job: str) -> bool:
     return f'"{job}"' in (decision_json or "")  # a cheap test before parsing a decision
 
@@ -192,9 +251,108 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
             moves.append(entry)
     out["history"] = moves
     out["admin"] = _admin_actions(store, job)
+    for entry in moves:
+        if entry["kind"] in ("migrate", "preempt", "requeue", "hold", "evict"):
+            entry["cause"] = stop_cause(store, job, entry, out["admin"])
+    now = current_cause(row, out["admin"])
+    if now:
+        out["cause"] = now
     out["events"] = [{"time": iso(e.time), "kind": e.kind, "message": e.message}
                      for e in reversed(store.events(job_id=job, limit=20))]
     return out
+
+
+# Who or what a state change comes from: an operator's action, the policy's order, the placement (GPUs,
+# fragmentation, packing) or Slurm itself (a hold, a cancel or a node outside the daemon).
+OPERATOR, POLICY, PLACEMENT, SLURM = "operator", "policy", "placement", "slurm"
+_PENDING_BY = {"Priority": POLICY, "Limit": POLICY, "Round": POLICY, "Nodes": OPERATOR,
+               "Resources": PLACEMENT, "Consolidation": PLACEMENT, "Unsatisfiable": PLACEMENT}
+_MOVE_BY = {"room": POLICY, "stop": POLICY, "pack": PLACEMENT, "unpack": PLACEMENT, "rule": OPERATOR}
+
+
+def _cause(by: str, why: str, undo: str = "") -> dict[str, str]:
+    return {"by": by, "why": why, "undo": undo}
+
+
+def _decision(store: Store, round_id: int | None) -> dict[str, Any]:
+    r = store.round(round_id) if round_id is not None else None
+    return json.loads(r.decision_json or "{}") if r is not None else {}
+
+
+def stop_cause(store: Store, job: str, entry: dict[str, Any], admin: list[dict[str, Any]]) -> dict[str, str]:
+    """Why the daemon stopped, moved, requeued or held the job in ``entry``'s round, from what that round
+    recorded: the operator's action in force, the job left out (held in Slurm, its metadata), its node gone
+    (drained by an operator or down in Slurm), or the decision (the policy's order, the placement)."""
+    rid, kind = entry["round"], entry["kind"]
+    mine = [a for a in admin if a["round"] == rid and a["status"] in ("accepted", "done")]
+    if kind == "requeue":
+        op = [a for a in mine if a["command"] == "requeue"]
+        if op:
+            return _cause(OPERATOR, f"requeued by {op[-1]['user']} with `tesserae requeue` ({op[-1]['time']})")
+        return _cause(PLACEMENT, "the daemon finished a stop it had begun (checkpoint signal, then requeue-hold)")
+    if kind in ("hold", "evict"):
+        return _cause(SLURM, "started or released outside tesserae (by hand, `scontrol release`): held again by the "
+                             "daemon, which alone starts managed jobs", f"`tesserae explain {job}` says when it runs")
+    d = _decision(store, rid)
+    left_out = d.get("excluded", {}).get(job, "")
+    if left_out.startswith("held by an administrator"):
+        return _cause(SLURM, "held in Slurm by an administrator (JobHeldAdmin: root or SlurmUser ran `scontrol hold` "
+                             "or `requeuehold`), not by tesserae", f"`scontrol release {job}`")
+    if "with `tesserae hold`" in left_out:
+        return _cause(OPERATOR, left_out.split(";")[0], f"`tesserae release {job}`")
+    hold = [a for a in admin if a["command"] == "hold" and a["round"] is not None and a["round"] <= rid]
+    release = [a for a in admin if a["command"] == "release" and a["round"] is not None and a["round"] <= rid]
+    if hold and (not release or release[-1]["time"] < hold[-1]["time"]):
+        h = hold[-1]
+        return _cause(OPERATOR, f"held by {h['user']} with `tesserae hold` ({h['time']})", f"`tesserae release {job}`")
+    if left_out:
+        return _cause(SLURM, f"not schedulable: {left_out}")
+    gone = {n: v.get("why", "") for n, v in d.get("nodes_out", {}).items()
+            if n in {p.split(":")[0] for p in str(entry.get("from", "")).split(";") if p}}
+    for node, why in sorted(gone.items()):
+        if why.startswith("drained for tesserae"):
+            return _cause(OPERATOR, f"node {node} {why}", f"`tesserae resume {node}`")
+        return _cause(SLURM, f"node {node} cannot be used: {why or 'down in Slurm'}")
+    why = entry.get("why")
+    if why:
+        by = _MOVE_BY.get(why.get("cause", ""), PLACEMENT)
+        return _cause(by, why.get("detail") or why.get("cause", ""),
+                      f"`tesserae unpin {job}`" if by == OPERATOR else "")
+    pending = [p for p in d.get("pending", []) if p["job"] == job]
+    order = d.get("order", [])
+    started = [j for j in d.get("started", []) if j in order and job in order and order.index(j) < order.index(job)]
+    if pending:
+        p = pending[0]
+        by = _PENDING_BY.get(p["reason"], PLACEMENT)
+        text = f"{p['reason']}" + (f": {p['detail']}" if p.get("detail") else "")
+        if by == POLICY and started:
+            text += f"; ranked {order.index(job) + 1} of {len(order)}, below {', '.join(started)} that started"
+        return _cause(by, text)
+    if kind == "migrate":
+        return _cause(PLACEMENT, "the new consolidated placement had no spot matching its old GPUs")
+    if started:
+        return _cause(POLICY, f"ranked {order.index(job) + 1} of {len(order)}: {', '.join(started)}, ranked above it, "
+                              "took its GPUs")
+    return _cause(PLACEMENT, "the new consolidated placement had no GPUs left for it")
+
+
+def current_cause(row: JobRow, admin: list[dict[str, Any]]) -> dict[str, str] | None:
+    """Why the job is where it is now when Slurm, not the daemon, put it there: held or cancelled
+    outside tesserae, or ended by a node failure."""
+    done = {a["command"] for a in admin if a["status"] == "done"}
+    if row.reason.startswith("held by an administrator"):
+        return _cause(SLURM, "held in Slurm by an administrator (JobHeldAdmin: root or SlurmUser ran `scontrol hold`), "
+                             "not by tesserae", f"`scontrol release {row.job_id}`")
+    if row.state == "CANCELLED":
+        if "cancel" in done:
+            op = [a for a in admin if a["command"] == "cancel" and a["status"] == "done"][-1]
+            return _cause(OPERATOR, f"cancelled by {op['user']} with `tesserae cancel` ({op['time']})")
+        return _cause(SLURM, "cancelled in Slurm outside tesserae (scancel by its owner or an administrator)")
+    if row.state == "NODE_FAIL":
+        return _cause(SLURM, f"its node failed in Slurm{f' ({row.nodes})' if row.nodes else ''}")
+    if row.state == "LOST":
+        return _cause(SLURM, row.reason)
+    return None
 
 
 def _admin_actions(store: Store, job: str) -> list[dict[str, Any]]:
@@ -208,6 +366,29 @@ def _admin_actions(store: Store, job: str) -> list[dict[str, Any]]:
         return []
     return [{"time": iso(r.time), "user": r.user, "command": r.command, "nodes": r.nodes, "status": r.status,
              "round": r.round_id, "note": r.note} for r in rows]
+
+
+def in_force(store: Store) -> dict[str, list[dict[str, Any]]]:
+    """Operators' holds, pins and keep-offs, and drains in force, with who asked and when, and the
+    requeues and cancels taken in but not carried out yet (`tesserae actions`, ``/api/actions``)."""
+    from .admin import standing
+
+    st = standing(store)
+
+    def rec(r: Any) -> dict[str, Any]:
+        return {"command": r.command, "target": r.target, "nodes": r.nodes, "user": r.user, "time": iso(r.time),
+                "round": r.round_id, "status": r.status}
+
+    return {"holds": [rec(r) for r in st.holds.values()], "rules": [rec(r) for r in st.rules.values()],
+            "drains": [rec(r) for r in st.drains.values()], "waiting": [rec(r) for r in st.once]}
+
+
+def round_cadence(starts: Sequence[float]) -> tuple[float, float] | None:
+    """The shortest and longest time between the starts of consecutive recent rounds (None: fewer than
+    two): how long a request left now waits for the round that takes it in."""
+    ordered = sorted(starts)
+    gaps = [b - a for a, b in zip(ordered, ordered[1:])]
+    return (min(gaps), max(gaps)) if gaps else None
 
 
 def when(t: float | None) -> str:

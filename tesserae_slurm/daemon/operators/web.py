@@ -12,6 +12,7 @@ holds up a round.
     GET /api/jobs/ID            one job: `tesserae explain` (reasons, rank, history of actions)
     GET /api/rounds             recent rounds (?n=50, at most 500) with utilization
     GET /api/rounds/N|last      one round's decision: `tesserae round show --json`
+    GET /api/actions            operators' holds, pins and drains in force (?all=1: every request)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ...model import InputError
 from ..service.metrics import start_http
 from ..state.store import Store
 from . import api
+from .readers import FirstLook
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ MAX_TARGET = 2048  # characters in a request target
 ASSETS = {"/": ("index.html", "text/html; charset=utf-8"), "/index.html": ("index.html", "text/html; charset=utf-8"),
           "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
           "/static/style.css": ("style.css", "text/css; charset=utf-8")}
-ENDPOINTS = ["/api/cluster", "/api/jobs", "/api/jobs/ID", "/api/rounds", "/api/rounds/N|last"]
+ENDPOINTS = ["/api/cluster", "/api/jobs", "/api/jobs/ID", "/api/rounds", "/api/rounds/N|last", "/api/actions"]
 
 
 class ApiError(Exception):
@@ -51,8 +53,9 @@ def _one(q: dict[str, list[str]], key: str) -> str | None:
     return v[-1] if v else None
 
 
-def answer(store: Store, path: str, query: str) -> dict[str, Any]:
-    """The JSON body for an API path (raises ApiError with the status to send)."""
+def answer(store: Store, path: str, query: str, look: FirstLook | None = None) -> dict[str, Any]:
+    """The JSON body for an API path (raises ApiError with the status to send); ``look``: Slurm's listing
+    of the partition, for the jobs the daemon has not looked at yet."""
     from .readers import json_meta
 
     q = parse_qs(query, keep_blank_values=True)
@@ -62,9 +65,11 @@ def answer(store: Store, path: str, query: str) -> dict[str, Any]:
             body = api.cluster(store)
         elif parts == ["jobs"]:
             body = api.jobs(store, states=_one(q, "states"), all_jobs=_one(q, "all") in ("1", "true", "yes"),
-                            ids=_one(q, "jobs"), user=_one(q, "user"))
+                            ids=_one(q, "jobs"), user=_one(q, "user"), look=look)
         elif len(parts) == 2 and parts[0] == "jobs":
-            body = api.job(store, parts[1])
+            body = api.job(store, parts[1], look)
+        elif parts == ["actions"]:
+            body = api.actions(store, every=_one(q, "all") in ("1", "true", "yes"))
         elif parts == ["rounds"]:
             n = _one(q, "n") or "50"
             if not n.isdigit():
@@ -83,7 +88,7 @@ def answer(store: Store, path: str, query: str) -> dict[str, Any]:
     return {"meta": json_meta(), **body}
 
 
-def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
+def _handler(store: Store, look: FirstLook | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tesserae-web"
         timeout = 10  # seconds a client may take to send its request
@@ -120,7 +125,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
                 self._error(HTTPStatus.NOT_FOUND, f"no such page {path}; the page is /, the API /api", head)
                 return
             try:
-                body = json.dumps(answer(store, path, url.query), default=str).encode()
+                body = json.dumps(answer(store, path, url.query, look), default=str).encode()
             except ApiError as exc:
                 self._error(exc.status, str(exc), head)
                 return
@@ -152,10 +157,10 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(database: str | Path, listen: str) -> ThreadingHTTPServer:
+def serve(database: str | Path, listen: str, look: FirstLook | None = None) -> ThreadingHTTPServer:
     """Start the page and API on HOST:PORT (port 0 picks a free one) in a daemon thread, reading
-    ``database`` read-only."""
+    ``database`` read-only (and, with ``look``, Slurm's listing of the jobs the daemon has not seen yet)."""
     store = Store.open(database, read_only=True)
-    server = start_http(listen, _handler(store), "web")
+    server = start_http(listen, _handler(store, look), "web")
     log.info("web page and API on http://%s:%d/", *server.server_address[:2])
     return server

@@ -44,6 +44,7 @@ class RoundInputs:
     held_by_others: tuple[str, ...] = ()  # GPUs of the managed nodes that foreign jobs hold
     # each placed job's GPUs in the last rounds' decisions, newest first (cost-aware decisions' hysteresis)
     recent: Mapping[str, tuple[tuple[GpuRef, ...], ...]] = field(default_factory=dict)
+    nodes_out: Mapping[str, tuple[int, str]] = field(default_factory=dict)  # node left out -> (GPUs, why)
 
 
 class InputBuilder:
@@ -106,8 +107,9 @@ class InputBuilder:
             self.journal.event(snap.time, "error", f"accounting inconsistency: {p}")
         recent = recent_placements(self.journal, sorted(actual), cfg.moves.recent_rounds, snap.gpu_index) \
             if cfg.moves.enabled and cfg.moves.recent_rounds else {}
+        nodes_out = {n.name: (n.gpus, snap.excluded[n.name]) for n in snap.nodes if n.name in snap.excluded}
         return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
-                           snap.held_by_others, recent)
+                           snap.held_by_others, recent, nodes_out)
 
 
 def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],

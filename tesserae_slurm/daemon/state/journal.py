@@ -106,10 +106,11 @@ class Journal:
 
     def record_decision(self, round_id: int, decision: RoundDecision, targets: Mapping[str, Any],
                         counts: RoundCounts, order: Sequence[str] = (),
-                        sources: Mapping[str, Any] | None = None, inputs: Mapping[str, Any] | None = None) -> None:
+                        sources: Mapping[str, Any] | None = None, inputs: Mapping[str, Any] | None = None,
+                        extra: Mapping[str, Any] | None = None) -> None:
         # the policy's order and where each placed job's speed came from, for `tesserae explain`; with
-        # ``inputs``, the engine's request (request_codec.py), to replay the round
-        body = {**decision_to_json(decision), "order": list(order), "sources": dict(sources or {})}
+        # ``inputs``, the engine's request (request_codec.py), to replay the round; ``extra``: more keys
+        body = {**decision_to_json(decision), "order": list(order), "sources": dict(sources or {}), **(extra or {})}
         if inputs is not None:
             body["request"] = dict(inputs)
         with self.store.session() as s:

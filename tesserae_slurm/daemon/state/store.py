@@ -491,6 +491,39 @@ class Store:
                                              EventRow.time < events_before))
 
 
+STATE_DIR_MODE = 0o750  # the daemon's user and its group (operators); other users read through the API
+STATE_DB_MODE = 0o640
+
+
+def prepare_state(database: str | Path) -> Path:
+    """The daemon's state before it opens it, whoever starts it and whatever its umask: a missing
+    directory is made 0750 and a missing database 0640 (SQLite gives the WAL and shared-memory files the
+    database's mode); a database another user may read, or a directory anyone may write, is refused in
+    one line: job names, users and the operators' actions are not everyone's (the API serves what is)."""
+    path = Path(database).expanduser()
+    d = path.parent
+    try:
+        if not d.exists():
+            d.mkdir(parents=True, mode=STATE_DIR_MODE)
+            os.chmod(d, STATE_DIR_MODE)
+        mode = os.stat(d).st_mode
+        if mode & 0o002 and not mode & 0o1000:
+            raise InputError(f"state directory {d} is writable by every user (mode {mode & 0o7777:04o}); "
+                             f"chmod 750 {d}")
+        for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            if f.exists() and os.stat(f).st_mode & 0o004:
+                raise InputError(f"state database {f} is readable by every user (mode "
+                                 f"{os.stat(f).st_mode & 0o777:04o}); chmod 640 {path}* and start again")
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, STATE_DB_MODE)
+            os.fchmod(fd, STATE_DB_MODE)
+            os.close(fd)
+    except OSError as exc:
+        raise InputError(f"cannot prepare the state directory {d}: {exc.strerror or exc} "
+                         f"(may this user write to {d}?)") from None
+    return path
+
+
 class DaemonRunning(InputError):
     """Another daemon holds the state database's lock."""
 
