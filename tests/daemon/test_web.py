@@ -216,6 +216,13 @@ def test_a_user_who_cannot_read_the_database_gets_the_api(server, db):  # noqa: 
             assert "Resources: needs 4 GPUs; 1 free" in proc.stdout
             if as_user:
                 assert proc.stdout == tesserae(*argv, "--db", str(db), user=False).stdout
+        for argv in (["rounds"], ["round", "show", "last"], ["rounds", "--json"], ["actions", "--all"]):
+            proc = tesserae(*argv, "--config", str(cfg))
+            assert proc.returncode == 0 and proc.stdout, proc.stderr
+            if as_user:  # the API's answer is the database's, whoever reads it
+                direct = tesserae(*argv, "--db", str(db), user=False).stdout
+                assert re.sub(r'"generated_at": "[^"]*"', "", proc.stdout) == \
+                    re.sub(r'"generated_at": "[^"]*"', "", direct), argv
         denied = tesserae("jobs", "--config", str(off))
         assert denied.returncode == 2 and len(denied.stderr.splitlines()) == 1, denied.stderr
         assert "cannot read the state database" in denied.stderr and "--api URL" in denied.stderr

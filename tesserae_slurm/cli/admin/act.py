@@ -164,8 +164,7 @@ class _Seen:
         else:
             starts = [r.started_at for r in self.source.rounds(limit=8) if r.kind == "round"]  # type: ignore[union-attr]
         cadence = round_cadence(starts)
-        every = self.cfg.scheduler.round_seconds
         if cadence is None:
-            return f"within about {every:g} s, the configured round length"
+            return f"within about {self.cfg.scheduler.round_seconds:g} s, the configured round length"
         lo, hi = cadence
-        return f"within about {max(hi, every):.0f} s: rounds began every {lo:.0f}-{hi:.0f} s lately"
+        return f"within about {hi:.0f} s: rounds began every {lo:.0f}-{hi:.0f} s lately"

@@ -181,22 +181,25 @@ def cluster(store: Store) -> dict[str, Any]:
         "jobs": {j: {"name": r.name, "user": r.user, "state": r.state, "num_gpus": r.num_gpus,
                      "strategy": r.strategy} for j, r in rows.items()},
     }
-    out["nodes"] += unavailable_nodes(store, d, {n["name"] for n in out["nodes"]})
+    mark_unavailable(store, d, out["nodes"])
     return out
 
 
-def unavailable_nodes(store: Store, decision: dict[str, Any], shown: set[str]) -> list[dict[str, Any]]:
-    """The managed nodes a decision could not use, for the map: drained by an operator (who, when) or
-    down in Slurm, each with its GPUs (empty) and why; a drain newer than the decision is shown too."""
-    out = {}
+def mark_unavailable(store: Store, decision: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
+    """The managed nodes the decision could not use, added to the map's ``nodes``: drained by an operator
+    (``drained``: who, when) or down in Slurm (``unavailable``: why), their GPUs empty. A drain newer than
+    the decision marks its node where the map shows it."""
+    out: dict[str, dict[str, Any]] = {}
     for name, n in (decision.get("nodes_out") or {}).items():
         out[name] = {"name": name, "gpus": [[] for _ in range(int(n.get("gpus", 0)))], "unavailable": n.get("why", ""),
                      "drained": None}
+    shown = {n["name"]: n for n in nodes}
     for r in in_force(store)["drains"]:
-        entry = out.setdefault(r["target"], {"name": r["target"], "gpus": [], "unavailable": "", "drained": None})
+        entry = shown.get(r["target"]) or out.setdefault(r["target"], {"name": r["target"], "gpus": [],
+                                                                        "unavailable": "", "drained": None})
         entry["drained"] = {"user": r["user"], "time": r["time"]}
-        entry["unavailable"] = entry["unavailable"] or f"drained for tesserae by {r['user']}"
-    return [v for k, v in sorted(out.items()) if k not in shown]
+        entry["unavailable"] = entry.get("unavailable") or f"drained for tesserae by {r['user']}"
+    nodes += [v for k, v in sorted(out.items()) if k not in shown]
 
 
 def actions(store: Store, every: bool = False) -> dict[str, Any]:
