@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tesserae_slurm.daemon.operators import admin
-from tesserae_slurm.site.load import load_config
 from tesserae_slurm.daemon.state.store import JobRow, RoundRow, Store
-from tesserae_slurm.placement.node_rules import NodeRule
 from tesserae_slurm.model import InputError
+from tesserae_slurm.placement.node_rules import NodeRule
+from tesserae_slurm.site.load import load_config
 
 AS_USER = """
 import os, sys

@@ -25,7 +25,7 @@ from tesserae_slurm.model import InputError, PendingJob, PendingReason, Placemen
 from tesserae_slurm.site.load import config_from_mapping, load_config
 from tesserae_slurm.slurm import SlurmError, SlurmJobState
 
-from .fake_slurm import FakeSlurm, managed, node
+from .fake_slurm import FakeSlurm, managed
 
 S = SlurmJobState
 
@@ -113,7 +113,8 @@ def _cause_of(store: Store, job: str, kind: str = "preempt") -> dict:
 def test_explain_names_the_cause_of_each_stop(store: Store) -> None:
     j = Journal(store)
     # Slurm: held by root with scontrol: the round left it out, so its stop is not the placement's
-    _round(j, 1000, order=("2", "3", "4"), excluded={"1": "held by an administrator"}, stops=[("preempt", "1", "node1:0-1")])
+    _round(j, 1000, order=("2", "3", "4"), excluded={"1": "held by an administrator"},
+           stops=[("preempt", "1", "node1:0-1")])
     # operator: `tesserae hold`
     store.add_admin_actions([AdminRow(time=1990.0, user="root", uid=0, command="hold", target="2", status="accepted",
                                       round_id=2)])
