@@ -8,9 +8,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
-import subprocess
 
 import pytest
 
@@ -95,7 +95,8 @@ def test_operator_actions_take_effect_at_the_next_round_and_are_recorded(env: En
     assert _act(env, "resume", node).returncode == 0
     _once(env)
 
-    # requeue: checkpoint-signalled, requeued, placed again by the policy
+    # requeue: checkpoint-signalled, requeued, placed again by the policy (a job that is not running is refused)
+    _rounds_until(env, lambda: _running(env, b), "b to run before the requeue")
     assert _act(env, "requeue", b).returncode == 0
     _rounds_until(env, lambda: any(x.kind == "requeue" for x in env.store().actions(job_id=b)), "the requeue")
     acts = env.store().actions(job_id=b)
@@ -169,7 +170,7 @@ def test_keep_off_moves_a_running_job_and_a_pinned_job_lands_on_its_node(env: En
 
 def test_unknown_or_ended_job_and_bad_node_are_refused_in_one_line(env: Env) -> None:
     _once(env)
-    for args, msg in ((("hold", "99999999"), "not managed by tesserae"), (("drain", "bad/node"), "not a node name"),
+    for args, msg in ((("hold", "99999999"), "is not a tesserae job"), (("drain", "bad/node"), "not a node name"),
                       (("cancel", "x1"), "job id must be a number")):
         out = _act(env, *args)
         assert out.returncode == 2 and msg in out.stderr and out.stderr.count("\n") == 1, out.stderr
