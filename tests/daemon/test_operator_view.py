@@ -148,6 +148,27 @@ def test_explain_names_the_cause_of_each_stop(store: Store) -> None:
     assert c["by"] == "placement" and c["why"] == "Resources: needs 2 GPUs; 1 free"
 
 
+def test_a_stop_of_a_job_held_in_slurm_says_so_beside_its_own_cause(store: Store) -> None:
+    j = Journal(store)
+    rid = _round(j, 1000, order=("8", "1"), started=("8",), stops=[("preempt", "1", "node1:0-1")],
+                 pending=(PendingJob("1", PendingReason.RESOURCES, "needs 2 GPUs; 0 free"),))
+    with store.session() as s:  # the round saw job 1 held in Slurm by an administrator while it ran
+        from tesserae_slurm.daemon.state.store import RoundRow
+        row = s.get(RoundRow, rid)
+        row.decision_json = json.dumps({**json.loads(row.decision_json), "held_in_slurm": ["1"]})
+    c = _cause_of(store, "1")
+    assert c["by"] == "placement" and c["why"].startswith("Resources: needs 2 GPUs; 0 free; held in Slurm")
+    assert c["undo"] == "`scontrol release 1`"
+
+
+def test_a_hold_set_in_slurm_on_a_running_job_is_named_from_slurm(store: Store, tmp_path: Path) -> None:
+    look = FirstLook(_cfg(tmp_path / "state.db"), FakeSlurm([managed(8, 2, state=S.RUNNING, held=False,
+                                                                     state_reason="JobHeldAdmin")]))
+    e = api.job(store, "8", look)
+    assert e["cause"]["by"] == "slurm" and "while it runs: it runs on" in e["cause"]["why"]
+    assert "cause" not in api.job(store, "8", FirstLook(_cfg(tmp_path / "state.db"), DownSlurm()))
+
+
 def test_explain_tells_slurm_from_the_operator_for_ended_and_held_jobs(store: Store, capsys) -> None:  # noqa: ANN001
     store.add_admin_actions([AdminRow(time=5.0, user="root", uid=0, command="cancel", target="7", status="done",
                                       round_id=None)])

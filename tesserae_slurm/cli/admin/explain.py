@@ -91,7 +91,8 @@ def _text(e: dict[str, Any]) -> str:
                      + (f" {a['note']}" if a["note"] else "") for a in e["admin"])
     if e["events"]:
         lines.append("\nevents:")
-        lines.extend(f"  {_local(ev['time'])} {ev['kind']}: {ev['message']}" for ev in e["events"])
+        lines.extend(f"  {_local(ev['time'])} {ev['kind']}: {ev['message']}"
+                     + (f" ({ev['cause']})" if ev.get("cause") else "") for ev in e["events"])
     return "\n".join(lines)
 
 

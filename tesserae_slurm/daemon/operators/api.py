@@ -29,6 +29,7 @@ from .readers import (
 )
 
 if TYPE_CHECKING:  # SQLAlchemy loads only where a database is read (the CLI's API client does without)
+    from ...slurm import SlurmJob
     from ..state.store import JobRow, RoundRow, Store
 
 # The job row fields the API serves (JobRow attribute names, so the CLI renders API answers with the same
@@ -123,7 +124,18 @@ def job(store: Store, job_id: str, look: FirstLook | None = None) -> dict[str, A
         raise LookupError(f"job {job_id} is not in the state database (not submitted with tsbatch, or not seen "
                           "by the daemon yet)")
     add_stop_reasons(store, [row])
-    return explain(store, row)
+    return explain(store, row, _in_slurm(look, job_id))
+
+
+def _in_slurm(look: FirstLook | None, job_id: str) -> SlurmJob | None:
+    """The job as Slurm lists it now (explain names a hold set in Slurm from it); None when not asked or
+    Slurm cannot be asked: the records alone still explain the job."""
+    if look is None:
+        return None
+    try:
+        return next((j for j in look.jobs() if str(j.job_id) == job_id), None)
+    except InputError:
+        return None
 
 
 def _gpu_use(decision: dict[str, Any]) -> tuple[int, int]:

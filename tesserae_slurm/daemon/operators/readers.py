@@ -196,9 +196,10 @@ def _round_with(store: Store, round_id: int | None, job: str) -> dict[str, Any] 
     return d if job in d.get("order", []) else None
 
 
-def explain(store: Store, row: JobRow) -> dict[str, Any]:
+def explain(store: Store, row: JobRow, slurm: SlurmJob | None = None) -> dict[str, Any]:
     """`tesserae explain JOB`: why the job waits, shares GPUs or was moved, from what the daemon recorded
-    (the job row, the rounds' decisions and the actions taken on it)."""
+    (the job row, the rounds' decisions and the actions taken on it); ``slurm``: the job as Slurm lists
+    it now, when asked (a hold set in Slurm on a running job shows nowhere else)."""
     job = row.job_id
     newest = _newest_round_with(store, job)
     out: dict[str, Any] = {
@@ -254,10 +255,12 @@ def explain(store: Store, row: JobRow) -> dict[str, Any]:
     for entry in moves:
         if entry["kind"] in ("migrate", "preempt", "requeue", "hold", "evict"):
             entry["cause"] = stop_cause(store, job, entry, out["admin"])
-    now = current_cause(row, out["admin"])
+    now = current_cause(row, out["admin"], slurm)
     if now:
         out["cause"] = now
+    # reconciliation's events are what Slurm showed that the daemon did not do (requeued, released, gone)
     out["events"] = [{"time": iso(e.time), "kind": e.kind, "message": e.message}
+                     | ({"cause": SLURM} if e.kind == "reconcile" else {})
                      for e in reversed(store.events(job_id=job, limit=20))]
     return out
 
@@ -283,6 +286,17 @@ def stop_cause(store: Store, job: str, entry: dict[str, Any], admin: list[dict[s
     """Why the daemon stopped, moved, requeued or held the job in ``entry``'s round, from what that round
     recorded: the operator's action in force, the job left out (held in Slurm, its metadata), its node gone
     (drained by an operator or down in Slurm), or the decision (the policy's order, the placement)."""
+    cause = _stop_cause(store, job, entry, admin)
+    if job in _decision(store, entry["round"]).get("held_in_slurm", []) and not cause["undo"]:
+        cause = _cause(cause["by"], cause["why"] + "; " + HELD_IN_SLURM + ": it stays pending until released",
+                       f"`scontrol release {job}`")
+    return cause
+
+
+HELD_IN_SLURM = "held in Slurm by an administrator (JobHeldAdmin: root or SlurmUser ran `scontrol hold`)"
+
+
+def _stop_cause(store: Store, job: str, entry: dict[str, Any], admin: list[dict[str, Any]]) -> dict[str, str]:
     rid, kind = entry["round"], entry["kind"]
     mine = [a for a in admin if a["round"] == rid and a["status"] in ("accepted", "done")]
     if kind == "requeue":
@@ -336,10 +350,13 @@ def stop_cause(store: Store, job: str, entry: dict[str, Any], admin: list[dict[s
     return _cause(PLACEMENT, "the new consolidated placement had no GPUs left for it")
 
 
-def current_cause(row: JobRow, admin: list[dict[str, Any]]) -> dict[str, str] | None:
+def current_cause(row: JobRow, admin: list[dict[str, Any]], slurm: SlurmJob | None = None) -> dict[str, str] | None:
     """Why the job is where it is now when Slurm, not the daemon, put it there: held or cancelled
-    outside tesserae, or ended by a node failure."""
+    outside tesserae, or ended by a node failure; ``slurm``: the job as Slurm lists it now, when asked."""
     done = {a["command"] for a in admin if a["status"] == "done"}
+    if slurm is not None and slurm.state.is_active and slurm.state_reason == "JobHeldAdmin":
+        return _cause(SLURM, f"{HELD_IN_SLURM} while it runs: it runs on, and once stopped it stays pending until "
+                             "released", f"`scontrol release {row.job_id}`")
     if row.reason.startswith("held by an administrator"):
         return _cause(SLURM, "held in Slurm by an administrator (JobHeldAdmin: root or SlurmUser ran `scontrol hold`), "
                              "not by tesserae", f"`scontrol release {row.job_id}`")

@@ -27,6 +27,7 @@ from ..state.journal import Journal
 from ..state.store import PENDING, PLACED_STATES, RUNNING, STARTING
 from .guard import load_holds
 from .observe import Snapshot
+from .transitions import ADMIN_HOLD
 
 log = logging.getLogger(__name__)
 SCHEDULABLE = (PENDING, STARTING, RUNNING)
@@ -45,6 +46,9 @@ class RoundInputs:
     # each placed job's GPUs in the last rounds' decisions, newest first (cost-aware decisions' hysteresis)
     recent: Mapping[str, tuple[tuple[GpuRef, ...], ...]] = field(default_factory=dict)
     nodes_out: Mapping[str, tuple[int, str]] = field(default_factory=dict)  # node left out -> (GPUs, why)
+    # jobs an administrator holds in Slurm (JobHeldAdmin, not the daemon's own hold), running ones too:
+    # `scontrol hold` of a running job leaves it running, and pending once it stops
+    held_in_slurm: tuple[str, ...] = ()
 
 
 class InputBuilder:
@@ -108,8 +112,9 @@ class InputBuilder:
         recent = recent_placements(self.journal, sorted(actual), cfg.moves.recent_rounds, snap.gpu_index) \
             if cfg.moves.enabled and cfg.moves.recent_rounds else {}
         nodes_out = {n.name: (n.gpus, snap.excluded[n.name]) for n in snap.nodes if n.name in snap.excluded}
+        held = tuple(sorted(j for j, mj in snap.jobs.items() if mj.slurm.state_reason == ADMIN_HOLD and j not in holds))
         return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
-                           snap.held_by_others, recent, nodes_out)
+                           snap.held_by_others, recent, nodes_out, held)
 
 
 def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],

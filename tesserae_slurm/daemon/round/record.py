@@ -40,7 +40,7 @@ def record_decision(journal: Journal, round_id: int, inp: RoundInputs, decided: 
     d, plan = decided.decision, decided.plan
     inputs = request_to_json(decided.request, inputs_of) if inputs_of and decided.request is not None else None
     # why each job was left out and which nodes could not be used: explain's causes and the page's map
-    left_out = {"excluded": dict(inp.excluded),
+    left_out = {"excluded": dict(inp.excluded), "held_in_slurm": list(inp.held_in_slurm),
                 "nodes_out": {n: {"gpus": g, "why": why} for n, (g, why) in inp.nodes_out.items()}}
     journal.record_decision(round_id, d, plan.targets, round_counts(decided, inp), decided.order, sources, inputs,
                             left_out)

@@ -519,7 +519,7 @@ def prepare_state(database: str | Path) -> Path:
             os.fchmod(fd, STATE_DB_MODE)
             os.close(fd)
     except OSError as exc:
-        raise InputError(f"cannot prepare the state directory {d}: {exc.strerror or exc} "
+        raise InputError(f"cannot open state database {path} for writing: {exc.strerror or exc} "
                          f"(may this user write to {d}?)") from None
     return path
 
