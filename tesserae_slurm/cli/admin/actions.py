@@ -4,24 +4,18 @@ and the requeues and cancels taken in but not carried out yet; ``--all``: every 
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from typing import Any
 
-from ...daemon.operators.readers import Column, when
+from ...daemon.operators.readers import Column, when_iso
 from .common import ApiClient, add_api_option, add_db_options, open_source
 from .output import add_output_options, emit, format_codes
-
-
-def _local(stamp: str | None) -> str:
-    return when(datetime.fromisoformat(stamp).timestamp()) if stamp else ""
-
 
 COLUMNS = (
     Column("ACTION", "a", "command", lambda r: r["command"]),
     Column("TARGET", "t", "target", lambda r: r["target"]),
     Column("NODES", "N", "nodes", lambda r: r["nodes"]),
     Column("USER", "u", "user", lambda r: r["user"]),
-    Column("SINCE", "S", "time", lambda r: _local(r["time"]), lambda r: r["time"]),
+    Column("SINCE", "S", "time", lambda r: when_iso(r["time"]), lambda r: r["time"]),
     Column("ROUND", "r", "round", lambda r: r["round"]),
     Column("STATUS", "T", "status", lambda r: r["status"]),
     Column("NOTE", "n", "note", lambda r: r.get("note", "")),

@@ -7,10 +7,9 @@ pending reasons, packed pairs with their speeds) and the actions taken on the jo
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from typing import Any
 
-from ...daemon.operators.readers import when
+from ...daemon.operators.readers import when_iso
 from ...model import InputError
 from ..render import table
 from .common import ApiClient, add_api_option, add_db_options, duration, first_look, open_source
@@ -26,18 +25,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _local(stamp: str | None) -> str:
-    """An ISO 8601 time from explain() as the tables show times (local, no zone)."""
-    return when(datetime.fromisoformat(stamp).timestamp()) if stamp else ""
-
-
 def _text(e: dict[str, Any]) -> str:
     where = f" on {e['placement']}" if e["placement"] else ""
     lines = [f"job {e['job']} {e['name']!r} ({e['user']}): {e['state']}{where}"
              + (f", packed with {e['packed_with']}" if e["packed_with"] else "")
              + (f", strategy {e['strategy']}" if e["strategy"] else ""),
              f"  {e['gpus']} GPU(s), model {e['model'] or '-'} batch {e['batch_size'] or '-'}; submitted "
-             f"{_local(e['submitted'])}; ran {duration(e['executed_s'])} ({e['attained_gpu_s'] / 3600:.3f} GPU-h, "
+             f"{when_iso(e['submitted'])}; ran {duration(e['executed_s'])} ({e['attained_gpu_s'] / 3600:.3f} GPU-h, "
              f"{duration(e['work_s'])} of work at its speed alone); "
              f"{e['preemptions']} preemption(s), {e['migrations']} migration(s)"]
     if e["reason"]:
@@ -85,13 +79,13 @@ def _text(e: dict[str, Any]) -> str:
                              m["status"], m["from"], m["to"], m["error"]] for m in e["history"]]))
     if e.get("admin"):
         lines.append("\noperator actions:")
-        lines.extend(f"  {_local(a['time'])} {a['user']}: {a['command']}"
+        lines.extend(f"  {when_iso(a['time'])} {a['user']}: {a['command']}"
                      + (f" {a['nodes']}" if a.get("nodes") else "") + f" [{a['status']}"
                      + (f", round {a['round']}" if a["round"] is not None else "") + "]"
                      + (f" {a['note']}" if a["note"] else "") for a in e["admin"])
     if e["events"]:
         lines.append("\nevents:")
-        lines.extend(f"  {_local(ev['time'])} {ev['kind']}: {ev['message']}"
+        lines.extend(f"  {when_iso(ev['time'])} {ev['kind']}: {ev['message']}"
                      + (f" ({ev['cause']})" if ev.get("cause") else "") for ev in e["events"])
     return "\n".join(lines)
 

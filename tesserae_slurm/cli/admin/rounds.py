@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from typing import Any
 
-from ...daemon.operators.readers import ROUND_COLUMNS, Column, round_details, when
+from ...daemon.operators.readers import ROUND_COLUMNS, Column, round_details, when_iso
 from ...model import InputError
 from ..render import render_placement, table
 from .common import ApiClient, add_api_option, add_db_options, open_source
@@ -30,17 +29,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=run_round_show)
 
 
-def _local(stamp: str | None) -> str:
-    return when(datetime.fromisoformat(stamp).timestamp()) if stamp else ""
-
-
 def _api_column(c: Column) -> Column:
     """A round column over the API's records, which carry each column's --json value under its key."""
     def value(r: dict[str, Any]) -> Any:
         return r.get(c.key)
 
     def shown(r: dict[str, Any]) -> Any:
-        return _local(r.get(c.key)) if c.key == "started_at" else r.get(c.key)
+        return when_iso(r.get(c.key)) if c.key == "started_at" else r.get(c.key)
 
     return Column(c.header, c.letter, c.key, shown, value)
 
@@ -83,7 +78,7 @@ def run_round_show(args: argparse.Namespace) -> int:
         dump_json(d)
         return 0
     t = d["timings_ms"]
-    print(f"round {d['round']}  {_local(d['started_at'])}  {d['status']}  policy {d['policy']}"
+    print(f"round {d['round']}  {when_iso(d['started_at'])}  {d['status']}  policy {d['policy']}"
           f"{'  (dry run: nothing sent to Slurm)' if d['dry_run'] else ''}"
           f"{'  (a start between rounds: jobs started on free GPUs only)' if d['kind'] == 'start' else ''}")
     if d["error"]:

@@ -415,6 +415,11 @@ def when(t: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
 
 
+def when_iso(stamp: str | None) -> str:
+    """An ISO 8601 time from a --json answer (the API's) as the tables show times (local, no zone)."""
+    return when(datetime.fromisoformat(stamp).timestamp()) if stamp else ""
+
+
 def iso(t: float | None) -> str | None:
     """ISO 8601 with the zone offset, for --json."""
     if t is None:
