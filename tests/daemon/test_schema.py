@@ -4,6 +4,7 @@ upgrade leaves a consistent backup. The upgrade of a real pre-migration database
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import pytest
@@ -76,9 +77,15 @@ def test_an_older_revision_is_upgraded_after_a_backup(tmp_path):
         c.execute("insert into kv values ('schema_version', ?)", (b"2",))
     with pytest.raises(InputError, match=f"at schema 0001, this tesserae reads {schema.HEAD}: start"):
         Store.open(db, read_only=True)
-    Store.open(db).close()
+    os.chmod(db, 0o640)
+    old_umask = os.umask(0o022)  # a umask that would leave a new file readable by every user
+    try:
+        Store.open(db).close()
+    finally:
+        os.umask(old_umask)
     (bak,) = [p for p in tmp_path.iterdir() if ".bak-" in p.name]
     assert bak.name.startswith("state.db.bak-0001-")
+    assert os.stat(bak).st_mode & 0o777 == 0o640  # the copy is as closed as the database
     with sqlite3.connect(bak) as c:  # the backup holds the database as it was
         assert c.execute("select value from kv where key='policy_state:x'").fetchone() == (b"\x80\x04N.",)
     with sqlite3.connect(db) as c:

@@ -101,6 +101,15 @@ def test_a_pre_migration_database_upgrades_and_keeps_its_history(env: Env, tmp_p
     assert after["online_feedback"] == kv["online_feedback"]
     assert after[pkey] == expected_state and state_codec.decode(after[pkey]) is not None
 
+    # the old code, run outside systemd (no UMask), left the database readable by every user: the new
+    # daemon refuses it in one line until an administrator closes it (under systemd's unit it was 0640)
+    refused = env.daemon_cli("--once")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "readable by every user" in refused.stderr and "chmod 640" in refused.stderr
+    for f in db.parent.glob("state.db*"):
+        if not f.name.startswith("state.db.bak-"):
+            f.chmod(0o640)
+
     # the new daemon goes on from there: round ids continue and the policy state is the one carried over
     third = env.daemon_cli("--once")
     assert third.returncode == 0, third.stderr

@@ -9,6 +9,7 @@ compare ``alembic_version`` with ``HEAD`` (no Alembic import on their path, so t
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -71,6 +72,10 @@ def backup(path: Path, rev: str) -> Path:
     n = 1
     while dest.exists():
         dest, n = path.with_name(f"{path.name}.bak-{rev}-{stamp}.{n}"), n + 1
+    # the copy holds what the database holds: it gets the database's mode, not the umask's
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, os.stat(path).st_mode & 0o777)
+    os.close(fd)
     src, dst = sqlite3.connect(path), sqlite3.connect(dest)
     try:
         src.backup(dst)
