@@ -129,8 +129,8 @@ def _long_sbatch(args: list[str], i: int, out: list[str]) -> int:
     kind = SBATCH_LONG.get(name)
     if kind is None:
         raise InputError(f"unknown option --{name} (tsbatch options: --model --batch-size --parallelism --no-pack "
-                         "--no-profile --parsable --dry-run --cluster --config --list-models; other options are sbatch's, "
-                         "see tsbatch --help)")
+                         "--no-profile --parsable --dry-run --cluster --config --list-models; other options are "
+                         "sbatch's, see tsbatch --help)")
     if kind == "no" and eq:
         raise InputError(f"sbatch option --{name} takes no value")
     out.append(tok)

@@ -62,7 +62,7 @@ def answer(store: Store, path: str, query: str) -> dict[str, Any]:
             body = api.cluster(store)
         elif parts == ["jobs"]:
             body = api.jobs(store, states=_one(q, "states"), all_jobs=_one(q, "all") in ("1", "true", "yes"),
-                            ids=_one(q, "jobs"), user=_one(q, "user"))
+                            ids=_one(q, "jobs"), user=_one(q, "user"), limit=api.MAX_JOBS)
         elif len(parts) == 2 and parts[0] == "jobs":
             body = api.job(store, parts[1])
         elif parts == ["rounds"]:
