@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.cli.main import COMMANDS, build_parser, main
+from tesserae_slurm.daemon.round.actions import plan_round
+from tesserae_slurm.daemon.round.observe import managed_job
 from tesserae_slurm.daemon.service.calls import CallRecord
 from tesserae_slurm.daemon.state.journal import Intent, Journal, RoundCounts
-from tesserae_slurm.daemon.round.observe import managed_job
-from tesserae_slurm.daemon.round.actions import plan_round
 from tesserae_slurm.daemon.state.store import JobUpdate, Store
 from tesserae_slurm.model import MoveReason, PackedPair, PendingJob, PendingReason, Placement, RoundDecision
-from tesserae_slurm.slurm import SlurmJob, SlurmJobState
 from tesserae_slurm.model.meta import JobMeta
+from tesserae_slurm.slurm import SlurmJob, SlurmJobState
 
 
 def _job(jid: int, name: str, meta: JobMeta) -> SlurmJob:

@@ -15,9 +15,9 @@ import yaml
 from tesserae_slurm.cli.main import main
 from tesserae_slurm.daemon.operators import api
 from tesserae_slurm.daemon.operators.readers import JOB_FIELDS
-from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.operators.web import serve
 from tesserae_slurm.model import InputError
+from tesserae_slurm.site.load import config_from_mapping
 
 from .test_admin_commands import db  # noqa: F401 - the state database fixture: two real rounds through the journal
 

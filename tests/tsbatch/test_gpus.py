@@ -7,11 +7,10 @@ import pytest
 
 from tesserae_slurm.cli.tsbatch import main
 from tesserae_slurm.model import InputError
-from tesserae_slurm.site.partition import scheduling_profile
+from tesserae_slurm.model.meta import JobMeta
+from tesserae_slurm.site.partition import PartitionShape, scheduling_profile
 from tesserae_slurm.tsbatch.gpus import cluster_shape
 from tesserae_slurm.tsbatch.header import header_tokens
-from tesserae_slurm.model.meta import JobMeta
-from tesserae_slurm.site.partition import PartitionShape
 from tesserae_slurm.tsbatch.options import REFUSED, make_submission, parse_argv
 
 SHAPE = PartitionShape((("a100", 4),) * 4)  # 4 nodes x 4 A100

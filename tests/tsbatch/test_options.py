@@ -121,7 +121,7 @@ def test_valid_metadata(own, expect):
     ({"--gpus": "2", "--model": "GPT2-Medium", "--parallelism": "9,9,9"}, "does not divide"),
     ({"--gpus": "2", "--model": "GPT2-Medium", "--parallelism": "11,13"}, "unknown strategy"),
     ({"--gpus": "1", "--model": "resnet50", "--batch-size": "64", "--parallelism": "TP24"}, "no parallelism"),
-    ({"--gpus": "1", "--model": "Bert-Large", "--batch-size": "999"}, "it runs a global batch of 256 in micro-batches of 16"),
+    ({"--gpus": "1", "--model": "Bert-Large", "--batch-size": "999"}, "a global batch of 256 in micro-batches of 16"),
 ])
 def test_invalid_metadata(own, message):
     with pytest.raises(InputError, match=message):
