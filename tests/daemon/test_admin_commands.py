@@ -157,6 +157,9 @@ def test_squeue_habits_noheader_users_me(db, capsys, at_now, monkeypatch):
 
     _, out, _ = run(capsys, "jobs", "--db", str(db), "-h")
     assert [line.split()[0] for line in out.splitlines()] == ["11", "12", "13"]  # -h: no header, as squeue
+    with pytest.raises(SystemExit) as done:
+        main(["jobs", "--help"])
+    assert done.value.code == 0 and "-h, --noheader" in capsys.readouterr().out  # help is --help alone
     _edit(db, **{"12": {"user": "root"}})
     assert _ids(run(capsys, "jobs", "--db", str(db), "-u", "root,alice")[1]) == ["11", "12", "13"]
     assert _ids(run(capsys, "jobs", "--db", str(db), "-u", "0")[1]) == ["12"]  # a uid, as squeue takes it

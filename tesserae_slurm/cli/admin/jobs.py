@@ -69,8 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jobs", help="list managed jobs from the daemon's state (squeue-like)", add_help=False,
                        epilog=format_codes(COLUMNS) + ". State codes: " + " ".join(
                            f"{c}={n}" for c, n in STATE_CODES.items()) + " (the last three are the daemon's own). "
-                       "Default format: " + DEFAULT_FORMAT.replace("%", "%%") + "; with finished jobs: "
-                       + ENDED_FORMAT.replace("%", "%%") + ".")
+                       "Default format: " + DEFAULT_FORMAT + "; with finished jobs: "
+                       + ENDED_FORMAT + ".")
     p.add_argument("--help", action="help", help="show this help message and exit")
     add_db_options(p)
     add_api_option(p)
