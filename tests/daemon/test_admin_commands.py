@@ -143,11 +143,11 @@ def test_time_is_since_the_last_start_and_ended_jobs_show_end_exit_and_nodes(db,
     assert lines[0].split() == ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "GPUS", "PACKED_WITH", "END_TIME",
                                 "EXIT", "NODELIST(REASON)"]
     end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(2301))
-    assert lines[4].split() == ["14", "job|14", "alice", "CD", "5:00", "1", "1", end, "0", "(completed)"]
+    assert lines[4].split() == ["14", "job|14", "alice", "CD", "5:00", "1", "1", end, "0", "node1"]  # as squeue
     _, out, _ = run(capsys, "jobs", "--db", str(db), "-t", "CD", "-o", "%i %N %g %D %S %e %X", "-h")
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(2001))
     assert out.split() == ["14", "node1", "node1:2", "1", start, end, "0"]  # where it last ran
-    job = json.loads(run(capsys, "jobs", "--db", str(db), "--json", "-j", "14")[1])["jobs"][0]
+    job = json.loads(run(capsys, "jobs", "--db", str(db), "--json", "-j", "14", "-a")[1])["jobs"][0]
     assert (job["time_s"], job["executed_s"], job["exit_code"]) == (300.0, 900.0, 0)
     assert _aware(job["end_time"]).timestamp() == 2301 and _aware(job["last_start"]).timestamp() == 2001
 
@@ -180,8 +180,9 @@ def test_unknown_job_ids_are_an_error_as_in_squeue(db, capsys):
                                               "daemon's state)\n")
     code, out, err = run(capsys, "jobs", "--db", str(db), "-j", "11,99")  # squeue lists the ones it knows
     assert code == 0 and err == "" and _ids(out) == ["11"]
-    code, out, err = run(capsys, "jobs", "--db", str(db), "-j", "14")  # finished: shown when asked by id
-    assert code == 0 and err == "" and _ids(out) == ["14"]
+    code, out, err = run(capsys, "jobs", "--db", str(db), "-j", "14")  # finished: needs -a or -t, as in squeue
+    assert code == 0 and err == "" and _ids(out) == []
+    assert _ids(run(capsys, "jobs", "--db", str(db), "-j", "14", "-a")[1]) == ["14"]
 
 
 def test_jobs_json_is_the_apis_answer(db, capsys, at_now):

@@ -86,7 +86,7 @@ def select_rows(rows: list[JobRow], *, states: str | None = None, all_jobs: bool
     if states:
         wanted = parse_states(states)
         rows = [r for r in rows if r.state in wanted]
-    elif not all_jobs and not ids:  # jobs asked for by id are shown in any state, as squeue -j shows them
+    elif not all_jobs:  # as squeue, also with -j: `squeue -j ID` of a finished job lists nothing without -t
         rows = [r for r in rows if r.state not in TERMINAL_STATES]
     if ids:
         wanted_ids = set(job_ids(ids))
@@ -180,8 +180,10 @@ def since_last_start(r: JobRow, now: float) -> float | None:
 
 
 def nodelist_reason(r: JobRow) -> str:
-    """squeue's NODELIST(REASON): where a placed job runs, else why it waits (or how it ended)."""
-    if r.state in ("RUNNING", "STARTING") and r.nodes:
+    """squeue's NODELIST(REASON): where a placed job runs or an ended job last ran, else why it waits."""
+    from ..state.store import TERMINAL_STATES
+
+    if (r.state in ("RUNNING", "STARTING") or r.state in TERMINAL_STATES) and r.nodes:
         return r.nodes
     return f"({reason(r) or 'None'})"
 
