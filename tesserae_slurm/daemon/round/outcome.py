@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ...model import RoundDecision
 from ..service.metrics import ACTIVE_STATES, JobSample, Metrics
+from ..state.gpuset import parse_gpus
 from ..state.journal import Journal
 from ..state.store import JobRow
 from .actions import RoundPlan
@@ -69,7 +70,8 @@ def count_jobs(journal: Journal, metrics: Metrics, d: RoundDecision) -> None:
 
 
 def _sample(r: JobRow) -> JobSample:
-    return JobSample(r.job_id, r.state, r.user, r.num_gpus, r.gpus, r.submit_time, r.first_start, r.executed_time)
+    slots = tuple((node, i) for node, idx in parse_gpus(r.gpus).items() for i in idx) if r.gpus else ()
+    return JobSample(r.job_id, r.state, r.user, r.num_gpus, slots, r.submit_time, r.first_start, r.executed_time)
 
 
 def skip_round(journal: Journal, metrics: Metrics, round_id: int, why: str, status: str,

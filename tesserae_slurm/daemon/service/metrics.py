@@ -34,7 +34,7 @@ class JobSample:
     state: str
     user: str
     num_gpus: int
-    gpus: str  # "node1:0-1;node2:0-3" while it holds GPUs
+    gpus: tuple[tuple[str, int], ...]  # (node, GPU index) of each GPU it holds
     submit_time: float
     first_start: float | None
     executed_time: float
@@ -146,8 +146,8 @@ class Metrics:
             for a in active:
                 if a.state not in HOLDING_STATES:
                     continue
-                for node, idx in _gpus(a.gpus):
-                    holders[(node, idx)] = holders.get((node, idx), 0) + 1
+                for slot in a.gpus:
+                    holders[slot] = holders.get(slot, 0) + 1
                 self.user_gpus[a.user] = self.user_gpus.get(a.user, 0) + a.num_gpus
                 account = self.accounts.get(a.job_id, "")
                 self.account_gpus[account] = self.account_gpus.get(account, 0) + a.num_gpus
@@ -222,12 +222,6 @@ def _number(value: float) -> str:
     """A sample value without rounding (``:g`` would keep 6 digits of a large sum)."""
     v = float(value)
     return str(int(v)) if v.is_integer() else repr(v)
-
-
-def _gpus(text: str) -> list[tuple[str, int]]:
-    from ..state.gpuset import parse_gpus
-
-    return [(node, i) for node, idx in parse_gpus(text).items() for i in idx] if text else []
 
 
 def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
