@@ -40,6 +40,7 @@ tsbatch options:
   --cluster SHAPE        with --dry-run: the partition as NODESxGPUS[:TYPE][,...] (e.g. 2x4:a100), so
                          Slurm is not asked (the GPU type defaults to the config's scheduler.gpu_type)
   --config PATH          the daemon's configuration (managed partition, profile, checkpoint signal)
+  --list-models          print the models the daemon's profile knows, with their batch sizes and GPU counts
   -h, --help             this text
 
 GPUs and nodes, in sbatch's spellings, on the command line or in the script's #SBATCH lines:
@@ -94,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..tsbatch.submit import prepare, submit
 
     try:
+        if _asks_for(args, "--list-models"):
+            print(list_models(args))
+            return 0
         prepared, backend = prepare(args, backend_from_config, lambda path: resolve_config(path, check_policy=False)[0])
         if prepared.submission.dry_run:
             print(dry_run_report(prepared))
@@ -115,12 +119,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _asks_for_help(args: list[str]) -> bool:
-    from ..tsbatch.options import parse_argv
-
     try:
-        return bool(parse_argv(args)[0].get("--help"))
+        return _asks_for(args, "--help")
     except InputError:
         return False
+
+
+def _asks_for(args: list[str], flag: str) -> bool:
+    from ..tsbatch.options import parse_argv
+
+    return bool(parse_argv(args)[0].get(flag))
+
+
+def list_models(args: list[str]) -> str:
+    """--list-models: the profile's models as --model takes them, their batch sizes and GPU counts."""
+    from ..site.job_rules import describe_batch, profiled_models
+    from ..site.load import resolve_config
+    from ..site.partition import scheduling_profile
+    from ..tsbatch.options import parse_argv
+    from .render import table
+
+    config = parse_argv(args)[0].get("--config")
+    cfg, source = resolve_config(config if isinstance(config, str) else None, check_policy=False)
+    profile = scheduling_profile(cfg.scheduler.profile)
+    rows = []
+    for e in profiled_models(profile):
+        if e.fixed_batch:
+            batches = "none needed: " + "; ".join(f"{describe_batch(b)} ({b})" for b in e.batches)
+        else:
+            batches = ", ".join(e.batches) or "none needed"
+        rows.append([e.model, batches, ",".join(map(str, e.gpu_counts))])
+    return (f"profile {profile.name} (scheduler.profile in {source}):\n"
+            + table(["MODEL (--model)", "BATCH SIZES (--batch-size)", "GPUS (-G)"], rows)
+            + "\nAny other job: --no-profile (placed alone at speed 1.0, never packed).")
 
 
 def dry_run_report(prepared: Prepared) -> str:

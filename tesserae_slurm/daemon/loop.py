@@ -184,6 +184,7 @@ class Daemon:
     def look(self, rid: int | None) -> tuple[Snapshot, Followups]:
         """Observe, then reconcile every job's row with what Slurm shows."""
         snap = observe(self.backend, self.cfg, self.clock(), admin.drain_reasons(self.admin))
+        self.metrics.saw(sum(n.gpus for n in snap.nodes), {j: mj.slurm.account for j, mj in snap.jobs.items()})
         return snap, reconcile(self.journal, snap, self.guard.own_holds(snap), self.cfg.slurm.start_timeout_s, rid)
 
     def poll_between(self) -> None:

@@ -84,7 +84,7 @@ class Submission:
 # ---- parsing ---------------------------------------------------------------------------------
 
 _OWN_VALUE = {"--model", "--batch-size", "--parallelism", "--config", "--cluster"}
-_OWN_FLAG = {"--no-pack", "--no-profile", "--parsable", "--dry-run", "--help"}
+_OWN_FLAG = {"--no-pack", "--no-profile", "--parsable", "--dry-run", "--help", "--list-models"}
 
 
 def parse_argv(argv: Sequence[str]) -> tuple[dict[str, str | bool], list[str], list[str]]:
@@ -129,8 +129,8 @@ def _long_sbatch(args: list[str], i: int, out: list[str]) -> int:
     kind = SBATCH_LONG.get(name)
     if kind is None:
         raise InputError(f"unknown option --{name} (tsbatch options: --model --batch-size --parallelism --no-pack "
-                         "--no-profile --parsable --dry-run --cluster --config; other options are sbatch's, "
-                         "see tsbatch --help)")
+                         "--no-profile --parsable --dry-run --cluster --config --list-models; other options are "
+                         "sbatch's, see tsbatch --help)")
     if kind == "no" and eq:
         raise InputError(f"sbatch option --{name} takes no value")
     out.append(tok)

@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.cli.main import COMMANDS, build_parser, main
+from tesserae_slurm.daemon.round.actions import plan_round
+from tesserae_slurm.daemon.round.observe import managed_job
 from tesserae_slurm.daemon.service.calls import CallRecord
 from tesserae_slurm.daemon.state.journal import Intent, Journal, RoundCounts
-from tesserae_slurm.daemon.round.observe import managed_job
-from tesserae_slurm.daemon.round.actions import plan_round
 from tesserae_slurm.daemon.state.store import JobUpdate, Store
 from tesserae_slurm.model import MoveReason, PackedPair, PendingJob, PendingReason, Placement, RoundDecision
-from tesserae_slurm.slurm import SlurmJob, SlurmJobState
 from tesserae_slurm.model.meta import JobMeta
+from tesserae_slurm.slurm import SlurmJob, SlurmJobState
 
 
 def _job(jid: int, name: str, meta: JobMeta) -> SlurmJob:
@@ -59,7 +59,8 @@ def db(tmp_path):
                                    strategy="10,14", executed_time=3725.0, attained_service=7450.0),
                    "12": JobUpdate(state="RUNNING", gpus="node1:0-1", nodes="node1", packed_with="11"),
                    "13": JobUpdate(state="PENDING", reason="Resources: needs 4 GPUs; 1 free"),
-                   "14": JobUpdate(state="COMPLETED", reason="completed")})
+                   "14": JobUpdate(state="COMPLETED", reason="completed", run_start=2001.0, finished_at=2301.0,
+                                   executed_time=900.0, exit_code=0, nodes="node1", gpus="node1:2")})
     r2 = j.begin_round(2400.0, "tesserae-t", False)
     moved = Placement.from_lists({"node1": [[], [], [], []], "node2": [["11", "12"], ["11", "12"], [], []]})
     dec2 = RoundDecision(moved, (), (), ("11", "12"), (), (PackedPair("11", "12", 0.73, 0.70, "10,14", None),),
@@ -104,23 +105,101 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_jobs_like_squeue(db, capsys):
+NOW = 2001.0 + 125  # two minutes and five seconds into job 11's run (and 14's end long past)
+
+
+@pytest.fixture
+def at_now(db, monkeypatch):
+    """Job 11's run began at 2001 and the clock reads NOW (the fixture's other tests need a still TIME)."""
+    _edit(db, **{"11": {"run_start": 2001.0}})
+    monkeypatch.setattr(time, "time", lambda: NOW)
+
+
+def test_jobs_like_squeue(db, capsys, at_now):
     code, out, _ = run(capsys, "jobs", "--db", str(db))
     lines = out.splitlines()
-    assert code == 0 and lines[0].split() == ["JOBID", "NAME", "USER", "STATE", "GPUS", "GPU_IDX", "PACKED_WITH",
-                                              "TIME", "NODELIST(REASON)"]
+    assert code == 0 and lines[0] == ("             JOBID     NAME     USER ST       TIME  NODES GPUS PACKED_WITH "
+                                      "NODELIST(REASON)")  # squeue's default widths, as `-o` takes them
     assert [line.split()[0] for line in lines[1:]] == ["11", "12", "13"]  # finished jobs need --all
-    assert "1:02:05" in lines[1] and "node1" in lines[1]  # squeue's TIME format; node list when running
-    assert "(Resources: needs 4 GPUs; 1 free)" in lines[3]
+    assert lines[1] == "                11   job|11    alice  R       2:05      1    2          12 node1"
+    assert lines[3] == "                13   job|13    alice PD       0:00      0    4             " \
+                       "(Resources: needs 4 GPUs; 1 free)"  # the reason is last: it widens no other row
     code, out, _ = run(capsys, "jobs", "--db", str(db), "--all", "-o", "%.4i %T %w %y|%b", "--noheader")
     assert out.splitlines() == ["  11 RUNNING 12 10,14|2", "  12 RUNNING 11 |2", "  13 PENDING  |4",
                                 "  14 COMPLETED  |1"]
     code, out, _ = run(capsys, "jobs", "--db", str(db), "-p", "-t", "RUNNING")
     assert out.splitlines()[1].split("|")[:2] == ["11", "job\\"]  # '|' in a name is escaped ...
-    assert parse_record(out.splitlines()[1])[:4] == ["11", "job|11", "alice", "RUNNING"]  # ... reversibly
+    assert parse_record(out.splitlines()[1])[:4] == ["11", "job|11", "alice", "R"]  # ... reversibly
     code, out, _ = run(capsys, "jobs", "--db", str(db), "--json", "-j", "13")
     (job,) = json.loads(out)["jobs"]
     assert job["state"] == "PENDING" and job["num_gpus"] == 4 and job["model"] == "(no profile)"
+
+
+def test_time_is_since_the_last_start_and_ended_jobs_show_end_exit_and_nodes(db, capsys, at_now):
+    _, out, _ = run(capsys, "jobs", "--db", str(db), "-o", "%i %M %K", "-h")
+    assert out.splitlines()[0] == "11 2:05 1:02:05"  # TIME as squeue's; RUN_TIME: every run together
+    _, out, _ = run(capsys, "jobs", "--db", str(db), "-a")
+    lines = out.splitlines()
+    assert lines[0].split() == ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "GPUS", "PACKED_WITH", "END_TIME",
+                                "EXIT", "NODELIST(REASON)"]
+    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(2301))
+    assert lines[4].split() == ["14", "job|14", "alice", "CD", "5:00", "1", "1", end, "0", "node1"]  # as squeue
+    _, out, _ = run(capsys, "jobs", "--db", str(db), "-t", "CD", "-o", "%i %N %g %D %S %e %X", "-h")
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(2001))
+    assert out.split() == ["14", "node1", "node1:2", "1", start, end, "0"]  # where it last ran
+    job = json.loads(run(capsys, "jobs", "--db", str(db), "--json", "-j", "14", "-a")[1])["jobs"][0]
+    assert (job["time_s"], job["executed_s"], job["exit_code"]) == (300.0, 900.0, 0)
+    assert _aware(job["end_time"]).timestamp() == 2301 and _aware(job["last_start"]).timestamp() == 2001
+
+
+def test_squeue_habits_noheader_users_me(db, capsys, at_now, monkeypatch):
+    import pwd
+
+    _, out, _ = run(capsys, "jobs", "--db", str(db), "-h")
+    assert [line.split()[0] for line in out.splitlines()] == ["11", "12", "13"]  # -h: no header, as squeue
+    with pytest.raises(SystemExit) as done:
+        main(["jobs", "--help"])
+    assert done.value.code == 0 and "-h, --noheader" in capsys.readouterr().out  # help is --help alone
+    _edit(db, **{"12": {"user": "root"}})
+    assert _ids(run(capsys, "jobs", "--db", str(db), "-u", "root,alice")[1]) == ["11", "12", "13"]
+    assert _ids(run(capsys, "jobs", "--db", str(db), "-u", "0")[1]) == ["12"]  # a uid, as squeue takes it
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(("alice", "x", uid, uid, "", "/", "/bin/sh")))
+    assert _ids(run(capsys, "jobs", "--db", str(db), "--me")[1]) == ["11", "13"]
+    # an unknown user among known ones: squeue's error line, then the others' jobs
+    code, out, err = run(capsys, "jobs", "--db", str(db), "-u", "alice,nosuchuser9")
+    assert code == 0 and err == "tesserae jobs: error: Invalid user: nosuchuser9\n" and _ids(out) == ["11", "13"]
+    code, out, err = run(capsys, "jobs", "--db", str(db), "-u", "nosuchuser9")
+    assert (code, out, err) == (1, "", "tesserae jobs: error: Invalid user: nosuchuser9\n")
+    code, out, err = run(capsys, "jobs", "--db", str(db), "-u", "root")  # on this host, no jobs: an empty table
+    assert code == 0 and err == "" and _ids(out) == ["12"]
+
+
+def test_unknown_job_ids_are_an_error_as_in_squeue(db, capsys):
+    code, out, err = run(capsys, "jobs", "--db", str(db), "-j", "99")
+    assert (code, out) == (1, "") and err == ("tesserae jobs: error: Invalid job id specified: 99 (not in the "
+                                              "daemon's state)\n")
+    code, out, err = run(capsys, "jobs", "--db", str(db), "-j", "11,99")  # squeue lists the ones it knows
+    assert code == 0 and err == "" and _ids(out) == ["11"]
+    code, out, err = run(capsys, "jobs", "--db", str(db), "-j", "14")  # finished: needs -a or -t, as in squeue
+    assert code == 0 and err == "" and _ids(out) == []
+    assert _ids(run(capsys, "jobs", "--db", str(db), "-j", "14", "-a")[1]) == ["14"]
+
+
+def test_jobs_json_is_the_apis_answer(db, capsys, at_now):
+    """One schema: `tesserae jobs --json` and GET /api/jobs are built by the same function from the same rows."""
+    from tesserae_slurm.daemon.operators import api
+    from tesserae_slurm.daemon.operators.readers import JOB_FIELDS
+
+    for argv, query in ((["-a"], {"all_jobs": True}), (["-t", "PD,R"], {"states": "PD,R"}),
+                        (["-u", "alice", "-j", "11,13"], {"user": "alice", "ids": "11,13"})):
+        out = json.loads(run(capsys, "jobs", "--db", str(db), "--json", *argv)[1])
+        assert set(out.pop("meta")) == {"tool", "version", "generated_at"}
+        store = Store.open(db, read_only=True)
+        try:
+            assert out == api.jobs(store, **query, limit=api.MAX_JOBS)
+        finally:
+            store.close()
+        assert all(tuple(j) == JOB_FIELDS for j in out["jobs"])
 
 
 def test_rounds_and_round_show(db, capsys):
@@ -160,7 +239,7 @@ def test_explain_pending_packed_and_moved(db, capsys):
     (["explain", "99"], "job 99 is not in the state database"),
     (["explain", "x;y"], "job id must be a number"),
     (["round", "show", "7"], "no round 7"),
-    (["jobs", "-o", "%Q"], "unknown format code %Q"),
+    (["jobs", "-o", "%Z"], "unknown format code %Z"),
     (["jobs", "-j", "a"], "job ids are numbers"),
     (["rounds", "-n", "0"], "--last must be positive"),
     (["jobs", "-t", "BOGUS"], "-t: unknown job state 'BOGUS'"),
@@ -238,7 +317,7 @@ def test_json_is_an_object_with_meta_seconds_and_zoned_times(db, capsys):
 
     code, out, _ = run(capsys, "jobs", "--db", str(db), "--json", "--all")
     body = json.loads(out)
-    assert code == 0 and set(body) == {"meta", "jobs"}
+    assert code == 0 and set(body) == {"meta", "round", "jobs", "truncated", "unknown_jobs", "unknown_users"}
     assert body["meta"]["version"] == tesserae_slurm.__version__ and body["meta"]["tool"] == "tesserae-slurm"
     assert abs(_aware(body["meta"]["generated_at"]).timestamp() - time.time()) < 60
     job = next(j for j in body["jobs"] if j["job_id"] == "11")

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slurm_live
 BAD = {
     "three-gpus": ('tesserae:v1:{"g":3,"m":"DCGAN","b":"32"}', "power of two"),
     "np-string": ('tesserae:v1:{"g":1,"m":"DCGAN","b":"32","np":"no"}', "np must be true or false"),
-    "llm-batch": ('tesserae:v1:{"g":1,"m":"Bert-Large","b":"999"}', "runs with batch 256/16"),
+    "llm-batch": ('tesserae:v1:{"g":1,"m":"Bert-Large","b":"999"}', "a global batch of 256 in micro-batches of 16"),
 }
 
 

@@ -60,7 +60,7 @@ BAD = [
     (["--gpus", "1", "--model", "NoSuchNet"], "unknown model 'NoSuchNet'"),
     (["--gpus", "1"], "--model is required"),
     (["--gpus", "1", "--model", "DCGAN", "--batch-size", "7"], "unknown batch size"),
-    (["--gpus", "1", "--model", "Bert-Large", "--batch-size", "999"], "runs with batch 256/16"),
+    (["--gpus", "1", "--model", "Bert-Large", "--batch-size", "999"], "a global batch of 256 in micro-batches of 16"),
     (["--gpus", "2", "--model", "GPT2-Medium", "--parallelism", "3,3,3"], "does not divide 2 GPUs"),
     (["--gpus", "2", "--model", "DCGAN", "--batch-size", "32", "--parallelism", "10,14"], "no parallelism strategies"),
     (["--gpus", "1", "--no-profile", "--model", "DCGAN"], "drop --model"),

@@ -14,6 +14,7 @@ import yaml
 
 from tesserae_slurm.cli.main import main
 from tesserae_slurm.daemon.operators import api
+from tesserae_slurm.daemon.operators.readers import JOB_FIELDS
 from tesserae_slurm.daemon.operators.web import serve
 from tesserae_slurm.model import InputError
 from tesserae_slurm.site.load import config_from_mapping
@@ -79,7 +80,7 @@ def test_jobs_with_reason_and_rank_never_the_comment(server, db):  # noqa: F811
     assert list(by_id) == ["11", "12", "13"] and j["round"] == 2 and not j["truncated"]
     assert by_id["13"]["reason"] == "Resources: needs 4 GPUs; 1 free" and by_id["13"]["rank"] == 3
     assert by_id["11"]["rank"] == 1 and by_id["11"]["packed_with"] == "12"
-    assert set(by_id["11"]) == set(api.PUBLIC_JOB_FIELDS) | {"rank"}
+    assert tuple(by_id["11"]) == JOB_FIELDS  # the documented schema, nothing more (no Comment, no AdminComment)
     everything = get(server, "/api/jobs?all=1")
     assert [r["job_id"] for r in everything["jobs"]] == ["11", "12", "13", "14"]
     assert [r["job_id"] for r in get(server, "/api/jobs?states=PD")["jobs"]] == ["13"]

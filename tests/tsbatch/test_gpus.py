@@ -7,11 +7,10 @@ import pytest
 
 from tesserae_slurm.cli.tsbatch import main
 from tesserae_slurm.model import InputError
-from tesserae_slurm.site.partition import scheduling_profile
+from tesserae_slurm.model.meta import JobMeta
+from tesserae_slurm.site.partition import PartitionShape, scheduling_profile
 from tesserae_slurm.tsbatch.gpus import cluster_shape
 from tesserae_slurm.tsbatch.header import header_tokens
-from tesserae_slurm.model.meta import JobMeta
-from tesserae_slurm.site.partition import PartitionShape
 from tesserae_slurm.tsbatch.options import REFUSED, make_submission, parse_argv
 
 SHAPE = PartitionShape((("a100", 4),) * 4)  # 4 nodes x 4 A100
@@ -218,3 +217,33 @@ def test_dry_run_without_slurm_or_shape_says_how(no_config, capsys):
     assert main(["--dry-run", "--no-profile", str(script)]) == 1  # PATH has no sinfo
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sinfo" in err[0] and "--dry-run --cluster NODESxGPUS[:TYPE]" in err[0], err
+
+
+@pytest.mark.parametrize("profile,model,batches", [
+    ("a100", "resnet50", "32, 64, 128"),
+    ("gavel", "ResNet-50", "16, 32, 64, 128"),  # job types that carry their batch in the name, as a family
+])
+def test_a_missing_batch_size_is_named_with_the_profiles_batches(no_config, capsys, profile, model, batches):
+    (no_config / "tesserae.yaml").write_text(f"slurm:\n  partition: tesserae\nscheduler:\n  profile: {profile}\n")
+    assert main(["--dry-run", "--cluster", "2x4", "--model", model, "--wrap", "true"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tsbatch: error: --model {model} needs --batch-size: profile {profile} has {model} with batch "
+                   f"sizes {batches} (tsbatch --list-models lists every model)"]
+
+
+def test_list_models_prints_every_model_with_its_batches_and_gpu_counts(no_config, capsys):
+    from tesserae_slurm.site.partition import scheduling_profile
+
+    assert main(["--list-models"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "profile a100 (scheduler.profile in " + str(no_config / "tesserae.yaml") + "):"
+    rows = {line.split()[0]: line for line in out[2:-1]}
+    ix = scheduling_profile("a100").index
+    assert set(rows) == {m for m in ix.model_order if m != "(no profile)"}
+    for m, line in rows.items():  # each model as --model takes it, with what the profile measured
+        assert ",".join(map(str, ix.gpu_counts[m])) == line.split()[-1]
+        assert all(b in line for b in ix.batches[m])
+    assert "none needed: a global batch of 512 in micro-batches of 8 (512/8)" in rows["GPT2-Medium"]
+    assert "32, 64, 128" in rows["resnet50"]
+    # every batch it lists is one tsbatch takes
+    assert main(["--dry-run", "--cluster", "2x4", "--model", "vgg19", "--batch-size", "64", "--wrap", "true"]) == 0

@@ -121,7 +121,7 @@ def test_valid_metadata(own, expect):
     ({"--gpus": "2", "--model": "GPT2-Medium", "--parallelism": "9,9,9"}, "does not divide"),
     ({"--gpus": "2", "--model": "GPT2-Medium", "--parallelism": "11,13"}, "unknown strategy"),
     ({"--gpus": "1", "--model": "resnet50", "--batch-size": "64", "--parallelism": "TP24"}, "no parallelism"),
-    ({"--gpus": "1", "--model": "Bert-Large", "--batch-size": "999"}, "runs with batch 256/16"),
+    ({"--gpus": "1", "--model": "Bert-Large", "--batch-size": "999"}, "a global batch of 256 in micro-batches of 16"),
 ])
 def test_invalid_metadata(own, message):
     with pytest.raises(InputError, match=message):
@@ -164,7 +164,7 @@ def test_llm_batch_is_optional_but_must_be_the_profiles_when_given():
     ('tesserae:v1:{"g":3,"m":"DCGAN","b":"32"}', "power of two"),
     ('tesserae:v1:{"g":6,"nprof":true}', "power of two"),
     ('tesserae:v1:{"g":32,"nprof":true}', "at most 16 GPUs"),
-    ('tesserae:v1:{"g":1,"m":"Bert-Large","b":"999"}', "runs with batch"),
+    ('tesserae:v1:{"g":1,"m":"Bert-Large","b":"999"}', "fixes Bert-Large's batch by GPU count"),
     ('tesserae:v1:{"g":1,"m":"DCGAN","b":"7"}', "unknown batch size"),
     ('tesserae:v1:{"g":2,"m":"GPT2-Medium","p":["9,9,9"]}', "does not divide"),
     ('tesserae:v1:{"g":1,"nprof":true,"b":"32"}', "drop --model"),

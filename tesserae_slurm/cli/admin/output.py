@@ -24,7 +24,8 @@ from ...model import InputError
 from ..render import table
 
 
-def add_output_options(p: argparse.ArgumentParser, with_format: bool = True) -> None:
+def add_output_options(p: argparse.ArgumentParser, with_format: bool = True, short_noheader: bool = False) -> None:
+    """``short_noheader``: -h is --noheader, as in squeue (the parser then offers --help alone)."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="JSON output")
     g.add_argument("-p", "--parsable", action="store_true",
@@ -34,7 +35,7 @@ def add_output_options(p: argparse.ArgumentParser, with_format: bool = True) -> 
         g.add_argument("-o", "--format", metavar="FMT",
                        help='squeue-style format, e.g. "%%.8i %%.10T %%b %%N %%R" (%%.N: right-aligned in N '
                             'columns; codes: listed below)')
-    p.add_argument("--noheader", action="store_true", help="no header line")
+    p.add_argument(*(("-h",) if short_noheader else ()), "--noheader", action="store_true", help="no header line")
 
 
 _SPEC = re.compile(r"%(\.)?(\d*)([A-Za-z%])")

@@ -5,13 +5,13 @@
 records through the same functions, so the page, the API and the CLI cannot disagree. What any user may
 read: job ids, names, users, states, GPUs, reasons, ranks and the daemon's actions; never the job's
 Comment as submitted, its AdminComment encoding or anything of its command line or environment (the
-store holds no command line or environment at all; PUBLIC_JOB_FIELDS is the whole list of job fields).
+store holds no command line or environment at all; readers.JOB_FIELDS is the whole list of job fields).
 """
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
+import time
 from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
@@ -23,37 +23,19 @@ from .readers import (
     first_look_rows,
     in_force,
     iso,
-    reason,
+    job_ids,
+    job_record,
     round_details,
     select_rows,
+    unknown_users,
 )
 
 if TYPE_CHECKING:  # SQLAlchemy loads only where a database is read (the CLI's API client does without)
     from ...slurm import SlurmJob
     from ..state.store import JobRow, RoundRow, Store
 
-# The job row fields the API serves (JobRow attribute names, so the CLI renders API answers with the same
-# columns as database rows). Left out: meta (the submitted Comment), assignment (the AdminComment text),
-# parallelism and the accounting internals (run_start, run_counted, last_seen).
-PUBLIC_JOB_FIELDS = (
-    "job_id", "name", "user", "state", "slurm_state", "reason", "num_gpus", "nodes", "gpus", "packed_with",
-    "strategy", "model", "batch_size", "executed_time", "attained_service", "work_done", "preemptions", "migrations",
-    "restarts", "submit_time", "first_start", "finished_at", "assign_round", "exit_code",
-)
 MAX_JOBS = 5000  # one answer's job list; more sets "truncated" (filter with states, user or jobs)
 MAX_ROUNDS = 500
-
-
-def job_record(row: JobRow, rank: int | None = None) -> dict[str, Any]:
-    out = {f: getattr(row, f) for f in PUBLIC_JOB_FIELDS}
-    out["reason"] = reason(row)  # a PREEMPTING job's stop reason folded in
-    out["rank"] = rank
-    return out
-
-
-def job_from_record(rec: dict[str, Any]) -> SimpleNamespace:
-    """An API job record as an object the admin columns read like a JobRow."""
-    return SimpleNamespace(**{f: rec.get(f) for f in PUBLIC_JOB_FIELDS}, rank=rec.get("rank"), stop_reason="")
 
 
 def _latest_decision(store: Store) -> tuple[RoundRow | None, dict[str, Any]]:
@@ -81,25 +63,33 @@ def with_first_look(store: Store, look: FirstLook | None) -> tuple[list[JobRow],
 
 
 def jobs(store: Store, *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
-         user: str | None = None, look: FirstLook | None = None) -> dict[str, Any]:
+         user: str | None = None, look: FirstLook | None = None, now: float | None = None,
+         limit: int | None = None) -> dict[str, Any]:
     """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), each job with its rank in the newest round;
-    with ``look``, also the jobs Slurm lists that the daemon has not looked at yet."""
+    with ``look``, also the jobs Slurm lists that the daemon has not looked at yet; ``unknown_jobs`` and
+    ``unknown_users`` name what -j and -u asked for that no job has (squeue's "Invalid job id specified",
+    "Invalid user"); ``limit``: the API's bound (the CLI reads all)."""
     from ..state.store import TERMINAL_STATES
 
     every, slurm_error = with_first_look(store, look)
     rows = select_rows(every, states=states, all_jobs=all_jobs, ids=ids, user=user)
-    truncated = len(rows) > MAX_JOBS
+    known = {r.job_id for r in every}
+    truncated = limit is not None and len(rows) > limit
     if truncated:  # keep the unfinished jobs and the newest finished ones
+        assert limit is not None
         active = [r for r in rows if r.state not in TERMINAL_STATES]
         done = [r for r in rows if r.state in TERMINAL_STATES]
-        room = MAX_JOBS - len(active)
-        rows = active[-MAX_JOBS:] if room <= 0 else sorted(
+        room = limit - len(active)
+        rows = active[-limit:] if room <= 0 else sorted(
             active + done[len(done) - room:], key=lambda r: int(r.job_id) if r.job_id.isdigit() else 0)
     add_stop_reasons(store, rows)
     rnd, decision = _latest_decision(store)
     rank = ranks(decision)
-    out: dict[str, Any] = {"round": rnd.round_id if rnd else None,
-                           "jobs": [job_record(r, rank.get(r.job_id)) for r in rows], "truncated": truncated}
+    at = time.time() if now is None else now
+    out: dict[str, Any] = {
+        "round": rnd.round_id if rnd else None, "jobs": [job_record(r, at, rank.get(r.job_id)) for r in rows],
+        "truncated": truncated, "unknown_jobs": [j for j in job_ids(ids or "") if j not in known],
+        "unknown_users": unknown_users(every, user) if user else []}
     if slurm_error:
         out["slurm_error"] = slurm_error
     return out

@@ -82,23 +82,63 @@ def reason(r: JobRow) -> str:
 
 def select_rows(rows: list[JobRow], *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
                 user: str | None = None) -> list[JobRow]:
-    """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), in job id order."""
+    """``tesserae jobs`` filters (squeue's -t, -a, -j, -u: ids and users as comma lists), in job id order."""
     from ..state.store import TERMINAL_STATES
 
     if states:
         wanted = parse_states(states)
         rows = [r for r in rows if r.state in wanted]
-    elif not all_jobs:
+    elif not all_jobs:  # as squeue, also with -j: `squeue -j ID` of a finished job lists nothing without -t
         rows = [r for r in rows if r.state not in TERMINAL_STATES]
     if ids:
-        wanted_ids = {j.strip() for j in ids.split(",") if j.strip()}
-        bad = [j for j in wanted_ids if not j.isdigit()]
-        if bad:
-            raise InputError(f"-j: job ids are numbers, got {', '.join(sorted(bad))}")
+        wanted_ids = set(job_ids(ids))
         rows = [r for r in rows if r.job_id in wanted_ids]
     if user:
-        rows = [r for r in rows if r.user == user]
+        users = set(user_names(user))
+        rows = [r for r in rows if r.user in users]
     return sorted(rows, key=lambda r: int(r.job_id) if r.job_id.isdigit() else 0)
+
+
+def job_ids(text: str) -> list[str]:
+    """squeue's -j: comma-separated job ids."""
+    wanted = [j.strip() for j in text.split(",") if j.strip()]
+    bad = [j for j in wanted if not j.isdigit()]
+    if bad:
+        raise InputError(f"-j: job ids are numbers, got {', '.join(sorted(bad))}")
+    return wanted
+
+
+def user_names(text: str) -> list[str]:
+    """squeue's -u: comma-separated user names or numeric user ids (a uid becomes its name)."""
+    import pwd
+
+    out = []
+    for u in (w.strip() for w in text.split(",")):
+        if u.isdigit():
+            try:
+                u = pwd.getpwuid(int(u)).pw_name
+            except KeyError:
+                pass
+        if u:
+            out.append(u)
+    return out
+
+
+def unknown_users(rows: list[JobRow], text: str) -> list[str]:
+    """The users of ``-u`` that are neither on this host (squeue's test) nor the owner of a job the daemon
+    recorded: squeue's ``Invalid user``."""
+    import pwd
+
+    owners = {r.user for r in rows}
+    out = []
+    for u in user_names(text):
+        if u in owners:
+            continue
+        try:
+            pwd.getpwnam(u)
+        except KeyError:
+            out.append(u)
+    return out
 
 
 def add_stop_reasons(store: Store, rows: list[JobRow]) -> None:
@@ -170,6 +210,62 @@ def first_look_rows(listed: Sequence[SlurmJob], known: set[str]) -> list[JobRow]
             executed_time=0.0, work_done=0.0, nodes="", gpus="", packed_with="", strategy="", restarts=0,
             preemptions=0, migrations=0, exit_code=None, first_start=None, finished_at=None, assign_round=None))
     return out
+
+
+# The fields of a job record, in order: `tesserae jobs --json` and GET /api/jobs write exactly these (one
+# function, ``job_record``), documented in docs/daemon.md ("Job records"). Never the job's Comment as
+# submitted, its AdminComment or anything of its command line or environment.
+JOB_FIELDS = (
+    "job_id", "name", "user", "state", "state_compact", "slurm_state", "reason", "nodelist_reason", "num_gpus",
+    "num_nodes", "nodes", "gpus", "packed_with", "strategy", "model", "batch_size", "rank", "assign_round",
+    "time_s", "executed_s", "attained_gpu_s", "work_s", "preemptions", "migrations", "restarts", "submit_time",
+    "first_start", "last_start", "end_time", "exit_code",
+)
+ACTIVE_STATES = ("RUNNING", "STARTING", "PREEMPTING")  # a run is open: squeue's TIME counts to now
+
+
+def since_last_start(r: JobRow, now: float) -> float | None:
+    """squeue's TIME: the current run's length (to now, or to the end of a finished job); 0 while
+    pending; None for a finished job whose last start was not recorded."""
+    from ..state.store import TERMINAL_STATES
+
+    if r.state in ACTIVE_STATES:
+        return max(0.0, now - r.run_start) if r.run_start is not None else 0.0
+    if r.state in TERMINAL_STATES:
+        if r.run_start is None or r.finished_at is None:
+            return None
+        return max(0.0, r.finished_at - r.run_start)
+    return 0.0
+
+
+def nodelist_reason(r: JobRow) -> str:
+    """squeue's NODELIST(REASON): where a placed job runs or an ended job last ran, else why it waits."""
+    from ..state.store import TERMINAL_STATES
+
+    if (r.state in ("RUNNING", "STARTING") or r.state in TERMINAL_STATES) and r.nodes:
+        return r.nodes
+    return f"({reason(r) or 'None'})"
+
+
+def job_record(r: JobRow, now: float, rank: int | None = None) -> dict[str, Any]:
+    """One job as `tesserae jobs --json` and the API give it: seconds as numbers, times ISO 8601 with
+    the zone; a finished job keeps the nodes and GPUs it last ran on."""
+    from ..state.store import TERMINAL_STATES
+
+    ended = r.state in TERMINAL_STATES
+    last_start = r.run_start if r.state in ACTIVE_STATES or ended else None
+    return {
+        "job_id": r.job_id, "name": r.name, "user": r.user, "state": r.state,
+        "state_compact": SHORT.get(r.state, r.state[:2]), "slurm_state": r.slurm_state, "reason": reason(r),
+        "nodelist_reason": nodelist_reason(r), "num_gpus": r.num_gpus,
+        "num_nodes": len(r.nodes.split(",")) if r.nodes else 0, "nodes": r.nodes, "gpus": r.gpus,
+        "packed_with": r.packed_with, "strategy": r.strategy, "model": r.model, "batch_size": r.batch_size,
+        "rank": rank, "assign_round": r.assign_round, "time_s": since_last_start(r, now),
+        "executed_s": r.executed_time, "attained_gpu_s": r.attained_service, "work_s": r.work_done,
+        "preemptions": r.preemptions, "migrations": r.migrations, "restarts": r.restarts,
+        "submit_time": iso(r.submit_time), "first_start": iso(r.first_start), "last_start": iso(last_start),
+        "end_time": iso(r.finished_at) if ended else None, "exit_code": r.exit_code if ended else None,
+    }
 
 
 def _mentions(decision_json: str | None, job: str) -> bool:

@@ -65,7 +65,8 @@ def answer(store: Store, path: str, query: str, look: FirstLook | None = None) -
             body = api.cluster(store)
         elif parts == ["jobs"]:
             body = api.jobs(store, states=_one(q, "states"), all_jobs=_one(q, "all") in ("1", "true", "yes"),
-                            ids=_one(q, "jobs"), user=_one(q, "user"), look=look)
+                            ids=_one(q, "jobs"), user=_one(q, "user"), look=look,
+                            limit=api.MAX_JOBS)
         elif len(parts) == 2 and parts[0] == "jobs":
             body = api.job(store, parts[1], look)
         elif parts == ["actions"]:

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...model import RoundDecision
-from ..service.metrics import Metrics
+from ..service.metrics import ACTIVE_STATES, JobSample, Metrics
+from ..state.gpuset import parse_gpus
 from ..state.journal import Journal
+from ..state.store import JobRow
 from .actions import RoundPlan
 from .decide import Decided
 from .stop_start import ApplyResult
@@ -47,7 +49,7 @@ def finish_round(journal: Journal, metrics: Metrics, round_id: int, status: str,
         metrics.round_done(status, decided.decision_s)
     else:
         metrics.start_pass_done(status)
-    metrics.set_jobs(journal.count_by_state(), len(d.packed))
+    count_jobs(journal, metrics, d)
     log.info("%s %d %s: %d started, %d preempted, %d migrated, %d kept, %d packed pairs, %d pending "
              "(%.1f ms decision, %.2f s %s)%s", "round" if kind == "round" else "start between rounds, round",
              round_id, status, sum(a.kind == "start" for a in plan.actions),
@@ -56,6 +58,20 @@ def finish_round(journal: Journal, metrics: Metrics, round_id: int, status: str,
              time.perf_counter() - t_round, "round" if kind == "round" else "pass",
              f"; problems: {error}" if error else "")
     return RoundResult(round_id, status, error, d, plan)
+
+
+def count_jobs(journal: Journal, metrics: Metrics, d: RoundDecision) -> None:
+    """The job gauges, counters and histograms after a round: the active rows, and the rows of the jobs
+    active at the last count that are not now (they ended: their final state and run time)."""
+    active = [_sample(r) for r in journal.rows(ACTIVE_STATES)]
+    gone = metrics.watched() - {a.job_id for a in active}
+    ended = [_sample(r) for r in journal.store.jobs_by_id(sorted(gone))] if gone else []
+    metrics.update(active, ended, {p.job_id: p.reason.value for p in d.pending}, len(d.packed))
+
+
+def _sample(r: JobRow) -> JobSample:
+    slots = tuple((node, i) for node, idx in parse_gpus(r.gpus).items() for i in idx) if r.gpus else ()
+    return JobSample(r.job_id, r.state, r.user, r.num_gpus, slots, r.submit_time, r.first_start, r.executed_time)
 
 
 def skip_round(journal: Journal, metrics: Metrics, round_id: int, why: str, status: str,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from ..state.gpuset import format_gpus
 from ..state.journal import JobFacts, Journal
-from ..state.store import PENDING, JobUpdate
+from ..state.store import PENDING, TERMINAL_STATES, JobUpdate
 from .actions import StopItem, assigned_gpus
 from .observe import ManagedJob, Snapshot
 from .transitions import Transition, account, transition
@@ -79,7 +79,9 @@ def _update(f: JobFacts, mj: ManagedJob | None, t: Transition, now: float) -> Jo
             a = mj.assignment
             up = replace(up, assignment=sj.admin_comment, assign_round=a.round_id, gpus=format_gpus(a.gpus),
                          nodes=",".join(sorted(a.gpus)), packed_with=a.partner, strategy=a.strategy)
-    if t.clear_placement:
+    if t.clear_placement and t.state in TERMINAL_STATES:
+        up = up.ended(mj.slurm.nodes if mj is not None else ())
+    elif t.clear_placement:
         up = up.cleared()
         if t.state == PENDING and f.run_start is not None and (mj is None or mj.slurm.start_time is None):
             up = replace(up, run_start=None, run_counted=0.0)

@@ -186,7 +186,7 @@ class Applier:
                 self._signalled_at.pop(it.job_id, None)
                 self.journal.finish_action(aid, "done", now, why, job_id=it.job_id, job_update=counted.onto(JobUpdate(
                     state=state, slurm_state=sj.state.value, reason=why, exit_code=sj.exit_code,
-                    finished_at=float(sj.end_time or now)), facts.num_gpus).cleared())
+                    finished_at=float(sj.end_time or now)), facts.num_gpus).ended(sj.nodes))
                 continue
             if not _gone(sj):
                 why = "still running after requeue-hold: carried over to the next round (its GPUs stay booked)"

@@ -164,10 +164,6 @@ class Journal:
             with self.store.session() as s:
                 s.execute(update(JobRow).where(JobRow.job_id.in_(ids)).values(rounds_run=JobRow.rounds_run + 1))
 
-    def count_by_state(self) -> dict[str, int]:
-        with self.store.session() as s:
-            return {st: n for st, n in s.execute(select(JobRow.state, func.count()).group_by(JobRow.state))}
-
     # ---- actions ---------------------------------------------------------------------------------
     def record_intents(self, round_id: int, intents: Sequence[Intent], now: float) -> list[int]:
         with self.store.session() as s:

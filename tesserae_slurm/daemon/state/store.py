@@ -141,6 +141,11 @@ class JobUpdate:
         """This update, and the job no longer holds GPUs (no nodes, GPUs, assignment or partner)."""
         return replace(self, nodes="", gpus="", assignment="", assign_round=None, placed_at=None, packed_with="")
 
+    def ended(self, slurm_nodes: Sequence[str] = ()) -> JobUpdate:
+        """This update for a job that ended: it holds no GPUs, and its row keeps where it last ran (Slurm's
+        node list when it gives one; else the nodes and GPUs the row holds), as squeue shows ended jobs."""
+        return replace(self.cleared(), nodes=",".join(slurm_nodes) if slurm_nodes else UNSET, gpus=UNSET)
+
     def columns(self) -> dict[str, Any]:
         """The SQL values of the fields set."""
         out = {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not UNSET}

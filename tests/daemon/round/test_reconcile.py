@@ -57,14 +57,17 @@ def test_a_preemption_carried_over_comes_back_as_a_requeue_with_its_gpus(world) 
 
 
 def test_a_job_that_vanished_is_lost_and_one_that_finished_keeps_its_exit(world) -> None:
-    world.slurm.jobs = {"2": replace(managed(2, state=S.FAILED, start_time=900), end_time=950, exit_code=3)}
+    world.slurm.jobs = {"2": replace(managed(2, state=S.FAILED, start_time=900, nodes=("node1",)), end_time=950,
+                                     exit_code=3)}
     with world.store.session() as s:
         s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node1:0"))
         s.add(JobRow(job_id="2", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node1:1"))
     assert not _reconcile(world)
     one, two = world.store.job("1"), world.store.job("2")
-    assert one.state == "LOST" and one.gpus == ""
-    assert two.state == "FAILED" and two.exit_code == 3 and two.finished_at == 950.0 and two.gpus == ""
+    # an ended job holds no GPUs (its state says so) but keeps where it last ran, as squeue shows it
+    assert one.state == "LOST" and one.gpus == "node1:0" and one.assignment == "" and one.packed_with == ""
+    assert two.state == "FAILED" and two.exit_code == 3 and two.finished_at == 950.0 and two.gpus == "node1:1"
+    assert two.nodes == "node1" and two.run_start == 900.0  # Slurm's node list; the last start for squeue's TIME
 
 
 def test_a_job_recorded_lost_that_slurm_shows_finished_takes_slurms_end(world) -> None:

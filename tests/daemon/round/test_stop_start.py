@@ -106,7 +106,9 @@ def test_a_job_that_ends_in_the_grace_period_is_recorded_as_ended(tmp_path: Path
     applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
     assert result.ended == {"1": "COMPLETED"} and result.stopped == set()
     row = journal.store.job("1")
-    assert row.state == "COMPLETED" and row.gpus == "" and "not requeued" in row.reason
+    # ended: no assignment, and the row keeps where it last ran (squeue's NODELIST of an ended job)
+    assert row.state == "COMPLETED" and row.assignment == "" and "not requeued" in row.reason
+    assert row.gpus == "n1:0"
 
 
 def test_sigterm_in_the_grace_period_leaves_the_preemption_to_the_next_start(tmp_path: Path) -> None:
