@@ -76,7 +76,7 @@ def test_a_new_job_is_shown_at_once_as_waiting_for_the_first_look(store: Store, 
     assert len(new) == 1 and "slurm_error" not in body
     rec = new[0]
     assert (rec["user"], rec["name"], rec["num_gpus"], rec["state"], rec["slurm_state"], rec["submit_time"]) == \
-        ("bob", "job13", 4, "PENDING", "PENDING", 500.0)
+        ("bob", "job13", 4, "PENDING", "PENDING", "1970-01-01T00:08:20+00:00")  # the records' ISO times
     assert rec["reason"] == f"{FIRST_LOOK} (Slurm: PENDING, JobHeldUser)"
     assert [j["job_id"] for j in body["jobs"]].count("8") == 1  # a job the database has is shown from it, once
     assert "14" not in {j["job_id"] for j in body["jobs"]}  # ended before the daemon saw it: never its job
