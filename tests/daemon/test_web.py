@@ -14,9 +14,9 @@ import yaml
 
 from tesserae_slurm.cli.main import main
 from tesserae_slurm.daemon.operators import api
-from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.operators.web import serve
 from tesserae_slurm.model import InputError
+from tesserae_slurm.site.load import config_from_mapping
 
 from .test_admin_commands import db  # noqa: F401 - the state database fixture: two real rounds through the journal
 
@@ -82,12 +82,11 @@ def test_cluster_map_is_where_jobs_run_now_and_the_plan_is_marked(server):
         == (1, "applied", 3, 4, 0.75, 1.0)
 
 
-def _edit(db: Path, fn) -> None:  # noqa: ANN001 - fn gets a Journal on the database
+def _edit(path: Path, fn) -> None:  # noqa: ANN001 - fn gets a Journal on the database
+    from tesserae_slurm.daemon.state.journal import Journal
     from tesserae_slurm.daemon.state.store import Store
 
-    from tesserae_slurm.daemon.state.journal import Journal
-
-    store = Store.open(db)
+    store = Store.open(path)
     try:
         fn(Journal(store))
     finally:

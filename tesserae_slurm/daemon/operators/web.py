@@ -1,11 +1,11 @@
 """The daemon's read-only web page and JSON API (``http.listen``), stdlib only.
 
-The page (daemon/operators/webui/: plain HTML, CSS and JS shipped in the package, no CDN) comes with the API's
-answers embedded (a JSON block the script draws from before the page's load event, so a screenshot or a
-slow API never catches it empty), then polls the API; the API answers from the state database through daemon/operators/api.py, the same readers as the admin commands. GET and
-HEAD only (anything else: 405); answers are bounded (MAX_BODY) and never carry a job's command line
-or environment. It runs in its own threads on its own read-only connection, so a slow reader never
-holds up a round.
+The page (daemon/operators/webui/: plain HTML, CSS and JS shipped in the package, no CDN) comes with the
+API's answers embedded (a JSON block the script draws from before the page's load event, so a screenshot
+or a slow API never catches it empty), then polls the API. The API answers from the state database
+through daemon/operators/api.py, the same readers as the admin commands. GET and HEAD only (anything
+else: 405); answers are bounded (MAX_BODY) and never carry a job's command line or environment. It runs
+in its own threads on its own read-only connection, so a slow reader never holds up a round.
 
     GET /                       the page
     GET /api/cluster            nodes x GPUs as the jobs hold them now, planned starts/moves/stops, holds,
