@@ -102,6 +102,7 @@ def test_a_second_user_runs_tsbatch_jobs_and_explain_from_the_site_install(
     job = ""
     try:
         out = home / "out"
+        assert as_user("mkdir", str(out)).returncode == 0
         sub = as_user("tsbatch", "--parsable", "--gpus", "1", "--no-profile", "-J", "sitejob",
                       "-o", f"{home}/%j.out", str(TICK), str(out), "600", "0.1")
         assert sub.returncode == 0, sub.stderr
