@@ -10,7 +10,6 @@ import os
 import pwd
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import urllib.request
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tesserae_slurm.devcluster.procs import pick_free_ports
 
 from .helpers import ROOT, TICK, Env, wait_for
 
@@ -53,11 +54,6 @@ def second_user() -> Iterator[tuple[str, Path]]:
         subprocess.run(["userdel", "-r", name], capture_output=True, check=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def test_the_unit_runs_the_site_install() -> None:
     """The unit's ExecStart is the tools the install script links by default, into its default prefix."""
@@ -75,7 +71,7 @@ def test_a_second_user_runs_tsbatch_jobs_and_explain_from_the_site_install(
                               "import tesserae_slurm; print(tesserae_slurm.__file__)"],
                              capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     assert package.startswith(str(venv)), package  # a copy, not an editable link into the checkout
-    port = _free_port()
+    (port,) = pick_free_ports(1)
     config = site / "tesserae.yaml"  # readable by the user; the database (env.tmp, 0700) is not
     cfg = yaml.safe_load(env.config.read_text())
     cfg["http"] = {"listen": f"127.0.0.1:{port}"}

@@ -5,27 +5,23 @@ included; `down --purge` leaves nothing running."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from tesserae_slurm.devcluster.procs import pick_free_ports
+
 from .helpers import ROOT, wait_for
 
 pytestmark = pytest.mark.slurm_live  # host lane: pip installs this checkout; a dev cluster of its own
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def test_walkthrough_up_shows_two_users_jobs_and_down_ends_it() -> None:
     d = Path(tempfile.mkdtemp(prefix="tesserae-walk-", dir="/tmp"))
-    web, metrics = _free_port(), _free_port()
+    web, metrics = pick_free_ports(2)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "TESSERAE_WALKTHROUGH_DIR": str(d),
            "TESSERAE_WALKTHROUGH_WEB": str(web), "TESSERAE_WALKTHROUGH_METRICS": str(metrics)}
 
