@@ -63,15 +63,88 @@ def no_meta(text: str) -> dict:
     return body
 
 
-def test_cluster_map_of_the_newest_round(server):
+def test_cluster_map_is_where_jobs_run_now_and_the_plan_is_marked(server):
+    """Round 2 decided to move the pair 11+12 to node2 and has not finished: the map shows them where
+    they hold GPUs (node1:0-1), the move as planned; 14 finished and is off the map; the figures are
+    round 1's, the newest finished round."""
     c = get(server, "/api/cluster")
-    assert c["round"] == 2 and c["policy"] == "tesserae-t"
-    assert c["nodes"] == [{"name": "node1", "gpus": [[], [], [], []]},
-                          {"name": "node2", "gpus": [["11", "12"], ["11", "12"], [], []]}]
-    assert (c["gpus_total"], c["gpus_busy"]) == (8, 2)
-    assert c["packed"] == [["11", "12"]] and c["migrated"] == ["11", "12"] and c["started"] == []
+    assert c["round"] == 2 and c["policy"] == "tesserae-t" and c["round_status"] == "applied"
+    assert c["nodes"] == [{"name": "node1", "gpus": [["11", "12"], ["11", "12"], [], []]},
+                          {"name": "node2", "gpus": [[], [], [], []]}]
+    assert (c["gpus_total"], c["gpus_busy"]) == (8, 2) and c["packed"] == [["11", "12"]]
+    assert c["planned"] == [{"job": "11", "kind": "move", "from": "node1:0-1", "to": "node2:0-1"},
+                            {"job": "12", "kind": "move", "from": "node1:0-1", "to": "node2:0-1"}]
+    assert c["migrated"] == ["11", "12"] and c["started"] == []
     assert c["jobs"]["11"] == {"name": "job|11", "user": "alice", "state": "RUNNING", "num_gpus": 2,
-                               "strategy": "10,14"}
+                               "strategy": "10,14", "gpus": "node1:0-1", "held": ""}
+    assert set(c["jobs"]) == {"11", "12"}
+    f = c["last_finished"]
+    assert (f["round"], f["status"], f["gpus_busy"], f["gpus_total"], f["utilization"], f["duration_s"]) \
+        == (1, "applied", 3, 4, 0.75, 1.0)
+
+
+def _edit(path: Path, fn) -> None:  # noqa: ANN001 - fn gets a Journal on the database
+    from tesserae_slurm.daemon.state.journal import Journal
+    from tesserae_slurm.daemon.state.store import Store
+
+    store = Store.open(path)
+    try:
+        fn(Journal(store))
+    finally:
+        store.close()
+
+
+def test_finished_jobs_leave_the_map_and_held_jobs_say_held(db):  # noqa: F811
+    """12 ended and 13 was held by an operator after round 2 decided: 12 is on neither the map nor the
+    plan; 13 is listed with who held it; a job that holds GPUs the decision did not plan to stop shows
+    where it is."""
+    from tesserae_slurm.daemon.state.store import AdminRow, JobUpdate
+
+    def change(store) -> None:  # noqa: ANN001
+        store.update_jobs({"12": JobUpdate(state="COMPLETED", gpus="", nodes="", packed_with="")})
+        store.store.add_admin_actions([AdminRow(time=3000.0, user="root", uid=0, command="hold", target="13",
+                                          status="accepted")])
+    _edit(db, change)
+    from tesserae_slurm.daemon.state.store import Store
+
+    store = Store.open(db, read_only=True)
+    try:
+        c = api.cluster(store)
+    finally:
+        store.close()
+    assert c["nodes"][0] == {"name": "node1", "gpus": [["11"], ["11"], [], []]} and c["packed"] == []
+    assert [p["job"] for p in c["planned"]] == ["11"] and "12" not in c["jobs"]
+    assert c["jobs"]["13"]["held"].startswith("held by root with `tesserae hold`")
+
+
+def test_page_comes_with_its_data(server):
+    """The page is drawn from answers embedded in it (a screenshot taken at the load event, or a slow
+    API, never sees it empty); they are the API's answers, with no way out of their script block."""
+    status, _, page = request(server, "/")
+    assert status == 200
+    m = re.search(rb'<script type="application/json" id="initial">(.*?)</script>', page, re.S)
+    assert m is not None and m.group(1).strip()
+    data = json.loads(m.group(1))
+    assert set(data) == {"cluster", "jobs", "rounds"}
+    assert no_meta(json.dumps(data["cluster"])) == no_meta(json.dumps(get(server, "/api/cluster")))
+    assert [r["job_id"] for r in data["jobs"]["jobs"]] == ["11", "12", "13"]
+    assert len(data["rounds"]["rounds"]) == 2 and data["rounds"]["rounds"][0]["finished_at"] is not None
+    assert b"</" not in m.group(1) and b"job|11" in m.group(1)
+
+
+def test_embedded_data_cannot_close_its_block(db):  # noqa: F811
+    from tesserae_slurm.daemon.operators.web import page
+    from tesserae_slurm.daemon.state.store import JobUpdate, Store
+
+    _edit(db, lambda store: store.update_jobs({"13": JobUpdate(reason="</script><script>alert(1)</script>")}))
+    store = Store.open(db, read_only=True)
+    try:
+        html = page(store)
+    finally:
+        store.close()
+    block = re.search(rb'id="initial">(.*?)</script>', html, re.S)
+    assert block is not None and b"alert" in block.group(1) and b"<" not in block.group(1)
+    assert json.loads(block.group(1))["jobs"]["jobs"][2]["reason"] == "</script><script>alert(1)</script>"
 
 
 def test_jobs_with_reason_and_rank_never_the_comment(server, db):  # noqa: F811

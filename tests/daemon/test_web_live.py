@@ -1,7 +1,11 @@
 """The web page in a real headless browser (Debian's chromium) against `tesserae daemon` driving the dev
-cluster: nodes x GPUs with a packed pair, running jobs, the queue with reasons; screenshots saved.
+cluster: nodes x GPUs as the jobs hold them with a packed pair, names and users on the cells, the queue
+with reasons, a held job said held, the user filter, a job's history, the rounds on a time axis; and the
+page drawn at its load event (a plain `chromium --screenshot` with no time to wait), so a loaded machine
+never catches it at "waiting for the API"; screenshots saved.
 
-Set TESSERAE_SCREENSHOTS=DIR to keep the screenshots (docs/img/web.png is one of them).
+Set TESSERAE_SCREENSHOTS=DIR to keep the screenshot (docs/img/web-before.png and web-after.png come from
+scripts/page_screenshots.py on a busier cluster).
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -37,11 +40,12 @@ def chromium() -> str:
     return path
 
 
-def browse(url: str, *args: str, timeout: float = 60) -> str:
-    """One headless chromium run on a fresh profile; waits for the page's first API answers (virtual time)."""
+def browse(url: str, *args: str, timeout: float = 60, wait: bool = True) -> str:
+    """One headless chromium run on a fresh profile; ``wait``: give the page's own API requests time (virtual
+    time), else take what is there at the load event, as a plain `chromium --screenshot` does."""
+    budget = ["--virtual-time-budget=4000", "--run-all-compositor-stages-before-draw"] if wait else []
     with tempfile.TemporaryDirectory(prefix="tesserae-chromium-") as profile:
-        proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                               "--virtual-time-budget=4000", "--run-all-compositor-stages-before-draw", *args, url],
+        proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *budget, *args, url],
                               capture_output=True, text=True, timeout=timeout, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
@@ -108,20 +112,36 @@ def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
         cli = [subprocess.run([str(BIN / "tesserae"), *argv, "--api", url], env=env.os_env(), capture_output=True,
                               text=True, timeout=60, check=False) for argv in (["jobs"], ["explain", big])]
         dom = browse(url + "?every=1", "--dump-dom")
+        at_load = browse(url, "--dump-dom", wait=False)  # no time for any request: the embedded answers only
+        other = browse(url + "?user=someone-else", "--dump-dom", wait=False)
+        history = browse(url + f"#job-{big}", "--dump-dom")
         shots = tmp_path / "shots"
         shots.mkdir()
-        browse(url, f"--screenshot={shots / 'web.png'}")
+        browse(url, f"--screenshot={shots / 'web.png'}", wait=False)
+        held = subprocess.run([str(BIN / "tesserae"), "hold", big, "--config", str(env.config)], env=env.os_env(),
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert held.returncode == 0, held.stderr
+        wait_for(lambda: bool(api(url, "/api/cluster")["jobs"].get(big, {}).get("held")), 30,
+                 f"the hold of {big} in force", every=0.5)
+        dom_held = browse(url, "--dump-dom", wait=False)
     finally:
         daemon.stop()
 
-    # the placement map: every node, every GPU, the pair as a+b
+    # the map: every node, every GPU, where the jobs hold GPUs; the pair as two occupants with names and users
     for node in cluster["nodes"]:
         assert f'data-node="{node["name"]}"' in dom
         for i in range(len(node["gpus"])):
             assert f'data-gpu="{node["name"]}:{i}"' in dom
     pair = cluster["packed"][0]
-    cell = re.search(r'<td class="gpu pair[^"]*" data-gpu="[^"]+" data-jobs="([0-9+]+)"[^>]*>([0-9+]+)</td>', dom)
+    cell = re.search(r'<td class="gpu pair[^"]*" data-gpu="[^"]+" data-jobs="([0-9+]+)"[^>]*>(.*?)</td>', dom)
     assert cell is not None and sorted(cell.group(1).split("+")) == sorted(pair), dom[:3000]
+    for j in pair:
+        assert re.search(rf'href="#job-{j}"[^>]*>{j}</a> <span class="name">dcgan\d</span> <span class="who">root',
+                         cell.group(2)), cell.group(2)
+    on_map = {j for n in cluster["nodes"] for g in n["gpus"] for j in g}
+    assert big not in on_map and len(on_map) >= 7  # where jobs run now: the pending job is on no GPU
+    assert all(cluster["jobs"][j]["state"] in ("RUNNING", "STARTING", "PREEMPTING") and cluster["jobs"][j]["gpus"]
+               for j in on_map)
     # the queue: the pending job with its reason and rank, a running job where it runs
     row = re.search(rf'<tr class="pending" data-job="{big}">(.*?)</tr>', dom)
     bigrec = next(r for r in jobs["jobs"] if r["job_id"] == big)
@@ -130,10 +150,25 @@ def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
     running = next(r for r in jobs["jobs"] if r["state"] == "RUNNING")
     assert re.search(rf'<tr class="running" data-job="{running["job_id"]}">.*?RUNNING.*?{re.escape(running["gpus"])}',
                      dom)
-    # the timeline, and what is never shown
-    assert all(f'data-series="{s}"' in dom for s in ("utilization", "packed_pairs", "migrated", "decision_ms"))
+    # figures of the newest finished round; the rounds on a time axis, preemptions among the series
+    assert re.search(r'id="figures"[^>]*>last finished round \d+ \(tesserae-t, ', dom), dom[:2000]
+    assert all(f'data-series="{s}"' in dom for s in ("utilization", "packed_pairs", "migrated", "preempted",
+                                                      "decision_ms"))
+    assert re.search(r'data-axis="time"><span[^>]*>\d', dom)
     assert 'data-loaded="1"' in dom and "cannot read the API" not in dom
-    assert SECRET not in dom and SECRET not in json.dumps([cluster, jobs])
+    # drawn at the load event, before any request of its own could answer
+    assert 'data-loaded="1"' in at_load and "waiting for the API" not in at_load and "as of " in at_load
+    assert f'data-job="{big}"' in at_load and re.search(r'class="gpu pair', at_load)
+    # the user filter: another user's cells dimmed, none of the queue shown
+    assert re.search(r'class="gpu (busy|pair)[^"]* dim"', other) and '<tr class="running"' not in other
+    assert "0 job(s) of someone-else" in other
+    # the job's history and its JSON
+    box = re.search(r'<section id="job" class="job">(.*?)</section>', history, re.S)
+    assert box is not None and f'href="/api/jobs/{big}"' in box.group(1) and "big8" in box.group(1), history[:3000]
+    # a held job says held, with who held it
+    row = re.search(rf'<tr class="held" data-job="{big}">(.*?)</tr>', dom_held)
+    assert row is not None and "HELD" in row.group(1) and "held by root" in row.group(1), dom_held[:3000]
+    assert SECRET not in dom and SECRET not in json.dumps([cluster, jobs]) and SECRET not in at_load
     # `tesserae jobs` and `explain` through the same API, as a user who cannot read the database would
     assert [p.returncode for p in cli] == [0, 0], [p.stderr for p in cli]
     assert re.search(rf"^{big}\s+big8\s.*PENDING.*\({re.escape(reason)}\)$", cli[0].stdout, re.M), cli[0].stdout

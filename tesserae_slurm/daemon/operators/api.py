@@ -142,7 +142,7 @@ def rounds(store: Store, last: int = 50) -> dict[str, Any]:
     for r in reversed(store.rounds(limit=last)):
         rec = {c.key: c.json_value(r) for c in ROUND_COLUMNS}
         total, busy = _gpu_use(json.loads(r.decision_json or "{}"))
-        rec.update(dry_run=r.dry_run, gpus_total=total, gpus_busy=busy,
+        rec.update(dry_run=r.dry_run, finished_at=iso(r.finished_at), gpus_total=total, gpus_busy=busy,
                    utilization=round(busy / total, 4) if total else None)
         out.append(rec)
     return {"rounds": out}
@@ -163,25 +163,95 @@ def round_(store: Store, which: str) -> dict[str, Any]:
     return round_details(store, row)
 
 
+def _last_finished(store: Store) -> RoundRow | None:
+    """The newest round that finished with a decision: the page's headline figures (a round in progress
+    has no figures yet)."""
+    for r in store.rounds(limit=20):
+        if r.finished_at is not None and r.decision_json and r.decision_json != "{}":
+            return r
+    return None
+
+
+def _shape(d: dict[str, Any], held: dict[str, dict[str, tuple[int, ...]]]) -> dict[str, int]:
+    """node -> GPU count: the newest decision's nodes, and any node a job holds GPUs on beyond them."""
+    nodes = {n: len(g) for n, g in ((d.get("placement") or {}).get("nodes") or {}).items()}
+    for gpus in held.values():
+        for n, idx in gpus.items():
+            nodes[n] = max(nodes.get(n, 0), max(idx, default=-1) + 1)
+    return dict(sorted(nodes.items(), key=lambda kv: (len(kv[0]), kv[0])))
+
+
 def cluster(store: Store) -> dict[str, Any]:
-    """The placement of the newest decided round: nodes x GPUs (job ids per GPU; two = a packed pair) and
-    what that round started, moved and preempted, with the jobs on the map."""
+    """Where jobs run now: nodes x GPUs from the GPUs the unfinished jobs hold (job ids per GPU; two = a
+    packed pair), what the newest decision plans that has not happened yet (starts, moves, stops), the
+    holds in force, and the headline figures of the newest finished round."""
+    from ..state.gpuset import format_gpus, parse_gpus
+    from ..state.store import PLACED_STATES, PREEMPTING, TERMINAL_STATES
+    from .admin import hold_reason, standing
+
     rnd, d = _latest_decision(store)
-    nodes = (d.get("placement") or {}).get("nodes") or {}
-    on_map = sorted({j for g in nodes.values() for slot in g for j in slot})
-    rows = {r.job_id: r for r in store.jobs_by_id(on_map)}
-    total, busy = _gpu_use(d)
+    everyone = {r.job_id: r for r in store.jobs()}
+    active = [r for r in everyone.values() if r.state in (*PLACED_STATES, PREEMPTING)]
+    held = {}
+    for r in active:
+        try:
+            held[r.job_id] = parse_gpus(r.gpus)
+        except InputError:  # a hand-edited row: left off the map rather than failing the page
+            held[r.job_id] = {}
+    shape = _shape(d, held)
+    grid: dict[str, list[list[str]]] = {n: [[] for _ in range(k)] for n, k in shape.items()}
+    for j, gpus in held.items():
+        for n, idx in gpus.items():
+            for i in idx:
+                grid[n][i].append(j)
+    target: dict[str, dict[str, list[int]]] = {}
+    for n, g in ((d.get("placement") or {}).get("nodes") or {}).items():
+        for i, slot in enumerate(g):
+            for j in slot:
+                target.setdefault(j, {}).setdefault(n, []).append(i)
+    now = {j: format_gpus(g) for j, g in held.items()}
+    planned = []
+    if rnd is not None:  # what the newest decision wants that the jobs do not hold (yet)
+        for j in d.get("order", []):
+            if j not in everyone or everyone[j].state in TERMINAL_STATES:
+                continue  # finished since: nothing of the plan is left for it
+            to = format_gpus({n: tuple(i) for n, i in target.get(j, {}).items()})
+            at = now.get(j, "")
+            if to == at:
+                continue
+            if not to and at and j in d.get("preempted", []):
+                planned.append({"job": j, "kind": "stop", "from": at, "to": ""})
+            elif to and at:
+                planned.append({"job": j, "kind": "move", "from": at, "to": to})
+            elif to:
+                planned.append({"job": j, "kind": "start", "from": "", "to": to})
+    holds = standing(store).holds
+    shown = sorted(set(held) | {p["job"] for p in planned} | (set(holds) & set(everyone)),
+                   key=lambda j: int(j) if j.isdigit() else 0)
+    rows = {j: everyone[j] for j in shown}
+    last = _last_finished(store)
+    figures = None
+    if last is not None:
+        total, busy = _gpu_use(json.loads(last.decision_json))
+        figures = {**{c.key: c.json_value(last) for c in ROUND_COLUMNS}, "finished_at": iso(last.finished_at),
+                   "duration_s": round(last.finished_at - last.started_at, 2) if last.finished_at else None,
+                   "gpus_total": total, "gpus_busy": busy, "utilization": round(busy / total, 4) if total else None}
+    total = sum(shape.values())
+    busy = sum(1 for g in grid.values() for slot in g if slot)
     out = {
         "round": rnd.round_id if rnd else None,
         "round_status": rnd.status if rnd else None,
         "policy": rnd.policy if rnd else None,
         "started_at": rnd.started_at if rnd else None,
-        "nodes": [{"name": n, "gpus": [sorted(slot) for slot in g]} for n, g in nodes.items()],
+        "nodes": [{"name": n, "gpus": [sorted(slot) for slot in g]} for n, g in grid.items()],
         "gpus_total": total, "gpus_busy": busy,
         "started": d.get("started", []), "migrated": d.get("migrated", []), "preempted": d.get("preempted", []),
-        "packed": [[p["placed"], p["partner"]] for p in d.get("packed", [])],
+        "packed": sorted({tuple(sorted(slot)) for g in grid.values() for slot in g if len(slot) > 1}),
+        "planned": planned,
+        "last_finished": figures,
         "jobs": {j: {"name": r.name, "user": r.user, "state": r.state, "num_gpus": r.num_gpus,
-                     "strategy": r.strategy} for j, r in rows.items()},
+                     "strategy": r.strategy, "gpus": r.gpus,
+                     "held": hold_reason(holds[j]) if j in holds else ""} for j, r in rows.items()},
     }
     mark_unavailable(store, d, out["nodes"])
     return out

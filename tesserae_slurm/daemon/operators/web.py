@@ -1,13 +1,15 @@
 """The daemon's read-only web page and JSON API (``http.listen``), stdlib only.
 
-The page (daemon/operators/webui/: plain HTML, CSS and JS shipped in the package, no CDN) polls the API; the API
-answers from the state database through daemon/operators/api.py, the same readers as the admin commands. GET and
-HEAD only (anything else: 405); answers are bounded (MAX_BODY) and never carry a job's command line
-or environment. It runs in its own threads on its own read-only connection, so a slow reader never
-holds up a round.
+The page (daemon/operators/webui/: plain HTML, CSS and JS shipped in the package, no CDN) comes with the
+API's answers embedded (a JSON block the script draws from before the page's load event, so a screenshot
+or a slow API never catches it empty), then polls the API. The API answers from the state database
+through daemon/operators/api.py, the same readers as the admin commands. GET and HEAD only (anything
+else: 405); answers are bounded (MAX_BODY) and never carry a job's command line or environment. It runs
+in its own threads on its own read-only connection, so a slow reader never holds up a round.
 
     GET /                       the page
-    GET /api/cluster            nodes x GPUs of the newest decided round, started/moved/preempted, pairs
+    GET /api/cluster            nodes x GPUs as the jobs hold them now, planned starts/moves/stops, holds,
+                                the newest finished round's figures
     GET /api/jobs               jobs (?states=PD,R  ?all=1  ?user=U  ?jobs=1,2) with reason and rank
     GET /api/jobs/ID            one job: `tesserae explain` (reasons, rank, history of actions)
     GET /api/rounds             recent rounds (?n=50, at most 500) with utilization
@@ -39,6 +41,8 @@ MAX_TARGET = 2048  # characters in a request target
 ASSETS = {"/": ("index.html", "text/html; charset=utf-8"), "/index.html": ("index.html", "text/html; charset=utf-8"),
           "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
           "/static/style.css": ("style.css", "text/css; charset=utf-8")}
+PAGE_ROUNDS = 40  # rounds the page's timeline shows (app.js asks for as many)
+INITIAL = b'<script type="application/json" id="initial"></script>'  # in index.html: the embedded answers
 ENDPOINTS = ["/api/cluster", "/api/jobs", "/api/jobs/ID", "/api/rounds", "/api/rounds/N|last", "/api/actions"]
 
 
@@ -89,6 +93,20 @@ def answer(store: Store, path: str, query: str, look: FirstLook | None = None) -
     return {"meta": json_meta(), **body}
 
 
+def page(store: Store, look: FirstLook | None = None) -> bytes:
+    """index.html with the answers the page draws first: /api/cluster, /api/jobs and /api/rounds. If the
+    database cannot be read now, the page goes out without them and its script asks the API."""
+    html = files("tesserae_slurm.daemon.operators.webui").joinpath("index.html").read_bytes()
+    try:
+        data = {"cluster": answer(store, "/api/cluster", ""), "jobs": answer(store, "/api/jobs", "", look),
+                "rounds": answer(store, "/api/rounds", f"n={PAGE_ROUNDS}")}
+    except Exception as exc:  # noqa: BLE001 - the page still loads; its script retries the API
+        log.warning("web: the page's embedded data failed: %r", exc)
+        return html
+    text = json.dumps(data, default=str).replace("<", "\\u003c")  # no "</script>" inside the block
+    return html.replace(INITIAL, INITIAL[:-9] + text.encode() + b"</script>")
+
+
 def _handler(store: Store, look: FirstLook | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tesserae-web"
@@ -119,7 +137,8 @@ def _handler(store: Store, look: FirstLook | None = None) -> type[BaseHTTPReques
             path = url.path.rstrip("/") or "/"
             if path in ASSETS:
                 name, ctype = ASSETS[path]
-                body = files("tesserae_slurm.daemon.operators.webui").joinpath(name).read_bytes()
+                body = page(store, look) if name == "index.html" else \
+                    files("tesserae_slurm.daemon.operators.webui").joinpath(name).read_bytes()
                 self._send(HTTPStatus.OK, body, ctype, head)
                 return
             if path != "/api" and not path.startswith("/api/"):
