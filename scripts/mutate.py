@@ -44,7 +44,9 @@ STORE_TESTS = [*ROUND_TESTS, "tests/daemon/test_store.py", "tests/daemon/test_re
 # lacks, e.g. a test file added later than ``--rev``, is left out)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "placement": (["tesserae_slurm/placement/*.py"], ["tests/placement", "tests/test_engine.py"]),
-    "policies": (["tesserae_slurm/policies/*.py"], ["tests/policies"]),
+    # the quiet-round hooks (stable_rounds, skip_rounds) are the policies' own, checked against their
+    # rank round by round in the simulator's folder, where the fast-forward that reads them lives
+    "policies": (["tesserae_slurm/policies/*.py"], ["tests/policies", "tests/sim/test_quiet_hooks.py"]),
     "slurm/parse": (["tesserae_slurm/slurm/parse.py"], ["tests/slurm/test_parse.py", "tests/slurm/test_parse_versions.py"]),
     "tsbatch/gpus": (["tesserae_slurm/tsbatch/gpus.py"], ["tests/tsbatch"]),
     "policies/state_codec": (["tesserae_slurm/policies/state_codec.py"], ["tests/policies/test_state_codec.py"]),

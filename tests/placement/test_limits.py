@@ -213,6 +213,16 @@ def _issue_case():
     return jobs, limits, (("j0", "j2"), ("j3", "j11"), ("j4", "j8"))
 
 
+def _left_out_pair_case():
+    """Account ml may hold 4 GPUs. j0 (1, ml) runs; each member of the pair (j1, j5) (4 GPUs, ml) is over
+    the limit beside it, so the pair splits and neither runs; j4 (2, ml) still fits, the bio jobs run.
+    Random search (400 examples) found it against a gate that, looking for the first job over its
+    limit, passed over the members of a pair left out."""
+    spec = [(1, "ml"), (4, "ml"), (8, "bio"), (2, "bio"), (2, "ml"), (4, "ml")]
+    jobs = tuple(Job(f"j{i}", g, "resnet50", "32", user="alice", account=a) for i, (g, a) in enumerate(spec))
+    return jobs, GpuLimits(accounts={"ml": 4}), (("j1", "j5"),)
+
+
 def _same_as_the_certain_walk(jobs, limits, pairs, place):
     want, want_kept, want_limited = exact_walk(limits, jobs, pairs, place)
     g = gate(limits, jobs)
@@ -232,6 +242,12 @@ def _same_as_the_certain_walk(jobs, limits, pairs, place):
     return want
 
 
+def test_a_pair_left_out_over_its_account_limit_leaves_the_limit_to_the_jobs_after_it():
+    jobs, limits, pairs = _left_out_pair_case()
+    want = _same_as_the_certain_walk(jobs, limits, pairs, _place(Cluster.from_spec("4x4:a100")))
+    assert set(want.placed) == {"j0", "j2", "j3", "j4"}  # ml: 1 + 2 of 4; the pair would need 8 more
+
+
 def test_a_pair_member_within_its_limit_beside_its_partner_keeps_the_pair():
     jobs, limits, pairs = _issue_case()
     want = _same_as_the_certain_walk(jobs, limits, pairs, _place(Cluster.from_spec("4x4:a100")))
@@ -241,6 +257,7 @@ def test_a_pair_member_within_its_limit_beside_its_partner_keeps_the_pair():
 @settings(max_examples=150, deadline=None)
 @given(paired_limit_cases())
 @example(_issue_case())
+@example(_left_out_pair_case())
 def test_property_guess_and_check_equals_the_certain_walk(case):
     """placement/limit_gate.py's guess-and-check gives exactly the reference's walk with skips
     (tests/oracles/limits.py), policy pairs included."""

@@ -110,6 +110,7 @@ def test_a_preemption_pays_for_the_preempted_job_or_is_not_made():
     assert d.preempted == () and d.kept == ("old",)
     d = decide_on(cluster, [new, old], current)  # 1 x 1080 s against 4 x 30 s
     assert d.preempted == ("old",) and d.moves[0].cause == "room" and d.moves[0].for_jobs == ("new",)
+    assert d.moves[0].action == "preempt" and d.moves[0].speed_after == 0.0
 
 
 def test_a_job_that_moved_lately_costs_more_to_move_again():
@@ -135,6 +136,7 @@ def test_a_pair_splits_only_when_running_alone_pays_for_the_move():
     current = plan(node1=[["a", "b"], [], [], []])
     d = decide_on(cluster, [a, b], current)
     assert d.migrated == ("b",) and d.moves[0].cause == "unpack" and d.moves[0].for_jobs == ("a",)
+    assert d.moves[0].action == "migrate"
     assert d.moves[0].gain > d.moves[0].cost and d.moves[0].speed_after == 1.0 > d.moves[0].speed_before
     assert d.gpus_of("a") == (("node1", 0),)  # the higher-ranked job keeps its GPU
     d = decide_on(cluster, [a, b], current, dataclasses.replace(PAYING, moves=MoveCosts(horizon_s=1.0)))
@@ -164,6 +166,27 @@ def test_settle_undoes_a_move_no_job_needed():
     mv = MoveValue(cluster, current, (a,), MoveCosts(), A100, {}, {}, frozenset())
     assert mv.settle(shifted, ("a",)) == current
     assert mv.reasons(shifted, ("a",), (), (), {"a": 1.0})[0].cause == "none"
+
+
+def test_a_plan_replaces_the_kept_one_only_if_the_first_job_they_differ_on_is_its_own():
+    """The paper's plan may replace the kept plan only when it places a job of higher priority: the
+    first job in the policy's order that one plan places and the other does not decides, and gaining
+    more does not make up for dropping a job ranked higher. Ids run against the order (``z`` first)."""
+    from tesserae_slurm.placement.move_value import MoveValue, Plan
+
+    cluster = Cluster.from_spec("1x4:a100")
+    z, *small = Job("z", 2, "resnet50", "32"), *(Job(j, 1, "resnet50", "32") for j in "abc")
+    mv = MoveValue(cluster, Placement.empty(cluster), (z, *small), MoveCosts(), A100, {}, {}, frozenset())
+
+    def placing(*ids):
+        gpus = [[j] for j in ids for _ in range(2 if j == "z" else 1)]
+        return Plan(plan(node1=gpus + [[]] * (4 - len(gpus))), (), (), frozenset())
+
+    worth = {j: mv.value(j) for j in "zabc"}
+    assert mv.net_gain(placing("a"), placing("z")) == worth["z"] - worth["a"] > 0  # z ranks first
+    assert worth["a"] + worth["b"] + worth["c"] > worth["z"]
+    assert mv.net_gain(placing("z"), placing("a", "b", "c")) is None  # worth more, but drops z
+    assert mv.net_gain(placing("a"), placing("a", "b")) == worth["b"]  # alike up to b, which it places
 
 
 # ---- properties over random rounds ---------------------------------------------------------------
@@ -203,6 +226,7 @@ def test_every_move_has_a_cause_no_idle_shift_and_no_return_without_a_new_cause(
         d = decide_on(cluster, active, current, config, remaining=remaining, recent=RecentPlacements(history[:3]))
         moved = set(d.migrated) | set(d.preempted)
         assert sorted(m.job for m in d.moves) == sorted(moved)
+        assert all(m.action == ("migrate" if m.job in d.migrated else "preempt") for m in d.moves)
         why = {m.job: m for m in d.moves}
         assert all(why[j].cause != "none" for j in d.migrated)
         if current is not None:

@@ -69,9 +69,13 @@ def test_a_job_kept_off_nodes_never_lands_there_and_a_running_one_is_moved():
     assert nodes_of(first, "a") == nodes_of(first, "b") == {"node1"}
     d = run(cluster, jobs, first.placement, rules={"b": keep_off("node1")})
     assert nodes_of(d, "b") == {"node2"} and d.migrated == ("b",) and nodes_of(d, "a") == {"node1"}
+    # the move's reason names the rule, not a job it made room for
+    assert [(m.job, m.action, m.cause, m.for_jobs) for m in d.moves] == [("b", "migrate", "rule", ())]
+    assert d.moves[0].detail == "an operator's node rule keeps it off its GPUs; cost 60 GPU-s"
     # kept off every node: it waits (a preemption, since it ran) with the rule as its reason
     d = run(cluster, jobs, first.placement, rules={"b": keep_off("node1", "node2")})
     assert d.preempted == ("b",) and d.pending[0][:2] == ("b", PendingReason.NODES)
+    assert [(m.job, m.action, m.cause, m.speed_after) for m in d.moves] == [("b", "preempt", "rule", 0.0)]
 
 
 def test_migration_keeps_a_running_job_where_its_rule_already_holds():

@@ -3,6 +3,9 @@ and a job that waits says why the way Slurm's select/cons_tres would."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tesserae_slurm.model import Cluster, Job, PendingReason, Placement
 from tesserae_slurm.placement.pinned import place_beside
 
@@ -62,3 +65,27 @@ def test_a_job_larger_than_every_gpu_type_is_unsatisfiable_on_three_types():
     res = place_beside(cluster, None, [job("big", 10), job("eight", 8)])
     assert res.placed == ("eight",)
     assert [(p.job_id, p.reason) for p in res.pending] == [("big", PendingReason.UNSATISFIABLE)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 5), max_size=7), st.integers(0, 4), st.integers(0, 4))
+def test_each_new_job_takes_exactly_its_gpus_on_one_node_and_waits_only_when_no_node_has_them(sizes, x, y):
+    """Invariants of the walk on one node per GPU type: a placed job holds exactly the GPUs it asks
+    for, all on one node, none held by another job; a job waits only when, at its turn, no node has
+    that many free."""
+    current = _running(x, y)
+    jobs = [job(j, n) for j, n in (("X", x), ("Y", y)) if n]
+    jobs += [job(f"j{i}", n) for i, n in enumerate(sizes)]
+    res = place_beside(MIXED, current if x or y else None, jobs)
+    gpus = res.placement.job_gpus()
+    assert sorted(gpus) == sorted(res.placed) and len(res.placed) + len(res.pending) == len(jobs)
+    held = [g for refs in gpus.values() for g in refs]
+    assert len(held) == len(set(held))
+    free = {n.name: n.num_gpus for n in MIXED.nodes}
+    waiting = {p.job_id for p in res.pending}
+    for j in jobs:
+        if j.id in waiting:
+            assert max(free.values()) < j.num_gpus, (j, free)
+            continue
+        assert len(gpus[j.id]) == j.num_gpus and len({node for node, _ in gpus[j.id]}) == 1
+        free[gpus[j.id][0][0]] -= j.num_gpus

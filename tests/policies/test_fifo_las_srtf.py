@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from policies.policy_helpers import inp, view
 
 from tesserae_slurm.model import InputError
@@ -69,6 +71,16 @@ def test_srtf_without_remaining_uses_total_minus_run_and_unknown_last():
     c = view("C", 1, 2, total=950)  # 950 left
     assert remaining_time(a) == 900 and math.isinf(remaining_time(b))
     assert order(SrtfPolicy(), [b, a, c]) == ["A", "C", "B"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(-5.0, 5.0)), min_size=1, max_size=8))
+def test_srtf_orders_by_remaining_work_clamped_at_zero_then_arrival(remaining):
+    """The oracle: sort by max(0, remaining) (unknown last), ties in arrival order. Remainders under a
+    second and overruns (negative: a job past its estimate) are where a wrong clamp would show."""
+    views = [view(f"j{i}", 1, float(i), remaining=r) for i, r in enumerate(remaining)]
+    key = [math.inf if r is None else max(0.0, r) for r in remaining]
+    assert order(SrtfPolicy(), views) == [f"j{i}" for i in sorted(range(len(views)), key=lambda i: (key[i], i))]
 
 
 def test_registry_builds_each_heuristic_with_options():

@@ -114,10 +114,12 @@ def test_jobs_without_work_or_without_a_fit_do_not_constrain():
 
 def test_bad_terms():
     prob = build_problem([jv("A")], {"a100": 1}, TableSpeeds(), packing=False)
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="ftf: remaining must be 1 finite values >= 0"):
         solve_ftf(prob, terms([0], [-1]))
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="ftf: elapsed must be 1 "):
         solve_ftf(prob, terms([0, 1], [1, 1]))
+    with pytest.raises(InputError, match="ftf: cumulative_isolated must be 1 "):
+        solve_ftf(prob, terms([0], [1], [math.nan]))
     with pytest.raises(InputError):
         solve_ftf(prob, terms([0], [1]), rel_tol=0.0)
 
@@ -127,6 +129,15 @@ def test_remaining_estimate_fallbacks():
     v = jv("B", executed=100.0)
     assert remaining_estimate(v, 360) == 360.0  # unknown duration: as long as it ran, at least a round
     assert remaining_estimate(v._replace(total_work=1000.0), 360) == 900.0
+
+
+def test_policy_guesses_unknown_durations_as_run_so_far_at_least_a_round():
+    """Without the shell's remaining or total work the policy solves with the usual guess: as much
+    again as the job has run, at least one round (remaining_estimate, the oracle checked above)."""
+    pol = GavelFtfPolicy(packing=False, rel_tol=1e-9)
+    views = [jv("A", executed=1000.0), jv("B", executed=100.0), jv("C")]
+    _, state = pol.rank(sched_input(views, "1x2", round_s=300.0), pol.initial_state())
+    assert {j: m.remaining for j, m in state.ftf.items()} == {"A": 1000.0, "B": 300.0, "C": 300.0}
 
 
 def test_policy_accumulates_isolated_time_between_solves():

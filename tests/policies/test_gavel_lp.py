@@ -246,6 +246,12 @@ def test_bad_inputs():
         capacity_of({"a100": -1})
 
 
+def test_capacity_of_keeps_a_type_with_no_gpus_and_sorts_types_by_name():
+    """A GPU type with none free (all drained, say) is a type with capacity 0, not bad input."""
+    assert list(capacity_of({"v100": 0, "a100": 2}).items()) == [("a100", 2), ("v100", 0)]
+    assert capacity_of(Cluster.from_spec("1x2:v100,1x4:a100,1x4:v100")) == {"a100": 4, "v100": 6}
+
+
 def test_empty_problems():
     alloc = solve_las_allocation([], {"a100": 4}, TableSpeeds())
     assert alloc.status == "empty" and alloc.entries() == {}
