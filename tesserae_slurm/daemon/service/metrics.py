@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -86,6 +88,27 @@ class Metrics:
                    [(f'{{method="{m}"}}', n) for m, n in sorted(self.slurm_errors.items())]
                    or [('{method="any"}', 0)])
             return "\n".join(lines) + "\n"
+
+
+class Phases:
+    """Wall time of each phase of the last round (observe, reconcile, decide, record, apply): where a round's
+    time goes at scale (``tesserae bench daemon-scale``)."""
+
+    NAMES = ("observe", "reconcile", "decide", "record", "apply")
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def reset(self) -> None:
+        self.seconds = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
 
 def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:

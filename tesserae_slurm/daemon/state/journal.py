@@ -31,6 +31,7 @@ from .store import (
     RoundRow,
     SlurmCallRow,
     Store,
+    bulk_job_update,
     dumps,
 )
 
@@ -135,15 +136,24 @@ class Journal:
 
     def insert_job(self, sj: SlurmJob, meta: JobMeta | None, now: float) -> None:
         """A row for a managed job seen for the first time (``meta`` None: its Comment does not parse)."""
-        job_id = str(sj.job_id)
-        with self.store.session() as s:
-            s.add(JobRow(
+        self.insert_jobs([(sj, meta)], now)
+
+    def insert_jobs(self, jobs: Sequence[tuple[SlurmJob, JobMeta | None]], now: float) -> None:
+        """Rows for managed jobs seen for the first time, in one transaction (a queue of thousands arrives at once)."""
+        if not jobs:
+            return
+        rows = []
+        for sj, meta in jobs:
+            job_id = str(sj.job_id)
+            rows.append(JobRow(
                 job_id=job_id, name=sj.name, user=sj.user, num_gpus=meta.num_gpus if meta else 0,
                 model=(meta.job(job_id).model if meta else ""), batch_size=(meta.batch_size if meta else ""),
                 parallelism=json.dumps(list(meta.parallelism) if meta else []),
                 no_pack=bool(meta and (meta.no_pack or meta.no_profile)), meta=sj.comment,
                 submit_time=float(sj.submit_time or now), state=NEW, last_seen=now,
             ))
+        with self.store.session() as s:
+            s.add_all(rows)
 
     def update_job(self, job_id: str, up: JobUpdate) -> None:
         self.update_jobs({job_id: up})
@@ -151,11 +161,16 @@ class Journal:
     def update_jobs(self, updates: Mapping[str, JobUpdate]) -> None:
         if not updates:
             return
+        # one executemany per set of fields: a round rewrites every active job's row
+        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for job_id, up in updates.items():
+            values = up.fields_set()
+            if values:
+                params = {"b_job_id": job_id, **{f"b_{k}": v for k, v in values.items()}}
+                groups.setdefault(tuple(sorted(values)), []).append(params)
         with self.store.session() as s:
-            for job_id, up in updates.items():
-                values = up.columns()
-                if values:
-                    s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
+            for keys, params in groups.items():
+                s.connection().execute(bulk_job_update(keys), params)
 
     def count_rounds_run(self, ids: Sequence[str]) -> None:
         """One more round run for each of these jobs."""

@@ -24,6 +24,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -151,6 +152,28 @@ class JobUpdate:
         if "migrations_added" in out:
             out["migrations"] = JobRow.migrations + out.pop("migrations_added")
         return out
+
+    def fields_set(self) -> dict[str, Any]:
+        """The fields set and their plain values, for ``bulk_job_update``."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not UNSET}
+
+
+def bulk_job_update(keys: Sequence[str]) -> Any:
+    """One UPDATE of job rows setting the fields ``keys`` (as ``JobUpdate.columns`` does), executed for many jobs
+    at once with parameters ``b_job_id`` and ``b_<field>``: a round updates every active job's row."""
+    t = JobRow.__table__.c
+    values: dict[str, Any] = {}
+    for k in keys:
+        p = bindparam(f"b_{k}")
+        if k == "first_start":
+            values[k] = func.coalesce(t.first_start, p)
+        elif k == "preemptions_added":
+            values["preemptions"] = t.preemptions + p
+        elif k == "migrations_added":
+            values["migrations"] = t.migrations + p
+        else:
+            values[k] = p
+    return update(JobRow.__table__).where(t.job_id == bindparam("b_job_id")).values(values)
 
 
 class RoundRow(Base):

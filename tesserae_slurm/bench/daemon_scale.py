@@ -1,0 +1,273 @@
+"""`tesserae bench daemon-scale`: the daemon's whole round at scale, phase by phase.
+
+The decision engine alone is `bench scale`; this is everything around it: observe (squeue/sinfo JSON
+parsed into a snapshot), reconcile (every job's row against Slurm), decide (inputs, ranking, the
+engine, the plan), record (the decision in SQLite) and apply (the Slurm calls and their rows). The real
+``Daemon`` runs each round on its own state database; per round it reports each phase's wall time, the
+Slurm commands by verb, how many jobs changed and the commands per changed job, and the database's
+growth; at the end, the median latency of `tesserae jobs` and of the web page's API at that size.
+
+Two worlds under the same rounds:
+
+- ``generated`` (``--nodes 1792 --jobs 20000``, Perlmutter's GPU partition): Slurm 22.05's output printed
+  from an in-memory cluster (bench/generated_slurm.py) through the real CLI backend and parser; changing
+  commands are counted, not executed, and the time spent printing (Slurm's) is taken out of each phase.
+- a running Slurm (``DevCluster``, ``--nodes 64``): slurmd per node with emulated GPUs (gres on files, no
+  devices), jobs submitted held by tsbatch's tag and sleeping; every call real. See run_devcluster.py.
+
+Between rounds the world moves: ``--churn`` of the running jobs end and as many new jobs arrive, so a
+round has starts to make besides the first one.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..daemon.service.metrics import Phases
+from ..model.meta import JobMeta
+from .cli_latency import tesserae_argv
+from .generated_slurm import GeneratedSlurm, GenJob
+from .synthetic import synthetic_jobs
+
+PHASES = ("observe", "reconcile", "decide", "record", "apply")
+PAGE_PATHS = ("/", "/api/cluster", "/api/jobs", "/api/rounds")  # what the page loads, then polls
+
+
+class SlurmTime(Phases):
+    """The daemon's ``Phases`` with Slurm's own time (``busy()``: seconds spent in Slurm so far) taken out
+    of each phase, so a phase is the daemon's work alone."""
+
+    def __init__(self, busy: Callable[[], float]) -> None:
+        super().__init__()
+        self.busy = busy
+        self.slurm: dict[str, float] = {}
+
+    def reset(self) -> None:
+        self.seconds, self.slurm = {}, {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0, s0 = time.perf_counter(), self.busy()
+        try:
+            yield
+        finally:
+            waited = self.busy() - s0
+            self.slurm[name] = self.slurm.get(name, 0.0) + waited
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0 - waited
+
+
+@dataclass(frozen=True)
+class RoundSample:
+    round_id: int
+    status: str
+    phases_ms: dict[str, float]  # the daemon's own time per phase (Slurm's waiting taken out)
+    slurm_ms: float  # time in Slurm's commands (generated: printing them; live: the clients' wall time)
+    calls: dict[str, int]  # Slurm commands by verb this round
+    writes: int  # changing commands (everything but listings)
+    changed: int  # jobs the round started, stopped, moved or held
+    db_bytes: int  # the state database (with its WAL) after the round
+
+    @property
+    def own_ms(self) -> float:
+        return sum(self.phases_ms.values())
+
+
+@dataclass
+class ScaleReport:
+    world: str
+    nodes: int
+    gpus_per_node: int
+    jobs: int
+    samples: list[RoundSample] = field(default_factory=list)
+    cli_ms: list[float] = field(default_factory=list)  # `tesserae jobs`, whole processes
+    page_ms: list[float] = field(default_factory=list)  # the page and its API calls, one load each
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def median_phase(self, name: str, skip_first: bool = True) -> float:
+        rows = self.samples[1:] if skip_first and len(self.samples) > 1 else self.samples
+        return statistics.median(s.phases_ms.get(name, 0.0) for s in rows)
+
+
+def db_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def perlmutter_jobs(n: int, first_id: int, seed: int, users: int = 200) -> list[GenJob]:
+    """``n`` held tagged jobs in the Tesserae trace's mix of models and GPU counts (bench/synthetic.py)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k, job in enumerate(synthetic_jobs(n, rng)):
+        comment = JobMeta(job.num_gpus, job.model, job.batch_size).encode()
+        out.append(GenJob(first_id + k, f"u{int(rng.integers(users))}", comment, job.num_gpus, 1_700_000_000 + k))
+    return out
+
+
+def site_config(db: Path, partition: str = "tesserae", **slurm: Any) -> Any:
+    """The daemon's configuration for a bench: tesserae-t, stops without a grace (a signal's grace is waiting
+    on the payload, not the round's work), no HTTP or metrics listeners."""
+    from ..site.config import parse_config
+    return parse_config({
+        "slurm": {"partition": partition, "backend": "cli", "guard_seconds": 0, "poll_seconds": 0, **slurm},
+        "scheduler": {"policy": "tesserae-t", "round_seconds": 60},
+        "preemption": {"grace_seconds": 0},
+        "state": {"database": str(db)},
+        "metrics": {"listen": ""}, "http": {"listen": ""},
+    }, "bench daemon-scale")
+
+
+def sample_round(daemon: Any, phases: SlurmTime, calls: Callable[[], Counter[str]], reads: frozenset[str],
+                 db: Path) -> RoundSample:
+    """Run one round and take its measures; ``calls``: Slurm's command counter so far, by verb."""
+    before = Counter(calls())
+    result = daemon.run_round()
+    diff = calls() - before
+    changed = {j for r in daemon.journal.store.slurm_calls(result.round_id) for j in r.job_ids.split(",") if j}
+    return RoundSample(result.round_id, result.status, {p: phases.seconds.get(p, 0.0) * 1e3 for p in PHASES},
+                       sum(phases.slurm.values()) * 1e3, dict(diff),
+                       sum(n for verb, n in diff.items() if verb not in reads), len(changed), db_bytes(db))
+
+
+def run_generated(tmp: Path, nodes: int, jobs: int, rounds: int, churn: float = 0.02, seed: int = 0,
+                  progress: Callable[[str], None] | None = None) -> ScaleReport:
+    """``rounds`` rounds of the real daemon over a generated 22.05 Slurm of ``nodes`` x 4 GPUs and ``jobs``
+    tagged jobs; ``churn``: the share of running jobs that end between rounds (as many new ones arrive)."""
+    from ..daemon.loop import Daemon
+    from ..daemon.state.store import Store
+    from ..slurm import SlurmCliBackend
+
+    db = tmp / "state.db"
+    slurm = GeneratedSlurm(nodes)
+    for j in perlmutter_jobs(jobs, 1, seed):
+        slurm.submit(j)
+    cfg = site_config(db)
+    clock = [float(slurm.now)]
+    backend = SlurmCliBackend(runner=slurm)  # type: ignore[arg-type]
+    daemon = Daemon(cfg, backend, Store.open(db), clock=lambda: clock[0],
+                    sleep=lambda s: clock.__setitem__(0, clock[0] + s))
+    phases = SlurmTime(lambda: slurm.busy_s)
+    daemon.phases = phases
+    daemon.start()
+    report = ScaleReport("generated Slurm 22.05 output", nodes, slurm.gpus_per_node, jobs)
+    reads = frozenset({"squeue --json", "sinfo --json", "squeue poll", "sinfo --version"})
+    rng = np.random.default_rng(seed + 1)
+    next_id = jobs + 1
+    for r in range(rounds):
+        s = sample_round(daemon, phases, lambda: slurm.calls, reads, db)
+        report.samples.append(s)
+        if progress:
+            progress(_line(s, r))
+        running = [j.job_id for j in slurm.jobs.values() if j.state == "RUNNING"]
+        ending = rng.choice(running, size=int(len(running) * churn), replace=False) if running else []
+        for jid in ending:
+            slurm.finish(int(jid))
+        for j in perlmutter_jobs(len(ending), next_id, seed + 2 + r):
+            slurm.submit(j)
+        next_id += len(ending)
+        slurm.now += 60
+        clock[0] = float(slurm.now)
+        if r % 2 == 1:
+            slurm.forget_finished()
+    daemon.journal.store.close()
+    report.cli_ms = cli_latency(db)
+    report.page_ms = page_latency(db)
+    report.load = os.getloadavg()
+    return report
+
+
+def _line(s: RoundSample, r: int) -> str:
+    phases = " ".join(f"{p} {s.phases_ms[p]:.0f}" for p in PHASES)
+    return (f"round {r + 1} ({s.status}): {phases} ms; own {s.own_ms:.0f} ms, Slurm {s.slurm_ms:.0f} ms; "
+            f"{s.writes} changing calls for {s.changed} jobs; db {s.db_bytes / 2**20:.1f} MiB")
+
+
+def cli_latency(db: Path, repeats: int = 5) -> list[float]:
+    """Wall time of whole `tesserae jobs` processes against the database, ms; the first run warms caches."""
+    argv = [*tesserae_argv(), "jobs", "--db", str(db)]
+    out = []
+    for k in range(repeats + 1):
+        t0 = time.perf_counter()
+        p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+        if p.returncode != 0:
+            raise RuntimeError(f"tesserae jobs exited {p.returncode}: {p.stderr.strip()[-300:]}")
+        if k:
+            out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def page_latency(db: Path, repeats: int = 5) -> list[float]:
+    """The page as a browser loads it (the HTML, then the API calls it makes), ms per load, through the daemon's
+    web server on a free port."""
+    from ..daemon.operators.web import serve
+    server = serve(db, "127.0.0.1:0")
+    host, port = server.server_address[:2]
+    out = []
+    try:
+        for k in range(repeats + 1):
+            t0 = time.perf_counter()
+            for path in PAGE_PATHS:
+                with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=60) as resp:
+                    resp.read()
+            if k:
+                out.append((time.perf_counter() - t0) * 1e3)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return out
+
+
+def exponent(small: ScaleReport, big: ScaleReport, name: str) -> float:
+    """b in time ~ jobs^b between two sizes, for one phase (``own``: all of them)."""
+    def t(r: ScaleReport) -> float:
+        if name == "own":
+            rows = r.samples[1:] if len(r.samples) > 1 else r.samples
+            return statistics.median(s.own_ms for s in rows)
+        return r.median_phase(name)
+    a, b = t(small), t(big)
+    if a <= 0 or b <= 0 or big.jobs == small.jobs:
+        return float("nan")
+    return float(np.log(b / a) / np.log(big.jobs / small.jobs))
+
+
+def markdown(reports: Sequence[ScaleReport]) -> str:
+    """Medians over the rounds after the first (the first starts a whole cluster: shown apart)."""
+    lines = ["| world | nodes x GPUs | jobs | round | " + " | ".join(PHASES) + " | own total | Slurm | changing calls "
+             "| changed jobs | calls / changed job | db growth / round | `tesserae jobs` | page |",
+             "|---|---|---|---|" + "---|" * (len(PHASES) + 8)]
+    for r in reports:
+        for label, rows in (("first", r.samples[:1]), ("later (median)", r.samples[1:])):
+            if not rows:
+                continue
+            med = {p: statistics.median(s.phases_ms[p] for s in rows) for p in PHASES}
+            writes = sum(s.writes for s in rows)
+            changed = sum(s.changed for s in rows)
+            growth = [b.db_bytes - a.db_bytes for a, b in zip(r.samples, r.samples[1:])] if label != "first" else \
+                [rows[0].db_bytes]
+            lines.append(
+                f"| {r.world} | {r.nodes} x {r.gpus_per_node} | {r.jobs:,} | {label} | "
+                + " | ".join(f"{med[p]:,.0f}" for p in PHASES)
+                + f" | {statistics.median(s.own_ms for s in rows):,.0f} | {statistics.median(s.slurm_ms for s in rows):,.0f}"
+                f" | {statistics.median(s.writes for s in rows):g} | {statistics.median(s.changed for s in rows):g}"
+                f" | {writes / changed if changed else 0:.2f} | {statistics.median(growth) / 1024:,.0f} KiB"
+                f" | {statistics.median(r.cli_ms):,.0f} | {statistics.median(r.page_ms):,.0f} |")
+    return "\n".join(lines)
+
+
+def calls_table(reports: Sequence[ScaleReport]) -> str:
+    lines = ["| world | jobs | round | Slurm commands by verb |", "|---|---|---|---|"]
+    for r in reports:
+        for s in r.samples:
+            verbs = ", ".join(f"{v} {n}" for v, n in sorted(s.calls.items()))
+            lines.append(f"| {r.world} | {r.jobs:,} | {s.round_id} | {verbs} |")
+    return "\n".join(lines)
