@@ -27,7 +27,7 @@ import subprocess
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,33 +46,37 @@ PAGE_PATHS = ("/", "/api/cluster", "/api/jobs", "/api/rounds")  # what the page 
 
 
 class SlurmTime(Phases):
-    """The daemon's ``Phases`` with Slurm's own time (``busy()``: seconds spent in Slurm so far) taken out
-    of each phase, so a phase is the daemon's work alone."""
+    """The daemon's ``Phases`` with Slurm's own time taken out of each phase, so a phase is the daemon's work
+    alone; ``busy()``: (wall, CPU) seconds spent in Slurm's commands so far. Beside the wall time, the process's
+    CPU time per phase: on a shared machine the wall time also counts waiting for a core."""
 
-    def __init__(self, busy: Callable[[], float]) -> None:
+    def __init__(self, busy: Callable[[], tuple[float, float]]) -> None:
         super().__init__()
         self.busy = busy
         self.slurm: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
 
     def reset(self) -> None:
-        self.seconds, self.slurm = {}, {}
+        self.seconds, self.slurm, self.cpu = {}, {}, {}
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
-        t0, s0 = time.perf_counter(), self.busy()
+        t0, c0, (s0, sc0) = time.perf_counter(), time.process_time(), self.busy()
         try:
             yield
         finally:
-            waited = self.busy() - s0
-            self.slurm[name] = self.slurm.get(name, 0.0) + waited
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0 - waited
+            s1, sc1 = self.busy()
+            self.slurm[name] = self.slurm.get(name, 0.0) + s1 - s0
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0 - (s1 - s0)
+            self.cpu[name] = self.cpu.get(name, 0.0) + time.process_time() - c0 - (sc1 - sc0)
 
 
 @dataclass(frozen=True)
 class RoundSample:
     round_id: int
     status: str
-    phases_ms: dict[str, float]  # the daemon's own time per phase (Slurm's waiting taken out)
+    phases_ms: dict[str, float]  # the daemon's own wall time per phase (Slurm's taken out)
+    cpu_ms: dict[str, float]  # the daemon's CPU time per phase
     slurm_ms: float  # time in Slurm's commands (generated: printing them; live: the clients' wall time)
     calls: dict[str, int]  # Slurm commands by verb this round
     writes: int  # changing commands (everything but listings)
@@ -135,6 +139,7 @@ def sample_round(daemon: Any, phases: SlurmTime, calls: Callable[[], Counter[str
     diff = calls() - before
     changed = {j for r in daemon.journal.store.slurm_calls(result.round_id) for j in r.job_ids.split(",") if j}
     return RoundSample(result.round_id, result.status, {p: phases.seconds.get(p, 0.0) * 1e3 for p in PHASES},
+                       {p: phases.cpu.get(p, 0.0) * 1e3 for p in PHASES},
                        sum(phases.slurm.values()) * 1e3, dict(diff),
                        sum(n for verb, n in diff.items() if verb not in reads), len(changed), db_bytes(db))
 
@@ -156,7 +161,7 @@ def run_generated(tmp: Path, nodes: int, jobs: int, rounds: int, churn: float = 
     backend = SlurmCliBackend(runner=slurm)  # type: ignore[arg-type]
     daemon = Daemon(cfg, backend, Store.open(db), clock=lambda: clock[0],
                     sleep=lambda s: clock.__setitem__(0, clock[0] + s))
-    phases = SlurmTime(lambda: slurm.busy_s)
+    phases = SlurmTime(lambda: (slurm.busy_s, slurm.busy_cpu_s))
     daemon.phases = phases
     daemon.start()
     report = ScaleReport("generated Slurm 22.05 output", nodes, slurm.gpus_per_node, jobs)
@@ -188,7 +193,8 @@ def run_generated(tmp: Path, nodes: int, jobs: int, rounds: int, churn: float = 
 
 def _line(s: RoundSample, r: int) -> str:
     phases = " ".join(f"{p} {s.phases_ms[p]:.0f}" for p in PHASES)
-    return (f"round {r + 1} ({s.status}): {phases} ms; own {s.own_ms:.0f} ms, Slurm {s.slurm_ms:.0f} ms; "
+    return (f"round {r + 1} ({s.status}): {phases} ms; own {s.own_ms:.0f} ms (CPU {sum(s.cpu_ms.values()):.0f}), "
+            f"Slurm {s.slurm_ms:.0f} ms; "
             f"{s.writes} changing calls for {s.changed} jobs; db {s.db_bytes / 2**20:.1f} MiB")
 
 
@@ -241,27 +247,34 @@ def exponent(small: ScaleReport, big: ScaleReport, name: str) -> float:
 
 
 def markdown(reports: Sequence[ScaleReport]) -> str:
-    """Medians over the rounds after the first (the first starts a whole cluster: shown apart)."""
-    lines = ["| world | nodes x GPUs | jobs | round | " + " | ".join(PHASES) + " | own total | Slurm | changing calls "
-             "| changed jobs | calls / changed job | db growth / round | `tesserae jobs` | page |",
-             "|---|---|---|---|" + "---|" * (len(PHASES) + 8)]
+    """Medians over the rounds after the first two (the first holds and starts a whole cluster, the second
+    compiles what the first did not need: both shown apart). Wall ms, the process's CPU ms in brackets."""
+    head = ["world", "nodes x GPUs", "jobs", "rounds", *PHASES, "own total", "Slurm", "changing calls",
+            "changed jobs", "calls / changed job", "db growth / round", "`tesserae jobs`", "page"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in reports:
-        for label, rows in (("first", r.samples[:1]), ("later (median)", r.samples[1:])):
+        parts = (("1", r.samples[:1]), ("2", r.samples[1:2]), (f"3-{len(r.samples)} (median)", r.samples[2:]))
+        for label, rows in parts:
             if not rows:
                 continue
-            med = {p: statistics.median(s.phases_ms[p] for s in rows) for p in PHASES}
-            writes = sum(s.writes for s in rows)
-            changed = sum(s.changed for s in rows)
-            growth = [b.db_bytes - a.db_bytes for a, b in zip(r.samples, r.samples[1:])] if label != "first" else \
-                [rows[0].db_bytes]
-            lines.append(
-                f"| {r.world} | {r.nodes} x {r.gpus_per_node} | {r.jobs:,} | {label} | "
-                + " | ".join(f"{med[p]:,.0f}" for p in PHASES)
-                + f" | {statistics.median(s.own_ms for s in rows):,.0f} | {statistics.median(s.slurm_ms for s in rows):,.0f}"
-                f" | {statistics.median(s.writes for s in rows):g} | {statistics.median(s.changed for s in rows):g}"
-                f" | {writes / changed if changed else 0:.2f} | {statistics.median(growth) / 1024:,.0f} KiB"
-                f" | {statistics.median(r.cli_ms):,.0f} | {statistics.median(r.page_ms):,.0f} |")
+            first = rows[0].round_id - r.samples[0].round_id
+            before = r.samples[first - 1].db_bytes if first else 0
+            growth = [s.db_bytes - b for s, b in zip(rows, [before, *(x.db_bytes for x in rows)])]
+            writes, changed = sum(s.writes for s in rows), sum(s.changed for s in rows)
+            cells = [r.world, f"{r.nodes:,} x {r.gpus_per_node}", f"{r.jobs:,}", label]
+            cells += [f"{_med(s.phases_ms[p] for s in rows):,.0f} ({_med(s.cpu_ms[p] for s in rows):,.0f})"
+                      for p in PHASES]
+            cells += [f"{_med(s.own_ms for s in rows):,.0f} ({_med(sum(s.cpu_ms.values()) for s in rows):,.0f})",
+                      f"{_med(s.slurm_ms for s in rows):,.0f}", f"{_med(s.writes for s in rows):g}",
+                      f"{_med(s.changed for s in rows):g}", f"{writes / changed:.2f}" if changed else "-",
+                      f"{_med(growth) / 1024:,.0f} KiB", f"{_med(r.cli_ms):,.0f}", f"{_med(r.page_ms):,.0f}"]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _med(values: Iterable[float]) -> float:
+    v = list(values)
+    return statistics.median(v) if v else 0.0
 
 
 def calls_table(reports: Sequence[ScaleReport]) -> str:

@@ -84,8 +84,8 @@ class GenJob:
 @dataclass
 class GeneratedSlurm:
     """The cluster (``nodes`` named node0001.. with ``gpus_per_node`` each) and its jobs; ``run`` answers
-    an argv as the 22.05 clients would. ``calls`` counts every command by verb, ``busy_s`` is the time spent
-    printing and applying (Slurm's time, not the daemon's)."""
+    an argv as the 22.05 clients would. ``calls`` counts every command by verb; ``busy_s`` and ``busy_cpu_s``
+    are the wall and CPU time spent printing and applying (Slurm's time, not the daemon's)."""
 
     nodes: int
     gpus_per_node: int = 4
@@ -94,6 +94,7 @@ class GeneratedSlurm:
     jobs: dict[int, GenJob] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     busy_s: float = 0.0
+    busy_cpu_s: float = 0.0
     _free: dict[str, list[int]] = field(default_factory=dict)
     _json: dict[int, str] = field(default_factory=dict)  # job id -> its printed JSON while it is unchanged
 
@@ -124,11 +125,12 @@ class GeneratedSlurm:
     # ---- the runner ---------------------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, input_text: str | None = None, env: Mapping[str, str] | None = None,
             timeout_s: float | None = None, retries: int | None = None) -> str:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return self._run([str(a) for a in argv])
         finally:
             self.busy_s += time.perf_counter() - t0
+            self.busy_cpu_s += time.process_time() - c0
 
     def _run(self, argv: list[str]) -> str:
         cmd, rest = argv[0], argv[1:]

@@ -315,10 +315,10 @@ class Applier:
             failpoints.hit("after-release")
 
         now = self.clock()
+        self.journal.finish_actions([action_ids[a.job_id] for a, _ in ready if a.job_id in released], "done", now)
         for a, _ in ready:
             aid = action_ids[a.job_id]
             if a.job_id in released:
-                self.journal.finish_action(aid, "done", now)
                 result.started.add(a.job_id)
             else:
                 why = result.failed.get(a.job_id) or result.skipped.get(a.job_id, "not released")

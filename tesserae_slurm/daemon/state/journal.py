@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from ...model import InputError, Placement, RoundDecision
 from ...model.codec import decision_to_json, placement_from_json, placement_to_json
@@ -161,16 +162,8 @@ class Journal:
     def update_jobs(self, updates: Mapping[str, JobUpdate]) -> None:
         if not updates:
             return
-        # one executemany per set of fields: a round rewrites every active job's row
-        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for job_id, up in updates.items():
-            values = up.fields_set()
-            if values:
-                params = {"b_job_id": job_id, **{f"b_{k}": v for k, v in values.items()}}
-                groups.setdefault(tuple(sorted(values)), []).append(params)
         with self.store.session() as s:
-            for keys, params in groups.items():
-                s.connection().execute(bulk_job_update(keys), params)
+            _update_jobs(s, updates.items())
 
     def count_rounds_run(self, ids: Sequence[str]) -> None:
         """One more round run for each of these jobs."""
@@ -192,8 +185,7 @@ class Journal:
                                 detail=dumps(dict(it.detail)), created_at=now)
                 s.add(row)
                 rows.append(row)
-                if values := it.job_update.columns():
-                    s.execute(update(JobRow).where(JobRow.job_id == it.job_id).values(**values))
+            _update_jobs(s, [(it.job_id, it.job_update) for it in intents])
             s.flush()
             return [int(r.id) for r in rows]
 
@@ -209,6 +201,26 @@ class Journal:
             _log.log(logging.WARNING if status == "failed" else logging.INFO, "round %d: %s of job %s %s%s",
                      row.round_id, row.kind, row.job_id, status, f": {error}" if error else "",
                      extra={"round": row.round_id, "job": row.job_id, "action": row.kind, "outcome": status})
+
+    def finish_actions(self, action_ids: Sequence[int], status: str, now: float, error: str = "") -> None:
+        """``finish_action`` for many actions of one outcome in one transaction (a hold of a whole queue)."""
+        if not action_ids:
+            return
+        ids = list(action_ids)
+        rows: list[ActionRow] = []
+        with self.store.session() as s:
+            for k in range(0, len(ids), 500):
+                chunk = ids[k:k + 500]
+                s.execute(update(ActionRow).where(ActionRow.id.in_(chunk))
+                          .values(status=status, finished_at=now, error=error), execution_options={
+                              "synchronize_session": False})
+                rows += s.scalars(select(ActionRow).where(ActionRow.id.in_(chunk)))
+        level = logging.WARNING if status == "failed" else logging.INFO
+        if _log.isEnabledFor(level):
+            for row in rows:
+                _log.log(level, "round %d: %s of job %s %s%s", row.round_id, row.kind, row.job_id, status,
+                         f": {error}" if error else "",
+                         extra={"round": row.round_id, "job": row.job_id, "action": row.kind, "outcome": status})
 
     def interrupt_stale_intents(self, now: float) -> list[ActionRow]:
         """Intents left by a previous process that died mid-round; reconciliation decides their effect."""
@@ -254,3 +266,16 @@ class Journal:
 
     def save_shadow(self, p: Placement) -> None:
         self.store.set_kv("shadow_placement", dumps(placement_to_json(p)).encode())
+
+
+def _update_jobs(s: Session, updates: Iterable[tuple[str, JobUpdate]]) -> None:
+    """One executemany per set of fields updated: a round rewrites every active job's row."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for job_id, up in updates:
+        values = up.fields_set()
+        if values:
+            params = {"b_job_id": job_id, **{f"b_{k}": v for k, v in values.items()}}
+            groups.setdefault(tuple(sorted(values)), []).append(params)
+    for keys, params in groups.items():
+        s.connection().execute(bulk_job_update(keys), params)
+
