@@ -5,10 +5,11 @@ executed.
 
 It stands in for ``SlurmRunner`` under the real ``SlurmCliBackend``, so the daemon's own work is all
 real: argv building, JSON parsing, the round, the database. Only the controller is missing; what it
-would do is kept to what the daemon reads back: a released job pinned to nodes starts there at once on
-the lowest free GPU indices, a requeue-hold makes a running job held and pending, a signal changes
-nothing (the payload's checkpoint is the grace's business). The JSON carries every field the release
-prints (taken from a job and a node Slurm 22.05.8 printed), so its size, and so parsing it, is real.
+would do is kept to what the daemon reads back: a released job pinned to nodes starts there at once (its
+jobs hold no GPU GRES: the daemon arbitrates GPUs, tsbatch/gpus.py), a requeue-hold makes a running job
+held and pending, a signal changes nothing (the payload's checkpoint is the grace's business). The JSON
+carries every field the release prints (taken from a job and a node Slurm 22.05.8 printed), so its size,
+and so parsing it, is real.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ NODE_REST: dict[str, object] = {
     "weight": 1, "tres": "cpu=64,mem=256000M,billing=64", "slurmd_version": "22.05.8", "alloc_memory": 0,
     "idle_cpus": 64, "tres_used": "", "tres_weighted": 0.0,
 }
+CPUS = 64  # per node, as a Perlmutter GPU node
 WRITES = {"update", "release", "uhold", "hold", "requeuehold", "scancel"}
 
 
@@ -75,7 +77,6 @@ class GenJob:
     required: tuple[str, ...] = ()
     admin_comment: str = ""
     nodes: tuple[str, ...] = ()
-    indices: tuple[tuple[int, ...], ...] = ()  # per node in ``nodes``
     start_time: int = 0
     end_time: int = 0
     restarts: int = 0
@@ -95,11 +96,8 @@ class GeneratedSlurm:
     calls: Counter[str] = field(default_factory=Counter)
     busy_s: float = 0.0
     busy_cpu_s: float = 0.0
-    _free: dict[str, list[int]] = field(default_factory=dict)
+    _busy: Counter[str] = field(default_factory=Counter)  # node -> running jobs (one CPU each)
     _json: dict[int, str] = field(default_factory=dict)  # job id -> its printed JSON while it is unchanged
-
-    def __post_init__(self) -> None:
-        self._free = {self.node_name(i): list(range(self.gpus_per_node)) for i in range(self.nodes)}
 
     def node_name(self, i: int) -> str:
         return f"node{i + 1:04d}"
@@ -112,8 +110,8 @@ class GeneratedSlurm:
     def finish(self, job_id: int, state: str = "COMPLETED") -> None:
         """The job's payload ended: its GPUs are free."""
         j = self.jobs[job_id]
-        self._free_gpus(j)
-        j.state, j.reason, j.end_time, j.nodes, j.indices = state, "None", self.now, j.nodes, j.indices
+        self._free_cpus(j)
+        j.state, j.reason, j.end_time = state, "None", self.now
         self._json.pop(job_id, None)
 
     def forget_finished(self) -> None:
@@ -182,8 +180,8 @@ class GeneratedSlurm:
             for jid in _ids(args[-1]):
                 j = self._job(jid)
                 if j.state == "RUNNING":  # Incomplete: an ended job stays ended
-                    self._free_gpus(j)
-                    j.state, j.reason, j.priority, j.nodes, j.indices = "PENDING", "JobHeldUser", 0, (), ()
+                    self._free_cpus(j)
+                    j.state, j.reason, j.priority, j.nodes = "PENDING", "JobHeldUser", 0, ()
                     j.restarts += 1
                     self._json.pop(jid, None)
             return ""
@@ -198,20 +196,15 @@ class GeneratedSlurm:
         return ""
 
     def _try_start(self, j: GenJob) -> None:
-        """What slurmctld's scheduler does right after a release: start a job pinned to nodes with enough free GPUs."""
-        per_node = min(j.gpus, self.gpus_per_node)
-        if j.state != "PENDING" or not j.required or any(len(self._free[n]) < per_node for n in j.required):
+        """What slurmctld's scheduler does right after a release: start a job pinned to nodes (CPUs permitting)."""
+        if j.state != "PENDING" or not j.required or any(self._busy[n] >= CPUS for n in j.required):
             return
-        taken = []
-        for n in j.required:
-            idx, self._free[n] = self._free[n][:per_node], self._free[n][per_node:]
-            taken.append(tuple(idx))
-        j.state, j.reason, j.nodes, j.indices, j.start_time = "RUNNING", "None", j.required, tuple(taken), self.now
+        self._busy.update(j.required)
+        j.state, j.reason, j.nodes, j.start_time = "RUNNING", "None", j.required, self.now
 
-    def _free_gpus(self, j: GenJob) -> None:
+    def _free_cpus(self, j: GenJob) -> None:
         if j.state == "RUNNING":
-            for n, idx in zip(j.nodes, j.indices):
-                self._free[n] = sorted([*self._free[n], *idx])
+            self._busy.subtract(j.nodes)
 
     # ---- printing ------------------------------------------------------------------------------------
     def _squeue(self) -> str:
@@ -224,14 +217,12 @@ class GeneratedSlurm:
         return '{"meta": ' + json.dumps(META) + ', "errors": [], "jobs": [' + ", ".join(parts) + "]}"
 
     def _job_json(self, j: GenJob) -> dict[str, object]:
-        per_node = min(j.gpus, self.gpus_per_node)
-        running = j.state == "RUNNING"
         return {**JOB_REST, "job_id": j.job_id, "job_state": j.state, "name": f"train-{j.job_id}",
                 "user_name": j.user, "partition": self.partition, "nodes": ",".join(j.nodes),
-                "gres_detail": [f"gpu:{len(i)}(IDX:{_ranges(i)})" for i in j.indices] if running else [],
+                "gres_detail": [],
                 "comment": j.comment, "admin_comment": j.admin_comment, "restart_cnt": j.restarts,
                 "priority": j.priority, "submit_time": j.submit_time, "start_time": j.start_time,
-                "end_time": j.end_time, "tres_per_node": f"gres:gpu:{per_node}",
+                "end_time": j.end_time, "tres_per_node": "",
                 "required_nodes": ",".join(j.required), "batch_host": j.nodes[0] if j.nodes else "",
                 "requeue": True, "exit_code": 0, "state_reason": j.reason, "state_description": "",
                 "account": "ml", "nice": None, "eligible_time": j.submit_time,
@@ -239,14 +230,13 @@ class GeneratedSlurm:
 
     def _sinfo(self) -> str:
         nodes = []
-        for name, free in self._free.items():
-            used = [g for g in range(self.gpus_per_node) if g not in free]
-            state = "idle" if not used else "allocated" if not free else "mixed"
+        for i in range(self.nodes):
+            name = self.node_name(i)
+            busy = self._busy[name]
+            state = "idle" if not busy else "allocated" if busy >= CPUS else "mixed"
             nodes.append({**NODE_REST, "name": name, "hostname": name, "state": state, "state_flags": [],
-                          "partitions": [self.partition], "cpus": 64, "alloc_cpus": len(used),
-                          "gres": f"gpu:{self.gpus_per_node}",
-                          "gres_used": f"gpu:{len(used)}(IDX:{_ranges(used)})" if used else "gpu:0(IDX:N/A)",
-                          "reason": ""})
+                          "partitions": [self.partition], "cpus": CPUS, "alloc_cpus": busy,
+                          "gres": f"gpu:{self.gpus_per_node}", "gres_used": "gpu:0(IDX:N/A)", "reason": ""})
         return json.dumps({"meta": META, "errors": [], "nodes": nodes})
 
 
@@ -256,14 +246,3 @@ def _ids(text: str) -> list[int]:
 
 def _compact(state: str) -> str:
     return {"PENDING": "PD", "RUNNING": "R"}.get(state, "CD")
-
-
-def _ranges(idx: Sequence[int]) -> str:
-    """0,1,2,5 -> '0-2,5', as Slurm prints GPU indices."""
-    out: list[str] = []
-    for g in sorted(idx):
-        if out and out[-1].split("-")[-1] == str(g - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{g}"
-        else:
-            out.append(str(g))
-    return ",".join(out)

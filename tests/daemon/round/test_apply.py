@@ -39,8 +39,8 @@ def test_a_free_start_overlaps_the_checkpoint_and_one_on_the_stopping_jobs_gpu_w
     result = apply_plan(rid, plan, look(world), {"1": A_ON}, world.applier(), world.guard(), world.journal, metrics,
                         world.stop)
     assert world.slurm.writes() == [
-        ("signal", ("1",)), ("update_comment", ("2",)), ("place", ("2",)), ("release", ("2",)),
-        ("requeue_hold", ("1",)), ("update_comment", ("3",)), ("place", ("3",)), ("release", ("3",)),
+        ("signal", ("1",)), ("place", ("2",)), ("release", ("2",)),
+        ("requeue_hold", ("1",)), ("place", ("3",)), ("release", ("3",)),
         ("admin_hold", ("1",))]  # the preempted job's requeue-hold made the daemon's
     assert result.stopped == {"1"} and result.started == {"2", "3"} and not result.failed
     assert metrics.actions == {"preempt": 1, "start": 2}
@@ -76,7 +76,7 @@ def test_a_job_packed_onto_a_running_partner_starts_on_its_gpus_and_any_other_ho
     result = apply_plan(world.begin_round(), plan, look(world), {"1": A_ON, "3": {"node1": (1,)}}, world.applier(),
                         world.guard(), world.journal, Metrics(), world.stop)
     assert result.started == {"2"} and result.skipped == {"4": "GPUs still held by job(s) 3"}
-    assert world.slurm.writes() == [("update_comment", ("2",)), ("place", ("2",)), ("release", ("2",))]
+    assert world.slurm.writes() == [("place", ("2",)), ("release", ("2",))]
     assert world.store.job("2").state == "STARTING" and world.store.job("2").packed_with == "1"
 
 
