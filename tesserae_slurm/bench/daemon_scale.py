@@ -284,3 +284,95 @@ def calls_table(reports: Sequence[ScaleReport]) -> str:
             verbs = ", ".join(f"{v} {n}" for v, n in sorted(s.calls.items()))
             lines.append(f"| {r.world} | {r.jobs:,} | {s.round_id} | {verbs} |")
     return "\n".join(lines)
+
+
+class TimedRunner:
+    """A ``SlurmRunner`` that counts its commands by verb and the wall time spent in them (the daemon waiting
+    on Slurm's clients)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+        self.busy_s = 0.0
+
+    def run(self, argv: Sequence[str], **kw: Any) -> str:
+        words = [str(a) for a in argv]
+        verb = words[0] + (" " + words[1] if words[0] == "scontrol" and len(words) > 1 else "")
+        if words[0] in ("squeue", "sinfo"):
+            verb = f"{words[0]} {'--json' if '--json' in words else '--version' if '--version' in words else 'poll'}"
+        self.calls[verb] += 1
+        t0 = time.perf_counter()
+        try:
+            return str(self.inner.run(argv, **kw))
+        finally:
+            self.busy_s += time.perf_counter() - t0
+
+
+def submit_queue(backend: Any, partition: str, jobs: Sequence[GenJob], sleep_s: Callable[[int], int],
+                 threads: int = 4) -> list[int]:
+    """sbatch each job held, tagged as tsbatch tags it, its payload ``sleep``; returns Slurm's job ids in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(j: GenJob) -> int:
+        return int(backend.submit([], ["-p", partition, "--hold", "-J", f"scale-{j.job_id}", "-o", "/dev/null",
+                                       f"--comment={j.comment}", "--wrap", f"sleep {sleep_s(j.job_id)}"]))
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(one, jobs))
+
+
+def run_devcluster(root: Path, nodes: int, jobs: int, rounds: int, pause_s: float = 5.0, seed: int = 0,
+                   payload_s: tuple[int, int] = (60, 600), progress: Callable[[str], None] | None = None,
+                   cluster: Any = None) -> tuple[ScaleReport, list[int]]:
+    """``rounds`` rounds of the real daemon on a dev cluster of ``nodes`` x 4 emulated GPUs (slurmd per node,
+    GPUs in gres.conf on files: no devices) with ``jobs`` held tagged jobs whose payload sleeps ``payload_s``
+    seconds (uniform), ``pause_s`` between rounds. ``cluster``: a ``DevCluster`` already up, left up (a test
+    then looks at it); else one is brought up under ``root`` and down at the end. Returns the report and the
+    submitted Slurm job ids; the state database is ``root/state.db``."""
+    from ..daemon.loop import Daemon
+    from ..daemon.state.store import Store
+    from ..devcluster import DevCluster
+    from ..devcluster.install import ensure_slurm_installed
+    from ..slurm import SlurmCliBackend, SlurmRunner
+
+    own = cluster is None
+    if own:
+        ensure_slurm_installed()
+        cluster = DevCluster(root / "cluster", nodes=nodes, gpus_per_node=4, start_timeout_s=max(60.0, nodes * 2.0))
+        cluster.up()
+    db = root / "state.db"
+    try:
+        runner = TimedRunner(SlurmRunner(cluster.env(), timeout_s=120.0))
+        backend = SlurmCliBackend(runner=runner)  # type: ignore[arg-type]
+        rng = np.random.default_rng(seed)
+        lengths = {}
+        queue = perlmutter_jobs(jobs, 1, seed)
+        for j in queue:
+            lengths[j.job_id] = int(rng.integers(payload_s[0], payload_s[1] + 1))
+        if progress:
+            progress(f"submitting {jobs} held jobs to {nodes} nodes")
+        t0 = time.perf_counter()
+        ids = submit_queue(backend, cluster.partition, queue, lambda k: lengths[k])
+        if progress:
+            progress(f"submitted in {time.perf_counter() - t0:.0f} s")
+        cfg = site_config(db, command_timeout_s=120.0)
+        daemon = Daemon(cfg, backend, Store.open(db))
+        phases = SlurmTime(lambda: (runner.busy_s, 0.0))
+        daemon.phases = phases
+        daemon.start()
+        report = ScaleReport(f"dev cluster, Slurm {'.'.join(map(str, backend.slurm_version()))}", nodes, 4, jobs)
+        reads = frozenset({"squeue --json", "sinfo --json", "squeue poll", "sinfo --version"})
+        for r in range(rounds):
+            if r:
+                time.sleep(pause_s)
+            s = sample_round(daemon, phases, lambda: runner.calls, reads, db)
+            report.samples.append(s)
+            if progress:
+                progress(_line(s, r))
+        daemon.journal.store.close()
+        report.cli_ms = cli_latency(db)
+        report.page_ms = page_latency(db)
+        report.load = os.getloadavg()
+        return report, ids
+    finally:
+        if own:
+            cluster.down()

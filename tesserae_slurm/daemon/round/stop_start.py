@@ -4,9 +4,9 @@
 to preempt or migrate (checkpoint signal to the batch shell), wait until they exit or the grace
 period ends, requeue-hold them, and wait until Slurm has them pending again. Start: write each job's
 assignment into its AdminComment, pin its node list and make it eligible now (one `scontrol update` per
-job), then release all of them with one call. Every step tolerates having been done already (a restarted daemon may repeat
-it), and a start never goes to GPUs that a job which failed to stop still holds: the daemon keeps its
-own GPU accounting and never double-books a GPU.
+job), then release all of them with one call. Every step tolerates having been done already (a restarted
+daemon may repeat it), and a start never goes to GPUs that a job which failed to stop still holds: the
+daemon keeps its own GPU accounting and never double-books a GPU.
 """
 
 from __future__ import annotations
