@@ -174,7 +174,8 @@ def run_generated(tmp: Path, nodes: int, jobs: int, rounds: int, churn: float = 
         if progress:
             progress(_line(s, r))
         running = [j.job_id for j in slurm.jobs.values() if j.state == "RUNNING"]
-        ending = rng.choice(running, size=int(len(running) * churn), replace=False) if running else []
+        ending: list[int] = [int(j) for j in rng.choice(running, size=int(len(running) * churn), replace=False)] \
+            if running else []
         for jid in ending:
             slurm.finish(int(jid))
         for j in perlmutter_jobs(len(ending), next_id, seed + 2 + r):
@@ -217,13 +218,13 @@ def page_latency(db: Path, repeats: int = 5) -> list[float]:
     web server on a free port."""
     from ..daemon.operators.web import serve
     server = serve(db, "127.0.0.1:0")
-    host, port = server.server_address[:2]
+    port = server.server_address[1]
     out = []
     try:
         for k in range(repeats + 1):
             t0 = time.perf_counter()
             for path in PAGE_PATHS:
-                with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=60) as resp:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as resp:
                     resp.read()
             if k:
                 out.append((time.perf_counter() - t0) * 1e3)

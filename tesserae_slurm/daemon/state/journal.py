@@ -276,6 +276,6 @@ def _update_jobs(s: Session, updates: Iterable[tuple[str, JobUpdate]]) -> None:
         if values:
             params = {"b_job_id": job_id, **{f"b_{k}": v for k, v in values.items()}}
             groups.setdefault(tuple(sorted(values)), []).append(params)
-    for keys, params in groups.items():
-        s.connection().execute(bulk_job_update(keys), params)
+    for keys, rows in groups.items():
+        s.connection().execute(bulk_job_update(keys), rows)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Boolean,
@@ -23,6 +23,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     bindparam,
     create_engine,
@@ -161,10 +162,11 @@ class JobUpdate:
 def bulk_job_update(keys: Sequence[str]) -> Any:
     """One UPDATE of job rows setting the fields ``keys`` (as ``JobUpdate.columns`` does), executed for many jobs
     at once with parameters ``b_job_id`` and ``b_<field>``: a round updates every active job's row."""
-    t = JobRow.__table__.c
+    table = cast(Table, JobRow.__table__)
+    t = table.c
     values: dict[str, Any] = {}
     for k in keys:
-        p = bindparam(f"b_{k}")
+        p: Any = bindparam(f"b_{k}")
         if k == "first_start":
             values[k] = func.coalesce(t.first_start, p)
         elif k == "preemptions_added":
@@ -173,7 +175,7 @@ def bulk_job_update(keys: Sequence[str]) -> Any:
             values["migrations"] = t.migrations + p
         else:
             values[k] = p
-    return update(JobRow.__table__).where(t.job_id == bindparam("b_job_id")).values(values)
+    return update(table).where(t.job_id == bindparam("b_job_id")).values(values)
 
 
 class RoundRow(Base):
