@@ -360,7 +360,8 @@ def run_devcluster(root: Path, nodes: int, jobs: int, rounds: int, pause_s: floa
         phases = SlurmTime(lambda: (runner.busy_s, 0.0))
         daemon.phases = phases
         daemon.start()
-        report = ScaleReport(f"dev cluster, Slurm {'.'.join(map(str, backend.slurm_version()))}", nodes, 4, jobs)
+        major, minor = backend.slurm_version()
+        report = ScaleReport(f"dev cluster, Slurm {major}.{minor:02d}", nodes, 4, jobs)
         reads = frozenset({"squeue --json", "sinfo --json", "squeue poll", "sinfo --version"})
         for r in range(rounds):
             if r:

@@ -125,12 +125,14 @@ class Journal:
     def facts(self, ids: Iterable[str]) -> dict[str, JobFacts]:
         """Rows of the given ids and of every job not finished yet, as frozen facts."""
         wanted = list(ids)
+        # the columns, not ORM objects: every active job is read each round
+        cols = select(JobRow.job_id, JobRow.state, JobRow.assignment, JobRow.placed_at, JobRow.num_gpus,
+                      JobRow.executed_time, JobRow.run_start, JobRow.run_counted, JobRow.speed, JobRow.work_done)
         with self.store.session() as s:
-            rows = list(s.scalars(select(JobRow).where(JobRow.state.not_in(TERMINAL_STATES))))
+            rows = list(s.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES))))
             for chunk in range(0, len(wanted), 500):
-                rows += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
-        return {r.job_id: JobFacts(r.job_id, r.state, r.assignment, r.placed_at, r.num_gpus, r.executed_time,
-                                   r.run_start, r.run_counted, r.speed, r.work_done) for r in rows}
+                rows += list(s.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
+        return {r[0]: JobFacts(*r) for r in rows}
 
     def rows(self, states: Sequence[str]) -> list[JobRow]:
         return self.store.jobs(states)
