@@ -181,10 +181,9 @@ def run_generated(tmp: Path, nodes: int, jobs: int, rounds: int, churn: float = 
         for j in perlmutter_jobs(len(ending), next_id, seed + 2 + r):
             slurm.submit(j)
         next_id += len(ending)
+        slurm.forget_finished(before=slurm.now)  # those the round just run saw ended
         slurm.now += 60
         clock[0] = float(slurm.now)
-        if r % 2 == 1:
-            slurm.forget_finished()
     daemon.journal.store.close()
     report.cli_ms = cli_latency(db)
     report.page_ms = page_latency(db)

@@ -114,9 +114,10 @@ class GeneratedSlurm:
         j.state, j.reason, j.end_time = state, "None", self.now
         self._json.pop(job_id, None)
 
-    def forget_finished(self) -> None:
-        """Slurm drops ended jobs from its listing after MinJobAge."""
-        for jid in [j.job_id for j in self.jobs.values() if j.state in ("COMPLETED", "FAILED", "CANCELLED")]:
+    def forget_finished(self, before: int) -> None:
+        """Slurm drops ended jobs from its listing after MinJobAge: here those that ended before ``before``."""
+        for jid in [j.job_id for j in self.jobs.values()
+                    if j.state in ("COMPLETED", "FAILED", "CANCELLED") and j.end_time < before]:
             del self.jobs[jid]
             self._json.pop(jid, None)
 
