@@ -377,7 +377,7 @@ def run_scale(args: argparse.Namespace) -> int:
             except ValueError:
                 rel = str(Path(plot_name).resolve())
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(report.markdown(points, cap, command.strip(), rel))
+        out.write_text(report.markdown(points, cap, command.strip(), rel) + report.kept_tail(out))
     if args.json != "-":
         rows = []
         for p in points:

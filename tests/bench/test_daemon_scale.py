@@ -68,3 +68,14 @@ def test_bad_sizes_are_refused_with_one_line(capsys) -> None:
     assert main(["bench", "daemon-scale", "--jobs", "0"]) == 2
     err = capsys.readouterr().err
     assert "--jobs" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_sweeps_report_keeps_the_hand_written_daemon_section(tmp_path) -> None:
+    from tesserae_slurm.bench.report import KEEP_MARK, kept_tail
+
+    doc = tmp_path / "performance.md"
+    assert kept_tail(doc) == ""
+    doc.write_text("# Performance\nold sweep\n")
+    assert kept_tail(doc) == ""
+    doc.write_text(f"# Performance\nold sweep\n{KEEP_MARK}\n## The daemon's round\nnumbers\n")
+    assert kept_tail(doc) == f"\n{KEEP_MARK}\n## The daemon's round\nnumbers\n"

@@ -11,12 +11,11 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from tesserae_slurm.daemon.round.actions import StopItem
+from tesserae_slurm.daemon.round.actions import Action, StopItem, Target
 from tesserae_slurm.daemon.round.stop_start import RELAUNCH_GAP_S, Applier, ApplyResult
-from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.state.journal import Journal
-from tesserae_slurm.daemon.round.actions import Action, Target
 from tesserae_slurm.daemon.state.store import JobRow, Store
+from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.slurm import SlurmCommandError, SlurmJob, SlurmJobState
 
 from ..fake_slurm import FakeSlurm, managed
@@ -275,9 +274,8 @@ def test_a_stop_left_to_the_next_start_is_finished_as_skipped_at_that_moment(tmp
 
 
 def test_a_checkpointed_stop_logs_how_long_after_the_signal_it_came(tmp_path: Path, caplog) -> None:
-    import logging
-
     import getpass
+    import logging
 
     from tesserae_slurm.harness.stop_record import StopRecord
 
