@@ -6,6 +6,8 @@ that breaks them unscheduled, with the reason, since a Comment can be written by
 
 from __future__ import annotations
 
+from functools import cache
+
 from ..harness.megatron import megatron_parallelism
 from ..model import InputError
 from ..model.meta import UNPROFILED, JobMeta
@@ -13,6 +15,13 @@ from ..model.strategy import parse_strategy
 from ..profiles import ThroughputProfile
 from ..profiles.keys import fold, normalize_batch
 from .partition import PartitionShape
+
+
+@cache
+def _known_models(models: tuple[str, ...]) -> tuple[list[str], frozenset[str]]:
+    """The profile's models and their folded names: the daemon checks every queued job each round."""
+    known = [m for m in models if m != UNPROFILED]
+    return known, frozenset(fold(m) for m in known)
 
 
 def check_meta(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile) -> None:
@@ -34,10 +43,9 @@ def check_meta(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile)
             raise InputError("--no-profile runs the job without a throughput profile: drop --model, "
                              "--batch-size and --parallelism")
         return
-    known = [m for m in profile.models() if m != UNPROFILED]
+    known, folded = _known_models(profile.models())
     model, batch = meta.model, meta.batch_size
-    if fold(model) not in {fold(m) for m in known} and not any(
-            fold(m).startswith(fold(model) + "(batchsize") for m in known):
+    if fold(model) not in folded and not any(m.startswith(fold(model) + "(batchsize") for m in folded):
         raise InputError(f"unknown model {model!r} in profile {profile.name} (known: {', '.join(known)}); "
                          "use --no-profile for a job without a throughput profile")
     if any(not s for s in meta.parallelism):
