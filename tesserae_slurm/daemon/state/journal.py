@@ -132,7 +132,8 @@ class Journal:
             rows = list(s.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES))))
             for chunk in range(0, len(wanted), 500):
                 rows += list(s.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
-        return {r[0]: JobFacts(*r) for r in rows}
+        return {r.job_id: JobFacts(r.job_id, r.state, r.assignment, r.placed_at, r.num_gpus, r.executed_time,
+                                   r.run_start, r.run_counted, r.speed, r.work_done) for r in rows}
 
     def rows(self, states: Sequence[str]) -> list[JobRow]:
         return self.store.jobs(states)
