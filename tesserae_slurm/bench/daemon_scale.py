@@ -13,7 +13,7 @@ Two worlds under the same rounds:
   from an in-memory cluster (bench/generated_slurm.py) through the real CLI backend and parser; changing
   commands are counted, not executed, and the time spent printing (Slurm's) is taken out of each phase.
 - a running Slurm (``DevCluster``, ``--nodes 64``): slurmd per node with emulated GPUs (gres on files, no
-  devices), jobs submitted held by tsbatch's tag and sleeping; every call real. See run_devcluster.py.
+  devices), jobs submitted held by tsbatch's tag and sleeping; every call real (``run_devcluster``).
 
 Between rounds the world moves: ``--churn`` of the running jobs end and as many new jobs arrive, so a
 round has starts to make besides the first one.
