@@ -14,6 +14,20 @@ from .scale import STAGES, BaselineTime, ScalePoint, machine
 
 log = logging.getLogger(__name__)
 
+# What follows this line in the report is written by hand (the daemon's whole round, `bench daemon-scale`)
+# and kept when the sweep rewrites the rest.
+KEEP_MARK = "<!-- kept by `tesserae bench scale --report`: the daemon's round at scale -->"
+
+
+def kept_tail(path: Path) -> str:
+    """The part of an existing report from ``KEEP_MARK`` on, to append to a rewritten one ("" if none)."""
+    if not path.exists():
+        return ""
+    text = path.read_text()
+    at = text.find(KEEP_MARK)
+    return "" if at < 0 else "\n" + text[at:]
+
+
 TARGETS = (  # (gpus, jobs, limit ms, text): the targets docs/performance.md reports against
     (256, 2048, 30.0, "whole decision <= 30 ms median at 256 GPUs / 2048 jobs"),
     (10_000, 50_000, 2000.0, "whole decision <= 2 s median at 10,000 GPUs / 50,000 jobs"),

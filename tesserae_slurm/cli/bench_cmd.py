@@ -75,6 +75,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--json", action="store_true", help="JSON output")
     c.set_defaults(func=run_cli)
 
+    ds = bsub.add_parser(
+        "daemon-scale", help="the daemon's whole round at scale, phase by phase (observe, reconcile, decide, "
+                             "record, apply), Slurm calls per changed job, database growth, `jobs` and page latency",
+        description="Run the real daemon (tesserae-t) for a few rounds over a big queue and report each phase's "
+                    "time, the Slurm commands, the database's growth and the admin command's and web page's latency "
+                    "(medians). --world generated: Slurm 22.05's JSON printed from an in-memory cluster (default "
+                    "1,792 nodes x 4 GPUs, 20,000 jobs: Perlmutter), changing commands counted, not executed. "
+                    "--world devcluster: the dev cluster's slurmd per node with emulated GPUs (default 64 nodes, "
+                    "5,000 jobs sleeping 60-600 s), every call real; needs the host's Slurm and root.")
+    ds.add_argument("--world", choices=("generated", "devcluster"), default="generated")
+    ds.add_argument("--nodes", type=int, default=None, help="nodes of 4 GPUs (default 1792 generated, 64 devcluster)")
+    ds.add_argument("--jobs", type=int, default=None, help="queued jobs (default 20000 generated, 5000 devcluster)")
+    ds.add_argument("--rounds", type=int, default=5, help="rounds to run (default 5; the first two shown apart)")
+    ds.add_argument("--churn", type=float, default=0.02,
+                    help="generated: share of running jobs that end between rounds, as many arriving (default 0.02)")
+    ds.add_argument("--pause", type=float, default=5.0, help="devcluster: seconds between rounds (default 5)")
+    ds.add_argument("--seed", type=int, default=0)
+    ds.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    ds.add_argument("--calls", action="store_true", help="also list each round's Slurm commands by verb")
+    ds.set_defaults(func=run_daemon_scale)
+
     r = bsub.add_parser("retention", help="state database size and admin command latency after many rounds, "
                                           "with and without retention",
                         description="Write two state databases through the daemon's store (default 10,000 rounds "
@@ -356,7 +377,7 @@ def run_scale(args: argparse.Namespace) -> int:
             except ValueError:
                 rel = str(Path(plot_name).resolve())
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(report.markdown(points, cap, command.strip(), rel))
+        out.write_text(report.markdown(points, cap, command.strip(), rel) + report.kept_tail(out))
     if args.json != "-":
         rows = []
         for p in points:
@@ -368,6 +389,35 @@ def run_scale(args: argparse.Namespace) -> int:
                      "GAVEL_CVXPY_MS", "POP_MS", "GAVEL/TESSERAE", "CVXPY/TESSERAE"], rows))
         for line in report.target_lines(points):
             print(line)
+    return 0
+
+
+def run_daemon_scale(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from ..bench import daemon_scale as ds
+
+    live = args.world == "devcluster"
+    nodes = args.nodes if args.nodes is not None else 64 if live else 1792
+    jobs = args.jobs if args.jobs is not None else 5000 if live else 20000
+    if min(nodes, jobs, args.rounds) < 1 or not 0 <= args.churn < 1 or args.pause < 0:
+        raise InputError("--nodes, --jobs and --rounds must be >= 1, --churn in [0, 1), --pause >= 0")
+
+    def progress(text: str) -> None:
+        print(f"bench daemon-scale: {text}", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="tesserae-bench-daemon-scale-") as tmp:
+        work = Path(args.dir) if args.dir else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        if live:
+            report, _ = ds.run_devcluster(work, nodes, jobs, args.rounds, args.pause, args.seed, progress=progress)
+        else:
+            report = ds.run_generated(work, nodes, jobs, args.rounds, args.churn, args.seed, progress=progress)
+    print(ds.markdown([report]))
+    print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in report.load)} (1, 5, 15 min)")
+    if args.calls:
+        print()
+        print(ds.calls_table([report]))
     return 0
 
 

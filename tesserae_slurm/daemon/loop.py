@@ -36,7 +36,7 @@ from .round.start_between import Watch, carried_out, free_starts
 from .round.stop_start import Applier, ApplyResult
 from .round.throughput import take_reports
 from .service.calls import RecordingBackend
-from .service.metrics import Metrics
+from .service.metrics import Metrics, Phases
 from .state.journal import Journal
 from .state.store import PLACED_STATES, Store, acquire_lock
 
@@ -49,6 +49,7 @@ class Daemon:
         self.backend = RecordingBackend(backend, clock)
         self.journal = Journal(store)
         self.metrics = Metrics(slurm_calls=self.backend.calls, slurm_errors=self.backend.errors)
+        self.phases = Phases()  # where the last round's time went
         self.dry_run, self.clock, self.sleep = dry_run, clock, sleep
         # systemd watchdog (service/sdnotify.py): pinged in the pause between rounds, every heartbeat_s at most
         self.heartbeat: Callable[[], None] = lambda: None
@@ -81,6 +82,7 @@ class Daemon:
     # ---- the round ----------------------------------------------------------------------------------
     def run_round(self) -> RoundResult:
         t_round = time.perf_counter()
+        self.phases.reset()
         rid = self.journal.begin_round(self.clock(), self.cfg.scheduler.policy, self.dry_run)
         try:
             return self._round(rid, t_round)
@@ -96,7 +98,8 @@ class Daemon:
 
     def _round(self, rid: int, t_round: float) -> RoundResult:
         # operators' requests since the last round, and what they keep in force
-        self.admin = admin.take_requests(self.journal.store, self.cfg, rid)
+        with self.phases("reconcile"):
+            self.admin = admin.take_requests(self.journal.store, self.cfg, rid)
         # 1-2. observe Slurm, reconcile every job's row with it; 3. operators' requeue and cancel
         snap, followups = self.look(rid)
         if self.admin.once and not self.dry_run and carry_out(
@@ -104,38 +107,44 @@ class Daemon:
             snap, followups = self.look(rid)  # requeued or cancelled: decide on what Slurm says now
         # 4. guard: users cannot bypass the daemon; stops carried over from earlier rounds finish
         if not self.dry_run:
-            failed = self.guard.enforce(rid, snap, followups, self.applier)
+            with self.phases("reconcile"):
+                failed = self.guard.enforce(rid, snap, followups, self.applier)
             if failed:
                 return self._skip(rid, "reconciliation could not finish: " + failed)
             if followups:
                 snap, _ = self.look(rid)
-                self.guard.secure(rid, snap, Followups(), ApplyResult())
+                with self.phases("reconcile"):
+                    self.guard.secure(rid, snap, Followups(), ApplyResult())
         # 5. feedback: throughput reports of running jobs into the table the engine decides with
         if self.cfg.feedback.enabled and not self.dry_run:
-            take_reports(self.feedback, self.journal, snap.time, rid)
+            with self.phases("reconcile"):
+                take_reports(self.feedback, self.journal, snap.time, rid)
         self.watch.saw(snap)  # the round decides on this: what it shows needs no start between rounds
         self.journal.update_round(rid, status="deciding", observe_ms=(time.perf_counter() - t_round) * 1e3)
-        # 6. inputs: the schedulable jobs and the GPUs the placed ones hold
-        inp = self.inputs.build(snap, self.cfg, self.profile, self.admin, self.dry_run)
-        # 7. decide: rank, place, plan the Slurm actions
-        rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}
-        profile, _ = self.feedback.decision_profile()
-        decided = decide_round(self.policy, self.pstate, inp, snap, profile, self.cfg, self.engine_config, rules)
-        self.pstate = decided.policy_state
-        self.journal.save_policy_state(self.policy_key, decided.policy_state)
-        # 8. record the decision before anything reaches Slurm
-        sources = self.feedback.sources(decided.decision, inp.jobs, inp.cluster)
-        record_decision(self.journal, rid, inp, decided, sources, self.dry_run,
-                        self.cfg.scheduler.profile if self.cfg.state.record_inputs else "")
-        if self.dry_run:
-            record_dry_run(self.journal, rid, decided.plan, decided.decision.placement, snap.time, self.clock())
-            return finish_round(self.journal, self.metrics, rid, "dry-run", decided, "", t_round, self.clock)
-        # 9. apply: stops, then starts, through Slurm
-        result = apply_plan(rid, decided.plan, snap, inp.actual, self.applier, self.guard, self.journal,
-                            self.metrics, self.stop_event)
-        # 10. outcome
-        status, error = applied(self.journal, decided.plan, result)
-        return finish_round(self.journal, self.metrics, rid, status, decided, error, t_round, self.clock)
+        with self.phases("decide"):
+            # 6. inputs: the schedulable jobs and the GPUs the placed ones hold
+            inp = self.inputs.build(snap, self.cfg, self.profile, self.admin, self.dry_run)
+            # 7. decide: rank, place, plan the Slurm actions
+            rules = admin.node_rules(self.admin, inp.jobs) if self.admin.rules else {}
+            profile, _ = self.feedback.decision_profile()
+            decided = decide_round(self.policy, self.pstate, inp, snap, profile, self.cfg, self.engine_config, rules)
+            self.pstate = decided.policy_state
+        with self.phases("record"):
+            self.journal.save_policy_state(self.policy_key, decided.policy_state)
+            # 8. record the decision before anything reaches Slurm
+            sources = self.feedback.sources(decided.decision, inp.jobs, inp.cluster)
+            record_decision(self.journal, rid, inp, decided, sources, self.dry_run,
+                            self.cfg.scheduler.profile if self.cfg.state.record_inputs else "")
+            if self.dry_run:
+                record_dry_run(self.journal, rid, decided.plan, decided.decision.placement, snap.time, self.clock())
+                return finish_round(self.journal, self.metrics, rid, "dry-run", decided, "", t_round, self.clock)
+        with self.phases("apply"):
+            # 9. apply: stops, then starts, through Slurm
+            result = apply_plan(rid, decided.plan, snap, inp.actual, self.applier, self.guard, self.journal,
+                                self.metrics, self.stop_event)
+            # 10. outcome
+            status, error = applied(self.journal, decided.plan, result)
+            return finish_round(self.journal, self.metrics, rid, status, decided, error, t_round, self.clock)
 
     def start_between(self) -> RoundResult | None:
         """Between rounds: start what the decision starts on GPUs that are free now, nothing else
@@ -183,9 +192,12 @@ class Daemon:
 
     def look(self, rid: int | None) -> tuple[Snapshot, Followups]:
         """Observe, then reconcile every job's row with what Slurm shows."""
-        snap = observe(self.backend, self.cfg, self.clock(), admin.drain_reasons(self.admin))
+        with self.phases("observe"):
+            snap = observe(self.backend, self.cfg, self.clock(), admin.drain_reasons(self.admin))
         self.metrics.saw(sum(n.gpus for n in snap.nodes), {j: mj.slurm.account for j, mj in snap.jobs.items()})
-        return snap, reconcile(self.journal, snap, self.guard.own_holds(snap), self.cfg.slurm.start_timeout_s, rid)
+        with self.phases("reconcile"):
+            return snap, reconcile(self.journal, snap, self.guard.own_holds(snap), self.cfg.slurm.start_timeout_s,
+                                   rid)
 
     def poll_between(self) -> None:
         """The cheap look between rounds (one squeue; on 24.11 and later, the lighter listing of every

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import repeat
 from operator import attrgetter
 from typing import NamedTuple
@@ -91,18 +92,22 @@ class Queues(Mapping[str, QueuedJob]):
             np.array([q.service_base for q in rows], dtype=float),
             np.array([q.executed_base for q in rows], dtype=float), np.array([q.pending_s for q in rows], dtype=float)))
 
+    @cached_property
+    def _row_of(self) -> dict[str, int]:
+        """id -> row: reading every job (storing the state each round) must not scan ``ids`` per job."""
+        return dict(zip(self.ids, range(len(self.ids)), strict=True))
+
     def columns(self, order: Sequence[str] | None = None) -> _Columns:
         """The columns; rows in ``order`` (a permutation of ``ids``) if given."""
         if order is None or tuple(order) == self.ids:
             return self.cols
-        row_of = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        row_of = self._row_of
         return self.cols.take(np.array([row_of[j] for j in order], dtype=np.int64))
 
     def __getitem__(self, jid: str) -> QueuedJob:
-        try:
-            i = self.ids.index(jid)
-        except ValueError:
-            raise KeyError(jid) from None
+        i = self._row_of.get(jid)
+        if i is None:
+            raise KeyError(jid)
         c = self.cols
         return QueuedJob(int(c.queue[i]), int(c.seq[i]), float(c.service_base[i]), float(c.executed_base[i]),
                          float(c.pending_s[i]))

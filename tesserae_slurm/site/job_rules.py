@@ -7,6 +7,7 @@ that breaks them unscheduled, with the reason, since a Comment can be written by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from ..harness.megatron import megatron_parallelism
 from ..model import InputError
@@ -50,6 +51,11 @@ def describe_batch(batch: str) -> str:
     """``512/8`` as a user reads it: a global batch run in micro-batches."""
     whole, _, micro = batch.partition("/")
     return f"a global batch of {whole} in micro-batches of {micro}" if micro else f"batch size {batch}"
+@cache
+def _known_models(models: tuple[str, ...]) -> tuple[list[str], frozenset[str]]:
+    """The profile's models and their folded names: the daemon checks every queued job each round."""
+    known = [m for m in models if m != UNPROFILED]
+    return known, frozenset(fold(m) for m in known)
 
 
 def check_meta(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile) -> None:
@@ -71,10 +77,9 @@ def check_meta(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile)
             raise InputError("--no-profile runs the job without a throughput profile: drop --model, "
                              "--batch-size and --parallelism")
         return
-    known = [m for m in profile.models() if m != UNPROFILED]
+    known, folded = _known_models(profile.models())
     model, batch = meta.model, meta.batch_size
-    if fold(model) not in {fold(m) for m in known} and not any(
-            fold(m).startswith(fold(model) + "(batchsize") for m in known):
+    if fold(model) not in folded and not any(m.startswith(fold(model) + "(batchsize") for m in folded):
         raise InputError(f"unknown model {model!r} in profile {profile.name} (known: {', '.join(known)}); "
                          "use --no-profile for a job without a throughput profile")
     if any(not s for s in meta.parallelism):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from ..model import Cluster, Node
 from ..model.meta import UNPROFILED
@@ -38,15 +38,16 @@ class PartitionShape:
 
     node_gpus: tuple[tuple[str, int], ...]  # (gpu type, GPUs on the node) per schedulable node
 
-    @property
+    # cached: the daemon checks every queued job against one shape per round (20,000 jobs x 1,792 nodes)
+    @cached_property
     def largest_node(self) -> int:
         return max((g for _, g in self.node_gpus), default=0)
 
-    @property
+    @cached_property
     def gpu_types(self) -> tuple[str, ...]:
         return tuple(sorted({t for t, _ in self.node_gpus}))
 
-    @property
+    @cached_property
     def capacity(self) -> int:
         """Most GPUs one job can get: all GPUs of its best-provisioned type (jobs never mix types)."""
         by_type: dict[str, int] = {}

@@ -123,7 +123,9 @@ class FakeSlurm:
 
     def place(self, job_id: int, nodes: Sequence[str], extra_updates: Mapping[str, str] | None = None) -> None:
         (j,) = self._call("place", [job_id])
-        self.jobs[j] = replace(self._job(j), required_nodes=tuple(nodes))
+        job = self._job(j)
+        self.jobs[j] = replace(job, required_nodes=tuple(nodes),
+                               admin_comment=(extra_updates or {}).get("AdminComment", job.admin_comment))
 
     def release(self, job_ids: Iterable[int]) -> None:
         for j in self._call("release", list(job_ids)):

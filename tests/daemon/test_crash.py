@@ -18,8 +18,8 @@ from tesserae_slurm.daemon.state.store import PLACED_STATES, release_lock
 
 from .helpers import Env, consistency_problems, progressed, submit_tick, wait_for
 
-POINTS = ["after-intent:1", "after-signal:1", "after-requeue:1", "after-intent:2", "after-comment:1",
-          "after-place:1", "after-release:1"]
+POINTS = ["after-intent:1", "after-signal:1", "after-requeue:1", "after-intent:2", "after-place:1",
+          "after-release:1"]
 # The 24.11 and 26.05 lanes take one fail point per phase (stop, start, release); the host takes all.
 EVERY_RELEASE = {"after-signal:1", "after-place:1", "after-release:1"}
 

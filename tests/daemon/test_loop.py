@@ -23,7 +23,7 @@ def test_a_round_starts_the_jobs_and_the_next_keeps_them_without_a_slurm_call(tm
     d, slurm = _daemon(tmp_path, managed(1, 2, submit_time=1), managed(2, 4, submit_time=2))
     first = d.run_round()
     assert first.status == "applied" and first.plan is not None
-    assert slurm.methods() == ["admin_hold", "update_comment", "place", "update_comment", "place", "release"]
+    assert slurm.methods() == ["admin_hold", "place", "place", "release"]
     assert [r.method for r in d.journal.store.slurm_calls(first.round_id)] == slurm.methods()
     for j in ("1", "2"):
         slurm.run(j, sorted(first.plan.targets[j].gpus))

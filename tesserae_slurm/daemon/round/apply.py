@@ -33,7 +33,8 @@ def apply_plan(round_id: int, plan: RoundPlan, snap: Snapshot, actual: Mapping[s
     busy = {(n, g) for a in plan.stops for n, idx in (a.previous or {}).items() for g in idx}
     now_starts = [a for a in plan.starts if a.kind == "start" and a.target is not None
                   and not any((n, g) in busy for n, idx in a.target.gpus.items() for g in idx)]
-    later = [a for a in plan.starts if a not in now_starts]
+    first = {a.job_id for a in now_starts}
+    later = [a for a in plan.starts if a.job_id not in first]
     if now_starts and not stop.is_set():
         applier.start_jobs(round_id, now_starts, occupied(journal, actual, set()), result)
     applier.finish_stops(stopping, result)

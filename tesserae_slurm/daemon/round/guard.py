@@ -87,8 +87,7 @@ class Guard:
         except SlurmError as exc:  # e.g. one of them started or finished meanwhile: the next look decides
             status, error = "failed", str(exc)
             result.failed.update({j: error for j in ids})
-        for aid in actions:
-            self.journal.finish_action(aid, status, self.clock(), error)
+        self.journal.finish_actions(actions, status, self.clock(), error)
 
     def evict(self, round_id: int | None, ids: list[str], result: ApplyResult) -> None:
         """Requeue-hold jobs that run without the daemon's assignment, at once (no grace: it never placed them)."""

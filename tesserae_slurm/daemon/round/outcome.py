@@ -34,7 +34,8 @@ def applied(journal: Journal, plan: RoundPlan, result: ApplyResult, count_rounds
     """Counts the round for the jobs that ran through it (not a start between rounds: ``count_rounds``
     False); returns its status and the problems by job."""
     if count_rounds:
-        journal.count_rounds_run([j for j in plan.targets if j in plan.kept or j in result.started])
+        kept = set(plan.kept)
+        journal.count_rounds_run([j for j in plan.targets if j in kept or j in result.started])
     failures = {**result.failed, **result.skipped}
     return "partial" if failures else "applied", "; ".join(f"job {j}: {e}" for j, e in sorted(failures.items()))
 

@@ -35,12 +35,12 @@ def reconcile(journal: Journal, snap: Snapshot, own_holds: set[str], start_timeo
               round_id: int | None) -> Followups:
     """``own_holds``: the jobs whose administrator hold is the daemon's own (``guard.Guard.own_holds``)."""
     facts = journal.facts(snap.jobs)
-    for job_id, seen in snap.jobs.items():
-        if job_id not in facts and seen.slurm.state.is_finished:
-            continue  # finished before the daemon ever saw it: nothing to schedule or account
-        if job_id not in facts:
-            journal.insert_job(seen.slurm, seen.meta, snap.time)
-            facts[job_id] = JobFacts(job_id, num_gpus=seen.meta.num_gpus if seen.meta else 1)
+    new = [seen for job_id, seen in snap.jobs.items()
+           # one finished before the daemon ever saw it: nothing to schedule or account
+           if job_id not in facts and not seen.slurm.state.is_finished]
+    journal.insert_jobs([(seen.slurm, seen.meta) for seen in new], snap.time)
+    for seen in new:
+        facts[seen.id] = JobFacts(seen.id, num_gpus=seen.meta.num_gpus if seen.meta else 1)
     out = Followups()
     updates: dict[str, JobUpdate] = {}
     for job_id, f in facts.items():

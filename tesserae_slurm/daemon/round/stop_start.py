@@ -3,10 +3,10 @@
 ``apply.py`` orders a round's stops and starts; this module carries each out. Stop: signal every job
 to preempt or migrate (checkpoint signal to the batch shell), wait until they exit or the grace
 period ends, requeue-hold them, and wait until Slurm has them pending again. Start: write each job's
-assignment into its AdminComment, pin its node list and make it eligible now, then release all of
-them with one call. Every step tolerates having been done already (a restarted daemon may repeat
-it), and a start never goes to GPUs that a job which failed to stop still holds: the daemon keeps its
-own GPU accounting and never double-books a GPU.
+assignment into its AdminComment, pin its node list and make it eligible now (one `scontrol update` per
+job), then release all of them with one call. Every step tolerates having been done already (a restarted
+daemon may repeat it), and a start never goes to GPUs that a job which failed to stop still holds: the
+daemon keeps its own GPU accounting and never double-books a GPU.
 """
 
 from __future__ import annotations
@@ -295,10 +295,10 @@ class Applier:
                 result.skipped[a.job_id] = "daemon stopping"
                 continue
             try:
-                self.backend.update_comment(int(a.job_id), admin_comment=assignments[a.job_id])
-                failpoints.hit("after-comment")
                 nodes = t.nodes
-                self.backend.place(int(a.job_id), nodes, {"NumNodes": str(len(nodes))})
+                # the assignment travels with the node list: one Slurm call per started job
+                self.backend.place(int(a.job_id), nodes, {"NumNodes": str(len(nodes)),
+                                                          "AdminComment": assignments[a.job_id]})
                 failpoints.hit("after-place")
                 placed.append(a)
             except SlurmError as exc:
@@ -315,10 +315,10 @@ class Applier:
             failpoints.hit("after-release")
 
         now = self.clock()
+        self.journal.finish_actions([action_ids[a.job_id] for a, _ in ready if a.job_id in released], "done", now)
         for a, _ in ready:
             aid = action_ids[a.job_id]
             if a.job_id in released:
-                self.journal.finish_action(aid, "done", now)
                 result.started.add(a.job_id)
             else:
                 why = result.failed.get(a.job_id) or result.skipped.get(a.job_id, "not released")

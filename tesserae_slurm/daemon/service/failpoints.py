@@ -13,7 +13,7 @@ import signal
 
 log = logging.getLogger(__name__)
 ENV = "TESSERAE_FAILPOINTS"
-POINTS = ("after-intent", "after-signal", "after-requeue", "after-comment", "after-place", "after-release")
+POINTS = ("after-intent", "after-signal", "after-requeue", "after-place", "after-release")
 _hits: dict[str, int] = {}
 
 

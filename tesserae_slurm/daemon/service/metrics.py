@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -222,6 +224,25 @@ def _number(value: float) -> str:
     """A sample value without rounding (``:g`` would keep 6 digits of a large sum)."""
     v = float(value)
     return str(int(v)) if v.is_integer() else repr(v)
+class Phases:
+    """Wall time of each phase of the last round (observe, reconcile, decide, record, apply): where a round's
+    time goes at scale (``tesserae bench daemon-scale``)."""
+
+    NAMES = ("observe", "reconcile", "decide", "record", "apply")
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def reset(self) -> None:
+        self.seconds = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
 
 def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from ...model import InputError, Placement, RoundDecision
 from ...model.codec import decision_to_json, placement_from_json, placement_to_json
@@ -31,6 +32,7 @@ from .store import (
     RoundRow,
     SlurmCallRow,
     Store,
+    bulk_job_update,
     dumps,
 )
 
@@ -124,10 +126,13 @@ class Journal:
     def facts(self, ids: Iterable[str]) -> dict[str, JobFacts]:
         """Rows of the given ids and of every job not finished yet, as frozen facts."""
         wanted = list(ids)
+        # the columns, not ORM objects: every active job is read each round
+        cols = select(JobRow.job_id, JobRow.state, JobRow.assignment, JobRow.placed_at, JobRow.num_gpus,
+                      JobRow.executed_time, JobRow.run_start, JobRow.run_counted, JobRow.speed, JobRow.work_done)
         with self.store.session() as s:
-            rows = list(s.scalars(select(JobRow).where(JobRow.state.not_in(TERMINAL_STATES))))
+            rows = list(s.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES))))
             for chunk in range(0, len(wanted), 500):
-                rows += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
+                rows += list(s.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
         return {r.job_id: JobFacts(r.job_id, r.state, r.assignment, r.placed_at, r.num_gpus, r.executed_time,
                                    r.run_start, r.run_counted, r.speed, r.work_done) for r in rows}
 
@@ -136,15 +141,24 @@ class Journal:
 
     def insert_job(self, sj: SlurmJob, meta: JobMeta | None, now: float) -> None:
         """A row for a managed job seen for the first time (``meta`` None: its Comment does not parse)."""
-        job_id = str(sj.job_id)
-        with self.store.session() as s:
-            s.add(JobRow(
+        self.insert_jobs([(sj, meta)], now)
+
+    def insert_jobs(self, jobs: Sequence[tuple[SlurmJob, JobMeta | None]], now: float) -> None:
+        """Rows for managed jobs seen for the first time, in one transaction (a queue of thousands arrives at once)."""
+        if not jobs:
+            return
+        rows = []
+        for sj, meta in jobs:
+            job_id = str(sj.job_id)
+            rows.append(JobRow(
                 job_id=job_id, name=sj.name, user=sj.user, num_gpus=meta.num_gpus if meta else 0,
                 model=(meta.job(job_id).model if meta else ""), batch_size=(meta.batch_size if meta else ""),
                 parallelism=json.dumps(list(meta.parallelism) if meta else []),
                 no_pack=bool(meta and (meta.no_pack or meta.no_profile)), meta=sj.comment,
                 submit_time=float(sj.submit_time or now), state=NEW, last_seen=now,
             ))
+        with self.store.session() as s:
+            s.add_all(rows)
 
     def update_job(self, job_id: str, up: JobUpdate) -> None:
         self.update_jobs({job_id: up})
@@ -153,10 +167,7 @@ class Journal:
         if not updates:
             return
         with self.store.session() as s:
-            for job_id, up in updates.items():
-                values = up.columns()
-                if values:
-                    s.execute(update(JobRow).where(JobRow.job_id == job_id).values(**values))
+            _update_jobs(s, updates.items())
 
     def count_rounds_run(self, ids: Sequence[str]) -> None:
         """One more round run for each of these jobs."""
@@ -174,8 +185,7 @@ class Journal:
                                 detail=dumps(dict(it.detail)), created_at=now)
                 s.add(row)
                 rows.append(row)
-                if values := it.job_update.columns():
-                    s.execute(update(JobRow).where(JobRow.job_id == it.job_id).values(**values))
+            _update_jobs(s, [(it.job_id, it.job_update) for it in intents])
             s.flush()
             return [int(r.id) for r in rows]
 
@@ -191,6 +201,26 @@ class Journal:
             _log.log(logging.WARNING if status == "failed" else logging.INFO, "round %d: %s of job %s %s%s",
                      row.round_id, row.kind, row.job_id, status, f": {error}" if error else "",
                      extra={"round": row.round_id, "job": row.job_id, "action": row.kind, "outcome": status})
+
+    def finish_actions(self, action_ids: Sequence[int], status: str, now: float, error: str = "") -> None:
+        """``finish_action`` for many actions of one outcome in one transaction (a hold of a whole queue)."""
+        if not action_ids:
+            return
+        ids = list(action_ids)
+        rows: list[ActionRow] = []
+        with self.store.session() as s:
+            for k in range(0, len(ids), 500):
+                chunk = ids[k:k + 500]
+                s.execute(update(ActionRow).where(ActionRow.id.in_(chunk))
+                          .values(status=status, finished_at=now, error=error), execution_options={
+                              "synchronize_session": False})
+                rows += s.scalars(select(ActionRow).where(ActionRow.id.in_(chunk)))
+        level = logging.WARNING if status == "failed" else logging.INFO
+        if _log.isEnabledFor(level):
+            for row in rows:
+                _log.log(level, "round %d: %s of job %s %s%s", row.round_id, row.kind, row.job_id, status,
+                         f": {error}" if error else "",
+                         extra={"round": row.round_id, "job": row.job_id, "action": row.kind, "outcome": status})
 
     def interrupt_stale_intents(self, now: float) -> list[ActionRow]:
         """Intents left by a previous process that died mid-round; reconciliation decides their effect."""
@@ -236,3 +266,16 @@ class Journal:
 
     def save_shadow(self, p: Placement) -> None:
         self.store.set_kv("shadow_placement", dumps(placement_to_json(p)).encode())
+
+
+def _update_jobs(s: Session, updates: Iterable[tuple[str, JobUpdate]]) -> None:
+    """One executemany per set of fields updated: a round rewrites every active job's row."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for job_id, up in updates:
+        values = up.fields_set()
+        if values:
+            params = {"b_job_id": job_id, **{f"b_{k}": v for k, v in values.items()}}
+            groups.setdefault(tuple(sorted(values)), []).append(params)
+    for keys, rows in groups.items():
+        s.connection().execute(bulk_job_update(keys), rows)
+

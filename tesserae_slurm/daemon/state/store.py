@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Boolean,
@@ -23,7 +23,9 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -156,6 +158,29 @@ class JobUpdate:
         if "migrations_added" in out:
             out["migrations"] = JobRow.migrations + out.pop("migrations_added")
         return out
+
+    def fields_set(self) -> dict[str, Any]:
+        """The fields set and their plain values, for ``bulk_job_update``."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not UNSET}
+
+
+def bulk_job_update(keys: Sequence[str]) -> Any:
+    """One UPDATE of job rows setting the fields ``keys`` (as ``JobUpdate.columns`` does), executed for many jobs
+    at once with parameters ``b_job_id`` and ``b_<field>``: a round updates every active job's row."""
+    table = cast(Table, JobRow.__table__)
+    t = table.c
+    values: dict[str, Any] = {}
+    for k in keys:
+        p: Any = bindparam(f"b_{k}")
+        if k == "first_start":
+            values[k] = func.coalesce(t.first_start, p)
+        elif k == "preemptions_added":
+            values["preemptions"] = t.preemptions + p
+        elif k == "migrations_added":
+            values["migrations"] = t.migrations + p
+        else:
+            values[k] = p
+    return update(table).where(t.job_id == bindparam("b_job_id")).values(values)
 
 
 class RoundRow(Base):

@@ -39,8 +39,8 @@ def test_a_free_start_overlaps_the_checkpoint_and_one_on_the_stopping_jobs_gpu_w
     result = apply_plan(rid, plan, look(world), {"1": A_ON}, world.applier(), world.guard(), world.journal, metrics,
                         world.stop)
     assert world.slurm.writes() == [
-        ("signal", ("1",)), ("update_comment", ("2",)), ("place", ("2",)), ("release", ("2",)),
-        ("requeue_hold", ("1",)), ("update_comment", ("3",)), ("place", ("3",)), ("release", ("3",)),
+        ("signal", ("1",)), ("place", ("2",)), ("release", ("2",)),
+        ("requeue_hold", ("1",)), ("place", ("3",)), ("release", ("3",)),
         ("admin_hold", ("1",))]  # the preempted job's requeue-hold made the daemon's
     assert result.stopped == {"1"} and result.started == {"2", "3"} and not result.failed
     assert metrics.actions == {"preempt": 1, "start": 2}
@@ -76,7 +76,7 @@ def test_a_job_packed_onto_a_running_partner_starts_on_its_gpus_and_any_other_ho
     result = apply_plan(world.begin_round(), plan, look(world), {"1": A_ON, "3": {"node1": (1,)}}, world.applier(),
                         world.guard(), world.journal, Metrics(), world.stop)
     assert result.started == {"2"} and result.skipped == {"4": "GPUs still held by job(s) 3"}
-    assert world.slurm.writes() == [("update_comment", ("2",)), ("place", ("2",)), ("release", ("2",))]
+    assert world.slurm.writes() == [("place", ("2",)), ("release", ("2",))]
     assert world.store.job("2").state == "STARTING" and world.store.job("2").packed_with == "1"
 
 
@@ -85,10 +85,11 @@ def test_a_daemon_asked_to_stop_records_no_start_and_a_migration_keeps_why_it_di
     plan = _world(world)
     world.slurm.jobs["4"] = managed(4, state=S.RUNNING, assignment=ours)
     with world.store.session() as s:
-        s.add(JobRow(job_id="4", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node2:0", assignment=ours.encode()))
+        s.add(JobRow(job_id="4", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node2:0",
+                     assignment=ours.encode()))
     to = Target({"node2": (1,)})
-    plan = RoundPlan({**plan.targets, "4": to}, (plan.actions[0], Action("migrate", "4", target=to,
-                                                                         previous={"node2": (0,)}), *plan.actions[1:]), ())
+    moved = Action("migrate", "4", target=to, previous={"node2": (0,)})
+    plan = RoundPlan({**plan.targets, "4": to}, (plan.actions[0], moved, *plan.actions[1:]), ())
     world.stop.set()
     rid = world.begin_round()
     result = apply_plan(rid, plan, look(world), {"1": A_ON, "4": {"node2": (0,)}}, world.applier(), world.guard(),
@@ -108,10 +109,11 @@ def test_each_action_is_counted_once_by_kind_and_the_stops_are_recorded_with_the
     plan = _world(world)
     world.slurm.jobs["4"] = managed(4, state=S.RUNNING, assignment=ours)
     with world.store.session() as s:
-        s.add(JobRow(job_id="4", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node2:0", assignment=ours.encode()))
+        s.add(JobRow(job_id="4", num_gpus=1, submit_time=0.0, state="RUNNING", gpus="node2:0",
+                     assignment=ours.encode()))
     to = Target({"node2": (1,)})
-    plan = RoundPlan({**plan.targets, "4": to}, (plan.actions[0], Action("migrate", "4", target=to,
-                                                                         previous={"node2": (0,)}), *plan.actions[1:]), ())
+    moved = Action("migrate", "4", target=to, previous={"node2": (0,)})
+    plan = RoundPlan({**plan.targets, "4": to}, (plan.actions[0], moved, *plan.actions[1:]), ())
     world.slurm.fail = {("place", "3")}  # one start fails: it is not counted
     ticks = iter([10.0, 10.25])  # the round's clock for apply_ms: 250 ms between its first and last look
     monkeypatch.setattr(apply_module, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))

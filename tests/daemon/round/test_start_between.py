@@ -83,7 +83,7 @@ def test_a_job_submitted_between_rounds_starts_where_the_round_would_put_it(tmp_
         results[how] = (_gpus(d, "2"), _gpus(d, "1"))
         if how == "pass":
             assert slurm.writes() == [("admin_hold", ("2",)),  # the guard: only an operator may release it
-                                      ("update_comment", ("2",)), ("place", ("2",)), ("release", ("2",))]
+                                      ("place", ("2",)), ("release", ("2",))]
             row = d.journal.store.round(result.round_id)
             assert row is not None and (row.kind, row.status, row.started) == ("start", "applied", 1)
             decision = json.loads(row.decision_json)
@@ -161,7 +161,7 @@ def test_the_poll_starts_a_pass_only_when_a_job_came_or_went(tmp_path: Path) -> 
     assert slurm.methods(reads=True) == ["job_states", "poll_jobs"]  # nothing new: no pass (22.05: no light look)
     slurm.jobs["2"] = managed(2, 4, submit_time=5)
     d.poll_between()
-    assert slurm.writes() == [("admin_hold", ("2",)), ("update_comment", ("2",)), ("place", ("2",)),
+    assert slurm.writes() == [("admin_hold", ("2",)), ("place", ("2",)),
                               ("release", ("2",))]
     slurm.run("2", ("node2",))
     slurm.calls.clear()

@@ -11,12 +11,11 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from tesserae_slurm.daemon.round.actions import StopItem
+from tesserae_slurm.daemon.round.actions import Action, StopItem, Target
 from tesserae_slurm.daemon.round.stop_start import RELAUNCH_GAP_S, Applier, ApplyResult
-from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.daemon.state.journal import Journal
-from tesserae_slurm.daemon.round.actions import Action, Target
 from tesserae_slurm.daemon.state.store import JobRow, Store
+from tesserae_slurm.site.load import config_from_mapping
 from tesserae_slurm.slurm import SlurmCommandError, SlurmJob, SlurmJobState
 
 from ..fake_slurm import FakeSlurm, managed
@@ -74,8 +73,8 @@ def test_start_records_intent_first_places_before_release_and_never_releases_a_f
         assert {k: v for k, v in seen.items() if k.startswith("start:")} == {
             "start:1": "intent", "start:2": "intent", "start:3": "intent"}, method
     for j in ("1", "3"):
-        assert calls.index(("update_comment", (j,))) < calls.index(("place", (j,))) < calls.index(
-            ("release", ("1", "3")))
+        assert calls.index(("place", (j,))) < calls.index(("release", ("1", "3")))
+        assert backend.slurm.jobs[j].admin_comment.startswith("tesserae-assign:")  # the assignment rides on the place
     assert not any(m == "release" and "2" in ids for m, ids in calls)
     assert result.started == {"1", "3"} and "2" in result.failed
     statuses = {a.job_id: a.status for a in journal.store.actions()}
@@ -277,9 +276,8 @@ def test_a_stop_left_to_the_next_start_is_finished_as_skipped_at_that_moment(tmp
 
 
 def test_a_checkpointed_stop_logs_how_long_after_the_signal_it_came(tmp_path: Path, caplog) -> None:
-    import logging
-
     import getpass
+    import logging
 
     from tesserae_slurm.harness.stop_record import StopRecord
 
