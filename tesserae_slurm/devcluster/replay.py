@@ -36,6 +36,7 @@ from ..policies.slurm_backfill import SlurmBackfillPolicy
 from ..presets import get_config
 from ..profiles import ThroughputProfile
 from ..sim.metrics import SimResult
+from ..sim.overheads import REAL_DAEMON, REAL_PLAIN, Overheads
 from ..sim.restart import RestartCost
 from ..sim.runner import simulate
 from ..sim.traces.record import TraceJob
@@ -325,11 +326,16 @@ def summarize_sim(label: str, res: SimResult, total_gpus: int) -> RunSummary:
                       res.makespan, max(rho), statistics.median(rho), res.preemptions, res.migrations)
 
 
-def predict(plan: ReplayPlan, mode: str, policy: str, profile: ThroughputProfile) -> SimResult:
-    """The simulator's run of the same jobs, cluster, profile, policy and round length, in trace time."""
+def predict(plan: ReplayPlan, mode: str, policy: str, profile: ThroughputProfile,
+            overheads: Overheads | None = None) -> SimResult:
+    """The simulator's run of the same jobs, cluster, profile, policy and round length, in trace time,
+    with a real run's overheads (``overheads``, wall seconds; by default the measured ones of the mode,
+    ``sim/overheads.py``; ``Overheads()`` for the bare round model) at the plan's scale."""
     config = get_config("slurm-backfill" if mode == PLAIN else policy)
-    return simulate(plan.trace, Cluster.from_spec(plan.cluster_spec), config, profile, round_s=plan.round_s,
-                    restart=RestartCost(), trace_name=plan.name)
+    wall = overheads if overheads is not None else (REAL_PLAIN if mode == PLAIN else REAL_DAEMON)
+    return simulate(plan.trace, Cluster.from_spec(plan.cluster_spec), config, profile,
+                    round_s=plan.round_s + wall.round_over_s * plan.scale, restart=RestartCost(),
+                    trace_name=plan.name, overheads=wall.scaled(plan.scale))
 
 
 def deviation(real: float, sim: float) -> float:
@@ -397,3 +403,19 @@ def report_json(plan: ReplayPlan, runs: Mapping[str, tuple[Sequence[JobMeasure],
                                 "migrations": j.migrations} for j in res.jobs],
         }
     return out
+
+
+def measures_from_json(rows: Sequence[Mapping[str, Any]]) -> list[JobMeasure]:
+    """A run's per-job measures back from ``report_json``'s ``jobs`` (to predict again without re-running)."""
+    names = {f.name for f in dataclasses.fields(JobMeasure)}
+    out = []
+    for r in rows:
+        fields: dict[str, Any] = {k: (tuple(v) if k == "ledger" else v) for k, v in r.items() if k in names}
+        out.append(JobMeasure(**fields))
+    return out
+
+
+def plan_matches(plan: ReplayPlan, jobs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``plan`` has exactly the jobs a report recorded (the same trace, scale and limits)."""
+    return [asdict(j) for j in plan.jobs] == [dict(j) for j in jobs]
+

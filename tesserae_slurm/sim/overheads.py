@@ -87,7 +87,11 @@ def free_after(before: Mapping[GpuRef, float], held: Mapping[GpuRef, float], bus
     return out
 
 
-# Wall seconds on the dev cluster (Slurm 22.05, 8 x 4 emulated GPUs, the 2-core machine under load),
-# medians of the real runs of `tesserae bench physical` (docs/simulator.md, "Overheads of a real run").
-REAL_DAEMON = Overheads(launch_s=2.9, stop_s=2.0, between_s=1.5)
+# Wall seconds on the dev cluster (Slurm 22.05, 8 x 4 emulated GPUs, the 2-core machine with other sessions'
+# work, load average 7-15), medians of what `devcluster/overheads.py` reads from a real run's directory
+# (docs/simulator.md, "Overheads of a real run"). The daemon's: one run of the paper's trace under tesserae-t
+# at scale 60 (75 starts at rounds, 27 between rounds, 27 stops; rounds of 6 s began 6.2 s apart), a run
+# apart from those the replays predict with them. Plain Slurm's: its passes start a job when it fits, as
+# the daemon's starts between rounds do.
+REAL_DAEMON = Overheads(launch_s=3.8, stop_s=2.0, between_s=2.4, round_over_s=0.2)
 REAL_PLAIN = Overheads(launch_s=1.0, stop_s=0.0, between_s=1.0)
