@@ -153,10 +153,11 @@ def runs_from_report(out: Path, profile_spec: str, seed: int) -> tuple[list[tupl
     modes = parse_modes(",".join(labels))
     runs: Runs = {label: [] for label in labels}
     for label, policy in modes:
-        predicted = predict(plan, PLAIN if label == PLAIN else "daemon", policy, profile)
         for rep in data["repeats"]:
             run = rep["runs"][label]
-            runs[label].append((measures_from_json(run["jobs"]), predicted, Settings(**run["settings"])))
+            settings = Settings(**run["settings"])
+            predicted = predict(plan, PLAIN if label == PLAIN else "daemon", policy, profile, settings=settings)
+            runs[label].append((measures_from_json(run["jobs"]), predicted, settings))
     return modes, plan, runs
 
 
@@ -171,8 +172,8 @@ def render_physical(plan: ReplayPlan, labels: Sequence[str], runs: Runs, out: Pa
     repeats = min(len(runs[label]) for label in labels)
     pairs = {label: [(summarize_real(label, m, plan.scale, total), summarize_sim(label, r, total))
                      for m, r, _ in runs[label]] for label in labels}
-    bare = {label: summarize_sim(label, predict(plan, PLAIN if label == PLAIN else "daemon",
-                                                label.partition(":")[2], profile, Overheads()), total)
+    bare = {label: summarize_sim(label, predict(plan, PLAIN if label == PLAIN else "daemon", label.partition(":")[2],
+                                                profile, Overheads(), runs[label][0][2]), total)
             for label in labels}
     fid = fidelity(pairs)
     fid_bare = fidelity({label: [(r, bare[label]) for r, _ in ps] for label, ps in pairs.items()})

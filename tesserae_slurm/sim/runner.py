@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import decide
-from ..model import Cluster, InputError, JobView, PackedPair, Placement, RoundDecision
+from ..model import Cluster, InputError, JobView, MoveCosts, PackedPair, Placement, RoundDecision
 from ..model.gpu_limits import GpuLimits
 from ..model.moves import OSCILLATION_ROUNDS, RecentPlacements, is_return, is_shift, partners
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
@@ -80,6 +80,7 @@ def simulate(
     limits: GpuLimits | None = None,
     group_by_user: bool = False,
     overheads: Overheads | None = None,
+    move_costs: MoveCosts | None = None,
 ) -> SimResult:
     """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring.
 
@@ -101,6 +102,8 @@ def simulate(
     applied by the engine as in the daemon.
 
     ``overheads``: what a real run adds to a start and a stop (``overheads.py``; none by default).
+    ``move_costs``: what the engine believes a move costs, when that is not the simulator's restarts (a
+    replay predicts a daemon that planned with its site's ``moves`` section).
 
     Two users' jobs time-slice a GPU (``SpeedModel.packed``): the truth gives such pairs the profile's
     time-sliced speeds. The engine scores them as ``config.engine.cross_user`` says, and with
@@ -124,7 +127,7 @@ def simulate(
                    for t in trace} if llm_strategy == "default-pp-always" else {}
     if config.engine.moves is not None:  # the engine's move costs are the simulator's restarts
         config = dataclasses.replace(config, engine=dataclasses.replace(
-            config.engine, moves=restart.move_costs(config.engine.moves, round_s)))
+            config.engine, moves=move_costs or restart.move_costs(config.engine.moves, round_s)))
     run = _Run(trace, cluster, config, believed, decision_speeds, true_speeds, restart, round_s, seed, parallelism,
                check_invariants, reuse_decisions, fast_forward, limits, group_by_user, overheads)
 
