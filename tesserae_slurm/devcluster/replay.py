@@ -14,8 +14,9 @@ Everything measured is reported in trace time: per job the JCT ((end - submit) x
 migrations (the daemon's state database), the work each run did (the payload's events: work is
 conserved when every resume starts where the last checkpoint left off and the last run ends with the
 trace's work), and per run avg JCT, makespan and finish-time fairness. The prediction is
-``simulate()`` run in this process on the same jobs, cluster, profile, policy and round length, in
-trace time; FTF for both sides is computed from submit and end times by one function (``ftf``).
+``simulate()`` run in this process on the same jobs, cluster, profile, policy, move costs and round
+length, in trace time, with the overheads of a real run (``sim/overheads.py``, wall seconds x S); FTF for
+both sides is computed from submit and end times by one function (``ftf``).
 """
 
 from __future__ import annotations
