@@ -12,12 +12,35 @@ and simulated, with the paper's figures beside.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from ..devcluster.replay import RunSummary, deviation
+from ..devcluster.overheads import RunOverheads, daemon_overheads, plain_overheads
+from ..devcluster.replay import (
+    JobMeasure,
+    ReplayPlan,
+    RunSummary,
+    deviation,
+    measures_from_json,
+    plan_matches,
+    plan_replay,
+    predict,
+    render_summary,
+    report_json,
+    summarize_real,
+    summarize_sim,
+)
+from ..devcluster.replay_cmd import Runs, intro, parse_modes
+from ..devcluster.runs import PLAIN, Settings
+from ..model import InputError
+from ..profiles import ThroughputProfile, profile_from_spec
+from ..sim.overheads import Overheads
+from ..sim.trace_source import resolve_trace
 
 # the paper's section 6.2: simulator deviation from the physical runs (mean of five simulations) and the gains
 PAPER_DEVIATION = {"daemon:tiresias": (3.36, 2.05), "daemon:tesserae-t": (0.35, 5.42)}  # (avg JCT %, makespan %)
@@ -96,4 +119,93 @@ def render_gains(rows: Sequence[Fidelity], base: str) -> str:
         lines.append(f"| {f.label} | {_x(f.real_jct_s / b.real_jct_s)} | {_x(f.sim_jct_s / b.sim_jct_s)} | "
                      f"{_x(pj)} | {_x(f.real_makespan_s / b.real_makespan_s)} | "
                      f"{_x(f.sim_makespan_s / b.sim_makespan_s)} | {_x(pm)} |")
+    return "\n".join(lines)
+
+
+def run_dir(out: Path, label: str, repeat: int, repeats: int) -> Path:
+    """Where ``replay_runs`` kept a run (``repeat`` counts from 0)."""
+    return out / (label.replace(":", "-") + (f"-{repeat + 1}" if repeats > 1 else ""))
+
+
+def run_overheads(where: Path, label: str, measures: Sequence[JobMeasure]) -> RunOverheads:
+    submitted = {m.slurm_id: m.submit for m in measures}
+    return plain_overheads(where, submitted) if label == PLAIN else daemon_overheads(where, submitted)
+
+
+def runs_from_report(out: Path, profile_spec: str, seed: int) -> tuple[list[tuple[str, str]], ReplayPlan, Runs]:
+    """The runs a report in ``out`` saved, each predicted again with the current simulator; InputError
+    when the report is missing or its plan cannot be rebuilt exactly."""
+    try:
+        data = json.loads((out / "report.json").read_text())
+        first = data["repeats"][0]
+        nodes, _, rest = str(first["cluster"]).partition("x")
+        gpus = int(rest.partition(":")[0])
+        labels = list(first["runs"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise InputError(f"--from-dir {out}: no readable report.json of `tesserae bench physical` ({exc})") from None
+    profile = profile_from_spec(profile_spec)
+    trace, name = resolve_trace(first["trace"], models="a100" if profile_spec == "a100" else None)
+    plan = plan_replay(trace, name, profile, scale=float(first["scale"]), nodes=int(nodes), gpus_per_node=gpus,
+                       round_s=float(first["round_s"]), grace_s=float(first["grace_s"]), jobs=len(first["jobs"]),
+                       seed=seed)
+    if not plan_matches(plan, first["jobs"]):
+        raise InputError(f"--from-dir {out}: the trace, profile or --seed rebuild other jobs than the report's")
+    modes = parse_modes(",".join(labels))
+    runs: Runs = {label: [] for label in labels}
+    for label, policy in modes:
+        for rep in data["repeats"]:
+            run = rep["runs"][label]
+            settings = Settings(**run["settings"])
+            predicted = predict(plan, PLAIN if label == PLAIN else "daemon", policy, profile, settings=settings)
+            runs[label].append((measures_from_json(run["jobs"]), predicted, settings))
+    return modes, plan, runs
+
+
+def render_physical(plan: ReplayPlan, labels: Sequence[str], runs: Runs, out: Path,
+                    profile: ThroughputProfile | None = None) -> tuple[str, dict[str, Any], bool]:
+    """The report (markdown), its JSON and whether every job of every run completed with its work:
+    the simulator (with the overheads of a real run) against the mean of the real runs, the same
+    without the overhead model, the gains over the first daemon run, the overheads each run had, and
+    every real run's row."""
+    profile = profile or profile_from_spec("a100")
+    total = plan.nodes * plan.gpus_per_node
+    repeats = min(len(runs[label]) for label in labels)
+    pairs = {label: [(summarize_real(label, m, plan.scale, total), summarize_sim(label, r, total))
+                     for m, r, _ in runs[label]] for label in labels}
+    bare = {label: summarize_sim(label, predict(plan, PLAIN if label == PLAIN else "daemon", label.partition(":")[2],
+                                                profile, Overheads(), runs[label][0][2]), total)
+            for label in labels}
+    fid = fidelity(pairs)
+    fid_bare = fidelity({label: [(r, bare[label]) for r, _ in ps] for label, ps in pairs.items()})
+    base = next((label for label in labels if label != PLAIN), "")
+    every = [p for ps in pairs.values() for p in ps]
+    measured = {label: [run_overheads(run_dir(out, label, k, repeats), label, runs[label][k][0])
+                        for k in range(repeats)] for label in labels}
+    text = "\n\n".join([
+        "# The physical experiment on the dev cluster (emulated GPUs)", intro(plan),
+        "## The simulator against the real runs (mean of the real runs)",
+        "The simulator with the overheads of a real run (`sim/overheads.py`):", render_fidelity(fid),
+        "The bare round model (no start, stop or round overheads):", render_fidelity(fid_bare),
+        f"## Against {base}" if base else "", render_gains(fid, base) if base else "",
+        "## The overheads each real run had (wall seconds, medians)", render_overheads(measured),
+        "## Every real run", render_summary(every)])
+    data = {"repeats": [report_json(plan, {label: (runs[label][k][0], runs[label][k][1]) for label in labels},
+                                    {label: runs[label][k][2] for label in labels}) for k in range(repeats)],
+            "fidelity": [{**f.__dict__, "jct_dev": f.jct_dev, "makespan_dev": f.makespan_dev} for f in fid],
+            "fidelity_bare": [{**f.__dict__, "jct_dev": f.jct_dev, "makespan_dev": f.makespan_dev}
+                              for f in fid_bare],
+            "overheads": {label: [o.summary() for o in os] for label, os in measured.items()}}
+    ok = all(r.completed == r.jobs and r.work_conserved == r.jobs for r, _ in every)
+    return text, data, ok
+
+
+def render_overheads(measured: Mapping[str, Sequence[RunOverheads]]) -> str:
+    lines = ["| run | starts at rounds | launch | starts between rounds (plain: all) | GPUs free -> running | "
+             "stops | stop | rounds | round's work | round period |", "|" + "---|" * 10]
+    for label, os in measured.items():
+        for o in os:
+            m = o.summary()
+            lines.append(f"| {label} | {m['launches']} | {_f(m['launch_median_s'], 2, ' s')} | {m['between']} | "
+                         f"{_f(m['between_median_s'], 2, ' s')} | {m['stops']} | {_f(m['stop_median_s'], 2, ' s')} | "
+                         f"{m['rounds']} | {_f(m['round_median_s'], 2, ' s')} | {_f(m['period_mean_s'], 2, ' s')} |")
     return "\n".join(lines)

@@ -140,6 +140,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ph.add_argument("--no-install", action="store_true", help="do not apt-get install missing Slurm packages")
     ph.add_argument("--keep-up", action="store_true", help="leave the cluster running")
     ph.add_argument("--out", default="out/bench-physical", help="report directory (default out/bench-physical)")
+    ph.add_argument("--from-dir", default=None, metavar="OUT",
+                    help="run nothing: predict the runs saved in OUT (its report.json and run directories) again "
+                         "with the current simulator, measure their overheads, and write the report there")
     ph.set_defaults(func=run_physical)
     v = bsub.add_parser("responsive", help="submit -> start and signal -> GPUs free on the dev cluster, and the cost "
                                            "of the poll between rounds on slurmctld",
@@ -444,50 +447,47 @@ def run_retention(args: argparse.Namespace) -> int:
 
 
 def run_physical(args: argparse.Namespace) -> int:
-    from ..bench.physical import fidelity, render_fidelity, render_gains
+    from ..bench.physical import render_physical, runs_from_report
     from ..devcluster.cluster import DevCluster
     from ..devcluster.errors import DevClusterError
-    from ..devcluster.replay import DEFAULT_SCALE, render_summary, report_json, summarize_real, summarize_sim
-    from ..devcluster.replay_cmd import intro, plan_from_args, replay_runs
+    from ..devcluster.replay import DEFAULT_SCALE
+    from ..devcluster.replay_cmd import Runs, plan_from_args, replay_runs
     from ..devcluster.runs import RunError
     from ..slurm import SlurmError
 
     if args.repeats < 1:
         raise InputError("--repeats must be >= 1")
-    args.scale = DEFAULT_SCALE if args.scale is None else args.scale
-    try:
-        cluster = DevCluster(Path(args.dir), nodes=args.nodes, gpus_per_node=args.gpus, plain_partition="plain",
-                             bf_interval_s=1, ctld_port=args.ports,
-                             slurmd_base_port=None if args.ports is None else args.ports + 1)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    modes, profile, plan = plan_from_args(cluster, args)
-    out = Path(args.out).resolve()
-    try:
-        runs = replay_runs(cluster, plan, profile, modes, out, repeats=args.repeats, feedback=not args.no_feedback,
-                           install=not args.no_install, keep_up=args.keep_up, prog="tesserae bench physical")
-    except (DevClusterError, RunError, SlurmError) as exc:
-        print(f"tesserae bench physical: error: {exc}", file=sys.stderr)
-        return 1
-    total = plan.nodes * plan.gpus_per_node
-    pairs = {label: [(summarize_real(label, m, plan.scale, total), summarize_sim(label, r, total))
-                     for m, r, _ in rs] for label, rs in runs.items()}
-    fid = fidelity(pairs)
-    base = next((label for label, _ in modes if label != "plain"), "")
-    every = [p for ps in pairs.values() for p in ps]
-    text = "\n\n".join([
-        "# The physical experiment on the dev cluster (emulated GPUs)", intro(plan),
-        "## The simulator against the real runs (mean of the real runs)", render_fidelity(fid),
-        f"## Against {base}" if base else "", render_gains(fid, base) if base else "",
-        "## Every real run", render_summary(every)])
+    if args.from_dir:  # the saved runs, predicted again with the current simulator
+        out = Path(args.from_dir).resolve()
+        modes, plan, runs = runs_from_report(out, args.profile, args.seed)
+    else:
+        args.scale = DEFAULT_SCALE if args.scale is None else args.scale
+        try:
+            cluster = DevCluster(Path(args.dir), nodes=args.nodes, gpus_per_node=args.gpus, plain_partition="plain",
+                                 bf_interval_s=1, ctld_port=args.ports,
+                                 slurmd_base_port=None if args.ports is None else args.ports + 1)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        modes, profile, plan = plan_from_args(cluster, args)
+        out = Path(args.out).resolve()
+
+        def so_far(runs: Runs) -> None:  # the runs done so far, readable by --from-dir if a later one fails
+            done = [label for label, _ in modes if len(runs[label]) == args.repeats]
+            _, data, _ = render_physical(plan, done, runs, out, profile)
+            (out / "report.json").write_text(json.dumps(data, indent=1) + "\n")
+
+        try:
+            runs = replay_runs(cluster, plan, profile, modes, out, repeats=args.repeats,
+                               feedback=not args.no_feedback, install=not args.no_install, keep_up=args.keep_up,
+                               prog="tesserae bench physical", on_run=so_far)
+        except (DevClusterError, RunError, SlurmError) as exc:
+            print(f"tesserae bench physical: error: {exc}", file=sys.stderr)
+            return 1
+    text, data, ok = render_physical(plan, [label for label, _ in modes], runs, out)
     print("\n" + text)
     (out / "report.md").write_text(text + "\n")
-    data = {"repeats": [report_json(plan, {label: (rs[k][0], rs[k][1]) for label, rs in runs.items()},
-                                    {label: rs[k][2] for label, rs in runs.items()}) for k in range(args.repeats)],
-            "fidelity": [{**f.__dict__, "jct_dev": f.jct_dev, "makespan_dev": f.makespan_dev} for f in fid]}
     (out / "report.json").write_text(json.dumps(data, indent=1) + "\n")
     print(f"\nwrote {out / 'report.md'} and {out / 'report.json'}")
-    ok = all(r.completed == r.jobs and r.work_conserved == r.jobs for r, _ in every)
     return 0 if ok else 1
 
 

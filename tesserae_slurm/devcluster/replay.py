@@ -14,8 +14,9 @@ Everything measured is reported in trace time: per job the JCT ((end - submit) x
 migrations (the daemon's state database), the work each run did (the payload's events: work is
 conserved when every resume starts where the last checkpoint left off and the last run ends with the
 trace's work), and per run avg JCT, makespan and finish-time fairness. The prediction is
-``simulate()`` run in this process on the same jobs, cluster, profile, policy and round length, in
-trace time; FTF for both sides is computed from submit and end times by one function (``ftf``).
+``simulate()`` run in this process on the same jobs, cluster, profile, policy, move costs and round
+length, in trace time, with the overheads of a real run (``sim/overheads.py``, wall seconds x S); FTF for
+both sides is computed from submit and end times by one function (``ftf``).
 """
 
 from __future__ import annotations
@@ -36,12 +37,15 @@ from ..policies.slurm_backfill import SlurmBackfillPolicy
 from ..presets import get_config
 from ..profiles import ThroughputProfile
 from ..sim.metrics import SimResult
+from ..sim.overheads import REAL_DAEMON, REAL_PLAIN, Overheads
 from ..sim.restart import RestartCost
 from ..sim.runner import simulate
 from ..sim.traces.record import TraceJob
+from ..site.load import config_from_mapping
+from ..site.scheduler import engine_config
 from ..slurm import SlurmBackend, SlurmJob
 from .emulation import job_key, speed_table
-from .runs import DAEMON, PLAIN, JobFiles, Settings, run_jobs, sbatch_submitter, tsbatch_submitter
+from .runs import DAEMON, PLAIN, JobFiles, Settings, daemon_config, run_jobs, sbatch_submitter, tsbatch_submitter
 
 GPU_TYPE = "a100"  # the dev cluster's fake GPUs are the profile's reference type
 DEFAULT_SCALE = 40.0
@@ -135,7 +139,11 @@ def scaled_policy_options(policy: str, scale: float) -> dict[str, Any]:
 
 def daemon_settings(plan: ReplayPlan, policy: str, workdir: Path, base: Settings, feedback: bool = True) -> Settings:
     round_wall = plan.round_s / plan.scale
-    extra: dict[str, Any] = {}
+    # the engine's move costs: a restart loses the emulated job its model's restart cost in trace time,
+    # 1/S of it in wall time (Slurm's requeue and relaunch, moves.requeue_s, are wall time as they are)
+    restart = RestartCost()
+    extra: dict[str, Any] = {"moves": {"restart_s": restart.default_s / plan.scale,
+                                       "restart_per_model": {m: v / plan.scale for m, v in restart.per_model.items()}}}
     if feedback:  # the emulated jobs report their throughput, as real ones would
         extra["feedback"] = {"reports_dir": str(workdir / "reports"), "report_every_s": max(1.0, round_wall / 2)}
     return dataclasses.replace(base, policy=policy, policy_options=scaled_policy_options(policy, plan.scale),
@@ -187,8 +195,8 @@ def replay_one(plan: ReplayPlan, profile: ThroughputProfile, label: str, policy:
     workdir.mkdir(parents=True)
     workdir.chmod(0o755)
     mode = PLAIN if label == PLAIN else DAEMON
-    predicted = predict(plan, mode, policy, profile)
     settings = dataclasses.replace(base) if mode == PLAIN else daemon_settings(plan, policy, workdir, base, feedback)
+    predicted = predict(plan, mode, policy, profile, settings=settings)
     settings.timeout_s = max(1800.0, 4 * predicted.makespan / plan.scale)
     return run_replay_mode(mode, plan, profile, cluster_env, workdir, settings), predicted, settings
 
@@ -325,11 +333,30 @@ def summarize_sim(label: str, res: SimResult, total_gpus: int) -> RunSummary:
                       res.makespan, max(rho), statistics.median(rho), res.preemptions, res.migrations)
 
 
-def predict(plan: ReplayPlan, mode: str, policy: str, profile: ThroughputProfile) -> SimResult:
-    """The simulator's run of the same jobs, cluster, profile, policy and round length, in trace time."""
+def predict(plan: ReplayPlan, mode: str, policy: str, profile: ThroughputProfile,
+            overheads: Overheads | None = None, settings: Settings | None = None) -> SimResult:
+    """The simulator's run of the same jobs, cluster, profile, policy and round length, in trace time,
+    with a real run's overheads (``overheads``, wall seconds; by default the measured ones of the mode,
+    ``sim/overheads.py``; ``Overheads()`` for the bare round model) at the plan's scale. The engine
+    plans moves with the costs the daemon's site configuration gives it (``settings``: the run's; the
+    replay's own when None), in trace time, as the daemon planned them."""
     config = get_config("slurm-backfill" if mode == PLAIN else policy)
-    return simulate(plan.trace, Cluster.from_spec(plan.cluster_spec), config, profile, round_s=plan.round_s,
-                    restart=RestartCost(), trace_name=plan.name)
+    wall = overheads if overheads is not None else (REAL_PLAIN if mode == PLAIN else REAL_DAEMON)
+    costs = None
+    if mode != PLAIN and config.engine.moves is not None:
+        chosen = settings or daemon_settings(plan, policy, Path("."), Settings())
+        raw = daemon_config(chosen, Path("."))
+        raw = {"scheduler": raw["scheduler"], "preemption": {"grace_seconds": chosen.grace_seconds},
+               **({"moves": raw["moves"]} if "moves" in raw else {})}
+        site = engine_config(config_from_mapping(raw, check_policy=False)).moves
+        if site is not None:
+            s = plan.scale
+            costs = dataclasses.replace(site, restart_s=site.restart_s * s, stop_s=site.stop_s * s,
+                                        horizon_s=site.horizon_s * s,
+                                        per_model=tuple((m, v * s) for m, v in site.per_model))
+    return simulate(plan.trace, Cluster.from_spec(plan.cluster_spec), config, profile,
+                    round_s=plan.round_s + wall.round_over_s * plan.scale, restart=RestartCost(),
+                    trace_name=plan.name, overheads=wall.scaled(plan.scale), move_costs=costs)
 
 
 def deviation(real: float, sim: float) -> float:
@@ -397,3 +424,19 @@ def report_json(plan: ReplayPlan, runs: Mapping[str, tuple[Sequence[JobMeasure],
                                 "migrations": j.migrations} for j in res.jobs],
         }
     return out
+
+
+def measures_from_json(rows: Sequence[Mapping[str, Any]]) -> list[JobMeasure]:
+    """A run's per-job measures back from ``report_json``'s ``jobs`` (to predict again without re-running)."""
+    names = {f.name for f in dataclasses.fields(JobMeasure)}
+    out = []
+    for r in rows:
+        fields: dict[str, Any] = {k: (tuple(v) if k == "ledger" else v) for k, v in r.items() if k in names}
+        out.append(JobMeasure(**fields))
+    return out
+
+
+def plan_matches(plan: ReplayPlan, jobs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``plan`` has exactly the jobs a report recorded (the same trace, scale and limits)."""
+    return [asdict(j) for j in plan.jobs] == [dict(j) for j in jobs]
+

@@ -11,7 +11,7 @@ import argparse
 import importlib.util
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..model import InputError
@@ -79,9 +79,10 @@ def plan_from_args(cluster: DevCluster, args: argparse.Namespace) -> tuple[list[
 
 def replay_runs(cluster: DevCluster, plan: ReplayPlan, profile: ThroughputProfile, modes: Sequence[tuple[str, str]],
                 out: Path, *, repeats: int = 1, feedback: bool = True, install: bool = True, keep_up: bool = False,
-                prog: str = PROG) -> Runs:
+                prog: str = PROG, on_run: Callable[[Runs], None] | None = None) -> Runs:
     """Every run ``repeats`` times in ``out/<label>[-<repeat>]``, on the cluster (brought up here when
-    it is not up, and taken down again unless ``keep_up``); prints a line per run."""
+    it is not up, and taken down again unless ``keep_up``); prints a line per run, and gives the runs
+    so far to ``on_run`` after each (a report that survives a later run's failure)."""
     plain = cluster.plain_partition or "plain"
     base = Settings(partition=cluster.partition, plain_partition=plain)
     total = cluster.nodes * cluster.gpus_per_node
@@ -107,6 +108,8 @@ def replay_runs(cluster: DevCluster, plan: ReplayPlan, profile: ThroughputProfil
                 row = render_summary([(summarize_real(label, measures, plan.scale, total),
                                        summarize_sim(label, predicted, total))])
                 print(row.splitlines()[-1], flush=True)
+                if on_run is not None:
+                    on_run(runs)
     finally:
         if brought_up and not keep_up:
             try:

@@ -203,8 +203,12 @@ def submit_all(jobs: Sequence[J], submit: Callable[[J], str], clock: Callable[[]
 
 def wait_all_ended(backend: SlurmBackend, partition: str, ids: set[str], deadline: float,
                    alive: Callable[[], str] = lambda: "") -> dict[str, SlurmJob]:
+    """Each job as Slurm last listed it, once every one has been listed finished. A finished job is
+    kept as last seen: Slurm drops it from its listing ``MinJobAge`` (300 s) after it ends, sooner than
+    a long run's last job ends."""
+    seen: dict[str, SlurmJob] = {}
     while True:
-        seen = {str(j.job_id): j for j in backend.list_jobs(partition) if str(j.job_id) in ids}
+        seen.update({str(j.job_id): j for j in backend.list_jobs(partition) if str(j.job_id) in ids})
         if len(seen) == len(ids) and all(j.state.is_finished for j in seen.values()):
             return seen
         problem = alive()

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository of a source checkou
 SLURM_TITLE = "## 8. Against plain Slurm"
 FAIR_TITLE = "## 9. Packing without victims (beyond the paper)"
 MOVES_TITLE = "## 10. Moves that pay for themselves (beyond the paper)"
+PHYSICAL_TITLE = "## 11. The physical experiment on a real Slurm, emulated GPUs (paper section 6.2)"
 
 
 def _shown(path: Path) -> str:
@@ -388,6 +389,7 @@ def render(all_studies: list[Study], args: argparse.Namespace, elapsed: float) -
     out += render_slurm(by)
     out += render_fairness(by, Path(args.out))
     out += render_moves(by)
+    out += [PHYSICAL_TITLE, "", *prose.lines("physical"), ""]
     missing = sorted({c for s in all_studies for c in s.missing})
     not_run = [s.key for s in all_studies if not s.results]
     if not_run:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Member:
     remaining: float  # seconds of reference work left
-    overhead: float  # seconds lost before computing this round (<= round)
+    overhead: float  # seconds lost before computing this round (<= round; < 0: it began before the round)
     solo: float  # speed alone
     packed: float  # speed while the partner is present (= solo for a job alone)
 
@@ -39,7 +39,7 @@ def _segment(remaining: float, start: float, end: float, speed: float) -> tuple[
         return 0.0, None
     possible = (end - start) * speed
     if possible >= remaining:  # finishes inside (rounding can put start + remaining/speed past end)
-        return remaining, min(end, start + remaining / speed)
+        return remaining, min(end, max(0.0, start + remaining / speed))  # start < 0: began before the round
     return possible, None
 
 

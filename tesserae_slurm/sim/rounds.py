@@ -8,7 +8,7 @@ per (GPU type, strategy), and the progress of a job that neither restarts nor fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import not_
 from typing import NamedTuple
@@ -62,7 +62,7 @@ def _solo(s: LiveJob, speeds: SpeedModel, gpu_type: str, strategy: str | None) -
 
 
 def _run_pairs(decision: RoundDecision, live: dict[str, LiveJob], speeds: SpeedModel, round_s: float,
-               steady: SteadyOutcomes, resumed: set[str], overhead: Callable[[LiveJob], float],
+               steady: SteadyOutcomes, late: set[str], overhead: Callable[[LiveJob], float],
                outcomes: dict[str, Outcome]) -> int:
     """Each packed pair's outcomes (a pair counts only when both members are placed) into
     ``outcomes``; returns how many pairs do not fit in truth (both speeds 0)."""
@@ -77,12 +77,12 @@ def _run_pairs(decision: RoundDecision, live: dict[str, LiveJob], speeds: SpeedM
         sa, sb = speeds.packed(a, b, g, strategies.get(a.id), strategies.get(b.id))
         infeasible += sa == 0.0 and sb == 0.0
         oa = ob = None
-        if a.id not in resumed and b.id not in resumed:
+        if a.id not in late and b.id not in late:
             oa, ob = steady.get(la.remaining, sa, True), steady.get(lb.remaining, sb, True)
         if oa is None or ob is None:
-            ma = Member(la.remaining, overhead(la) if a.id in resumed else 0.0,
+            ma = Member(la.remaining, overhead(la) if a.id in late else 0.0,
                         _solo(la, speeds, g, strategies.get(a.id)), sa)
-            mb = Member(lb.remaining, overhead(lb) if b.id in resumed else 0.0,
+            mb = Member(lb.remaining, overhead(lb) if b.id in late else 0.0,
                         _solo(lb, speeds, g, strategies.get(b.id)), sb)
             oa, ob = run_pair(ma, mb, round_s)
         outcomes[a.id], outcomes[b.id] = oa, ob
@@ -138,12 +138,14 @@ def solo_speeds(decision: RoundDecision, ids: Sequence[str], idx: np.ndarray, li
 
 def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumns, speeds: SpeedModel,
               restart: RestartCost, round_s: float, now: float, views: dict[str, JobView],
-              steady: SteadyOutcomes | None = None) -> RoundResult:
+              steady: SteadyOutcomes | None = None, delays: Mapping[str, float] | None = None) -> RoundResult:
     """Every placed job's progress this round and its counters after it, over the job columns
     ``cols`` that every ``live`` job's slot is in: the jobs alone (all but a few) in array passes
     (``progress.run_alone``'s arithmetic, restarting or not), packed pairs one by one
     (``run_pair``); then the views of the jobs that go on. tests/oracles/sim_step.py is the same
-    round one job at a time."""
+    round one job at a time. ``delays``: seconds a job beginning a run waits before its restart (a real
+    run's launch and stops, ``overheads.py``)."""
+    delays = delays or {}
     steady = steady if steady is not None else SteadyOutcomes(round_s)
     node_of = decision.placement.job_nodes()
     ids = list(node_of)
@@ -154,9 +156,11 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
     single: dict[str, Outcome] = {}  # outcomes computed one by one
 
     def overhead(s: LiveJob) -> float:
-        return min(round_s, restart.of(s.job.model))
+        lost = delays.get(s.job.id, 0.0) + (restart.of(s.job.model) if s.job.id in resumed else 0.0)
+        return min(round_s, lost)
 
-    infeasible = _run_pairs(decision, live, speeds, round_s, steady, resumed, overhead, single)
+    late = resumed.union(delays) if delays else resumed
+    infeasible = _run_pairs(decision, live, speeds, round_s, steady, late, overhead, single)
     solo, rem = solo_speeds(decision, ids, idx, live, cols, speeds), cols.remaining[idx]
     # jobs alone: ``run_alone`` (``progress._segment``) over all of them, the restart overhead 0.0 for
     # those that keep running (then the work is ``SteadyOutcomes.work``'s)
@@ -165,7 +169,11 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
         at = np.flatnonzero(np.fromiter(map(resumed.__contains__, ids), bool, n))
         for i in at[np.isnan(cols.restart_s[idx[at]])].tolist():  # first restart of these jobs
             cols.restart_s[idx[i]] = restart.of(live[ids[i]].job.model)
-        start[at] = np.minimum(round_s, cols.restart_s[idx[at]])  # = overhead(s)
+        start[at] = cols.restart_s[idx[at]]
+    if delays:
+        start += np.fromiter((delays.get(j, 0.0) for j in ids), float, n)
+    if resumed or delays:
+        np.minimum(start, round_s, out=start)  # = overhead(s)
     runs = (round_s > start) & (solo > 0)
     possible = (round_s - start) * solo
     ends = runs & (possible >= rem)
@@ -174,6 +182,8 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
     if ends.any():
         with np.errstate(divide="ignore", invalid="ignore"):
             finish[ends] = np.minimum(round_s, start[ends] + rem[ends] / solo[ends])
+        if delays:  # a job that started between rounds may have finished before this round's start
+            np.maximum(finish, 0.0, out=finish)
     finished: set[str] = set()
     outcomes: dict[str, Outcome] = {}
     packed_i: list[int] = []

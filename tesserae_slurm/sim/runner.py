@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import decide
-from ..model import Cluster, InputError, JobView, PackedPair, Placement, RoundDecision
+from ..model import Cluster, InputError, JobView, MoveCosts, PackedPair, Placement, RoundDecision
 from ..model.gpu_limits import GpuLimits
 from ..model.moves import OSCILLATION_ROUNDS, RecentPlacements, is_return, is_shift, partners
 from ..policies.base import QuietRounds, Ranking, SchedulingInput
@@ -34,6 +34,7 @@ from ..rank_decide import RankedRound, rank_and_decide
 from .invariants import InvariantError, check_kept, check_limits, check_progress, check_result, check_round
 from .jobstate import JobColumns, LiveJob
 from .metrics import JobRecord, RoundRecord, SimResult
+from .overheads import Overheads, free_after
 from .quiet import apply_rounds, quiet_rounds, stretch_of, upper_bound
 from .restart import RestartCost
 from .rounds import (
@@ -78,6 +79,8 @@ def simulate(
     fast_forward: bool = True,
     limits: GpuLimits | None = None,
     group_by_user: bool = False,
+    overheads: Overheads | None = None,
+    move_costs: MoveCosts | None = None,
 ) -> SimResult:
     """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring.
 
@@ -97,6 +100,10 @@ def simulate(
 
     ``limits``: per-user and per-account GPU limits (the trace's ``user`` and ``account`` columns),
     applied by the engine as in the daemon.
+
+    ``overheads``: what a real run adds to a start and a stop (``overheads.py``; none by default).
+    ``move_costs``: what the engine believes a move costs, when that is not the simulator's restarts (a
+    replay predicts a daemon that planned with its site's ``moves`` section).
 
     Two users' jobs time-slice a GPU (``SpeedModel.packed``): the truth gives such pairs the profile's
     time-sliced speeds. The engine scores them as ``config.engine.cross_user`` says, and with
@@ -120,9 +127,9 @@ def simulate(
                    for t in trace} if llm_strategy == "default-pp-always" else {}
     if config.engine.moves is not None:  # the engine's move costs are the simulator's restarts
         config = dataclasses.replace(config, engine=dataclasses.replace(
-            config.engine, moves=restart.move_costs(config.engine.moves, round_s)))
+            config.engine, moves=move_costs or restart.move_costs(config.engine.moves, round_s)))
     run = _Run(trace, cluster, config, believed, decision_speeds, true_speeds, restart, round_s, seed, parallelism,
-               check_invariants, reuse_decisions, fast_forward, limits, group_by_user)
+               check_invariants, reuse_decisions, fast_forward, limits, group_by_user, overheads)
 
     while run.jobs_left():
         arrived = run.admit_arrivals()  # 1. arrivals join (or jump to the next one on an idle cluster)
@@ -147,7 +154,8 @@ def simulate(
                   "moves": None if config.engine.moves is None else dataclasses.asdict(config.engine.moves),
                   **({"min_speed": config.engine.min_speed} if config.engine.min_speed else {}),
                   **_cross_user_settings(trace, config, group_by_user),
-                  **({"limits": dataclasses.asdict(limits)} if limits is not None else {})},
+                  **({"limits": dataclasses.asdict(limits)} if limits is not None else {}),
+                  **({"overheads": dict(overheads.to_json())} if overheads is not None else {})},
     )
     if check_invariants:
         check_result(result, trace, true_speeds.max_factor)
@@ -169,8 +177,12 @@ class _Run:
                  believed: ThroughputProfile, decision_speeds: SpeedModel, true_speeds: SpeedModel,
                  restart: RestartCost, round_s: float, seed: int, parallelism: Mapping[str, tuple[str, ...]],
                  check_invariants: bool, reuse_decisions: bool, fast_forward: bool,
-                 limits: GpuLimits | None = None, group_by_user: bool = False) -> None:
+                 limits: GpuLimits | None = None, group_by_user: bool = False,
+                 overheads: Overheads | None = None) -> None:
         self.cluster, self.config, self.believed, self.limits = cluster, config, believed, limits
+        self.overheads = overheads
+        self.gpu_refs = [(n.name, i) for n in cluster.nodes for i in range(n.num_gpus)]
+        self.free_since: dict[tuple[str, int], float] = dict.fromkeys(self.gpu_refs, -math.inf)
         self.group_by_user = group_by_user
         self.lookup = decision_speeds.lookup()
         self.true_speeds, self.restart, self.round_s, self.seed = true_speeds, restart, round_s, seed
@@ -260,8 +272,12 @@ class _Run:
     def act(self, decision: RoundDecision) -> RoundResult:
         """3. Progress (restart overheads, packed speeds, finishes inside the round) and counters; also
         refreshes the views of the jobs that ran on."""
+        delays = None
+        if self.overheads is not None and (decision.started or decision.migrated):
+            submitted = {j: self.live[j].trace.submit_time for j in decision.started}
+            delays = self.overheads.delays(decision, self.current, self.now, self.round_s, self.free_since, submitted)
         return run_round(decision, self.live, self.cols, self.true_speeds, self.restart, self.round_s, self.now,
-                         self.views_of, self.steady)
+                         self.views_of, self.steady, delays)
 
     def account(self, decision: RoundDecision, step: RoundResult, sched_s: float, reused: bool,
                 arrived: bool) -> None:
@@ -294,6 +310,8 @@ class _Run:
         ))
         self.history.appendleft(self.current)
         self.current = without(decision.placement, finished)
+        if self.overheads is not None and self.overheads.between_s is not None:
+            self._track_free(decision, finished, outcomes)
         self.stalled = 0 if step.progressed or self.nxt < len(self.arrivals) else self.stalled + 1
         if self.stalled >= STALL_ROUNDS:
             raise RuntimeError(f"simulation stalled at t={self.now:g} s: {len(self.live)} active jobs made no "
@@ -304,6 +322,17 @@ class _Run:
                                      f"quiet (arrival {arrived}, reused {reused}, finished {len(finished)})")
             self.promised -= 1
         self.now += self.round_s
+
+    def _track_free(self, decision: RoundDecision, finished: set[str], outcomes: Mapping[str, Any]) -> None:
+        """When each GPU free after this round came free (starts between rounds, ``overheads.py``)."""
+        held: dict[tuple[str, int], float] = {}
+        gpus = decision.placement.job_gpus()
+        for j in finished:
+            t = self.now + min(self.round_s, outcomes[j].held)
+            for g in gpus.get(j, ()):
+                held[g] = max(held.get(g, -math.inf), t)
+        busy = {g for gs in self.current.job_gpus().values() for g in gs}
+        self.free_since = free_after(self.free_since, held, busy, self.gpu_refs, self.now)
 
     def _count_kinds(self, decision: RoundDecision) -> None:
         """Each migration that stays within the job's nodes (a shift) or goes back to GPUs it left

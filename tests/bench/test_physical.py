@@ -26,3 +26,41 @@ def test_fidelity_is_the_mean_of_the_real_runs_against_the_prediction():
     gains = render_gains([t, r], "daemon:tesserae-t")
     assert "| daemon:tiresias | 1.43x | 1.36x | 1.62x | 1.11x | 1.17x | 1.15x |" in gains
     assert render_gains([t, r], "daemon:fifo") == ""
+
+
+def test_from_dir_predicts_the_saved_runs_again(tmp_path):
+    """A miniature report (4 jobs of the paper's trace on 1 x 4 GPUs, made-up real ends) read back: the
+    same jobs, measures and settings, predicted again; a report of another trace is refused."""
+    import json
+
+    from tesserae_slurm.bench.physical import render_physical, runs_from_report
+    from tesserae_slurm.devcluster.replay import JobMeasure, plan_replay, predict
+    from tesserae_slurm.devcluster.runs import Settings
+    from tesserae_slurm.model import InputError
+    from tesserae_slurm.profiles import load_profile
+    from tesserae_slurm.sim.trace_source import resolve_trace
+
+    profile = load_profile("a100")
+    trace, name = resolve_trace("gen:tesserae:120:80:0", models="a100")
+    plan = plan_replay(trace, name, profile, scale=60, nodes=1, gpus_per_node=4, jobs=4)
+    measures = [JobMeasure(j.name, j.trace_id, str(i + 1), j.gpus, j.work_s, 1000.0 + j.arrival_s,
+                           1001.0 + j.arrival_s, 1000.0 + j.arrival_s + 1.5 * j.work_s / 60, "COMPLETED", 1,
+                           j.work_s, ()) for i, j in enumerate(plan.jobs)]
+    runs = {label: [(measures, predict(plan, mode, policy, profile), Settings(policy=policy or "tesserae-t"))]
+            for label, mode, policy in (("daemon:tesserae-t", "daemon", "tesserae-t"), ("plain", "plain", ""))}
+    text, data, ok = render_physical(plan, list(runs), runs, tmp_path, profile)
+    assert ok and "The bare round model" in text
+    _, part, _ = render_physical(plan, ["plain"], {"daemon:tesserae-t": [], "plain": runs["plain"]}, tmp_path, profile)
+    assert list(part["repeats"][0]["runs"]) == ["plain"]  # the report of the runs done so far
+    (tmp_path / "report.json").write_text(json.dumps(data))
+    modes, again, back = runs_from_report(tmp_path, "a100", 0)
+    assert [m for m, _ in modes] == ["daemon:tesserae-t", "plain"] and again == plan
+    for label, [(m, res, s)] in back.items():
+        assert m == measures and s == runs[label][0][2]
+        assert [j.finish_time for j in res.jobs] == [j.finish_time for j in runs[label][0][1].jobs]
+    data["repeats"][0]["jobs"][0]["time_limit_min"] += 1  # not the plan this trace and seed give
+    (tmp_path / "report.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match="rebuild other jobs"):
+        runs_from_report(tmp_path, "a100", 0)
+    with pytest.raises(InputError, match="no readable report.json"):
+        runs_from_report(tmp_path / "none", "a100", 0)

@@ -83,6 +83,20 @@ def test_the_daemon_runs_in_wall_time():
     assert (s.round_seconds, s.grace_seconds, s.policy) == (9.0, 2.25, "tesserae-t")
     assert s.daemon_extra["feedback"] == {"reports_dir": "/w/reports", "report_every_s": 4.5}
     assert "feedback" not in daemon_settings(plan, "tesserae-t", Path("/w"), Settings(), feedback=False).daemon_extra
+    moves = s.daemon_extra["moves"]  # a restart costs the daemon what it costs the emulated job, in wall time
+    assert moves["restart_s"] == 30.0 / 40 and moves["restart_per_model"]["GPT2-Medium"] == 90.0 / 40
+
+
+def test_prediction_plans_moves_as_the_daemon_did():
+    """The engine in the prediction weighs a move with the daemon's costs, in trace time: the replay's
+    (a restart 30 trace seconds), or a saved run's whose daemon had the site's defaults (30 wall seconds)."""
+    plan = plan_replay(TRACE, "t", A100, scale=60, nodes=8, gpus_per_node=4, jobs=40)
+    now = predict(plan, "daemon", "tesserae-t", A100)
+    old = Settings(policy="tesserae-t", round_seconds=6.0, grace_seconds=1.5)  # no moves section: 30 s restarts
+    dearer = predict(plan, "daemon", "tesserae-t", A100, settings=old)
+    assert dearer.settings["moves"]["restart_s"] == 30.0 * 60 and now.settings["moves"]["restart_s"] == 30.0
+    assert now.settings["moves"]["stop_s"] == pytest.approx(90.0 + 5.0 * 60)  # grace + requeue_s, in trace time
+    assert dearer.preemptions + dearer.migrations <= now.preemptions + now.migrations
 
 
 def _brute_ftf(submit, end, work, gpus, steps=20000):
