@@ -118,7 +118,8 @@ def test_a_second_user_runs_tsbatch_jobs_and_explain_from_the_site_install(
                  explain=lambda: log.read_text()[-3000:])
         listed = as_user("tesserae", "jobs")
         assert listed.returncode == 0, listed.stderr
-        assert re.search(rf"^\s*{job}\s+sitejob\s.*{name}.*RUNNING", listed.stdout, re.M), listed.stdout
+        # squeue's columns: USER cut to 8 characters, state R
+        assert re.search(rf"^\s*{job}\s+sitejob\s+{re.escape(name[:8])}\s+R\s", listed.stdout, re.M), listed.stdout
         explained = as_user("tesserae", "explain", job)
         assert explained.returncode == 0, explained.stderr
         assert explained.stdout.startswith(f"job {job} 'sitejob' ({name}): RUNNING on node"), explained.stdout

@@ -11,8 +11,8 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -75,8 +75,18 @@ def test_a_database_path_below_a_file_is_one_line_naming_the_directory(tmp_path:
     db = tmp_path / "etc" / "state.db"
     with pytest.raises(InputError) as exc:
         Store.open(db)
-    assert str(exc.value) == (f"cannot open state database {db} for writing: File exists "
+    assert str(exc.value) == (f"cannot open state database {db} for writing: Not a directory "
                               f"(may this user write to {tmp_path / 'etc'}?)")
+
+
+def test_a_database_the_daemon_makes_is_closed_to_other_users_whatever_the_umask(tmp_path: Path) -> None:
+    db = tmp_path / "state" / "state.db"
+    old = os.umask(0o022)
+    try:
+        Store.open(db).close()
+    finally:
+        os.umask(old)
+    assert (os.stat(db.parent).st_mode & 0o777, os.stat(db).st_mode & 0o777) == (0o750, 0o640)
 
 
 def test_a_database_that_sqlite_cannot_open_is_one_line_in_sqlites_words(tmp_path: Path) -> None:

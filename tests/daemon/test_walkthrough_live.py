@@ -44,11 +44,12 @@ def test_walkthrough_up_shows_two_users_jobs_and_down_ends_it() -> None:
         def nobody_sees_jobs_run() -> str:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
             assert p.returncode == 0, p.stderr
-            return p.stdout if p.stdout.count("RUNNING") >= 4 else ""
+            # squeue's compact state codes: R for a running job
+            return p.stdout if len(re.findall(r"^\s*\d+\s+\S+\s+\S+\s+R\s", p.stdout, re.M)) >= 4 else ""
 
         listed = wait_for(nobody_sees_jobs_run, 240, "the walkthrough's jobs to run, as nobody sees them",
                           every=2, explain=lambda: (d / "daemon.log").read_text()[-3000:])
-        assert re.search(r"^\d+\s+\S+\s+nobody\s+RUNNING", listed, re.M), listed
+        assert re.search(r"^\s*\d+\s+\S+\s+nobody\s+R\s", listed, re.M), listed
         status = walk("status")
         assert status.returncode == 0 and f"page http://127.0.0.1:{web}/" in status.stdout, status.stdout
     finally:

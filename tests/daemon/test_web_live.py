@@ -171,7 +171,8 @@ def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
     assert SECRET not in dom and SECRET not in json.dumps([cluster, jobs]) and SECRET not in at_load
     # `tesserae jobs` and `explain` through the same API, as a user who cannot read the database would
     assert [p.returncode for p in cli] == [0, 0], [p.stderr for p in cli]
-    assert re.search(rf"^{big}\s+big8\s.*PENDING.*\({re.escape(reason)}\)$", cli[0].stdout, re.M), cli[0].stdout
+    assert re.search(rf"^\s*{big}\s+big8\s+\S+\s+PD\s.*\({re.escape(reason)}\)$", cli[0].stdout, re.M), \
+        cli[0].stdout
     assert f"reason: {reason}" in cli[1].stdout and f"rank {bigrec['rank']} of 10" in cli[1].stdout, cli[1].stdout
     png = (shots / "web.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000

@@ -321,7 +321,7 @@ class Store:
                 raise InputError(f"state database {path} does not exist (has the daemon run yet?)")
             url = f"sqlite:///file:{path.resolve()}?mode=ro&uri=true"
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            create_closed(path)  # whoever opens it first for writing, never the umask's 0644
             url = f"sqlite:///{path}"
         engine = create_engine(url, future=True)
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -525,6 +525,22 @@ STATE_DIR_MODE = 0o750  # the daemon's user and its group (operators); other use
 STATE_DB_MODE = 0o640
 
 
+def create_closed(path: Path) -> None:
+    """A missing state directory 0750 and database 0640 (SQLite gives the WAL and shared-memory files the
+    database's mode); what exists is left as it is."""
+    d = path.parent
+    if not d.exists():
+        d.mkdir(parents=True, mode=STATE_DIR_MODE)
+        os.chmod(d, STATE_DIR_MODE)
+    if not path.exists():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, STATE_DB_MODE)
+        except FileExistsError:  # another process made it first
+            return
+        os.fchmod(fd, STATE_DB_MODE)
+        os.close(fd)
+
+
 def prepare_state(database: str | Path) -> Path:
     """The daemon's state before it opens it, whoever starts it and whatever its umask: a missing
     directory is made 0750 and a missing database 0640 (SQLite gives the WAL and shared-memory files the
@@ -533,9 +549,7 @@ def prepare_state(database: str | Path) -> Path:
     path = Path(database).expanduser()
     d = path.parent
     try:
-        if not d.exists():
-            d.mkdir(parents=True, mode=STATE_DIR_MODE)
-            os.chmod(d, STATE_DIR_MODE)
+        create_closed(path)
         mode = os.stat(d).st_mode
         if mode & 0o002 and not mode & 0o1000:
             raise InputError(f"state directory {d} is writable by every user (mode {mode & 0o7777:04o}); "
@@ -544,10 +558,6 @@ def prepare_state(database: str | Path) -> Path:
             if f.exists() and os.stat(f).st_mode & 0o004:
                 raise InputError(f"state database {f} is readable by every user (mode "
                                  f"{os.stat(f).st_mode & 0o777:04o}); chmod 640 {path}* and start again")
-        if not path.exists():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, STATE_DB_MODE)
-            os.fchmod(fd, STATE_DB_MODE)
-            os.close(fd)
     except OSError as exc:
         raise InputError(f"cannot open state database {path} for writing: {exc.strerror or exc} "
                          f"(may this user write to {d}?)") from None
