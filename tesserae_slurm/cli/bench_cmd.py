@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..model import InputError
+from .gc_tuning import long_run_gc
 from .jsonio import dump_json
 from .render import table
 
@@ -409,7 +410,7 @@ def run_daemon_scale(args: argparse.Namespace) -> int:
     def progress(text: str) -> None:
         print(f"bench daemon-scale: {text}", file=sys.stderr, flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="tesserae-bench-daemon-scale-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tesserae-bench-daemon-scale-") as tmp, long_run_gc():  # as the daemon
         work = Path(args.dir) if args.dir else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         if live:

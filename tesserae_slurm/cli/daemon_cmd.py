@@ -15,6 +15,8 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from .gc_tuning import long_run_gc
+
 if TYPE_CHECKING:
     from http.server import ThreadingHTTPServer
 
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     daemon.heartbeat, daemon.heartbeat_s = notifier.ping, notifier.slice_s
     if args.once:
         daemon.start()
-        result = daemon.run_round()
+        with long_run_gc():
+            result = daemon.run_round()
         if result.status in ("skipped", "failed"):
             print(f"tesserae daemon: round {result.round_id} {result.status}: {result.error}", file=sys.stderr)
             return EXIT_ROUND_FAILED
@@ -88,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     web = _serve_web(cfg, log)
     notifier.ready(f"scheduling partition {cfg.slurm.partition} every {cfg.scheduler.round_seconds:g} s")
     try:
-        daemon.run_forever(args.rounds, reload=lambda: resolve_config(args.config)[0])
+        with long_run_gc():  # what exists now lives as long as the daemon; each round allocates per job
+            daemon.run_forever(args.rounds, reload=lambda: resolve_config(args.config)[0])
     finally:
         notifier.stopping()
         for s in (server, web):

@@ -31,6 +31,8 @@ from .transitions import ADMIN_HOLD
 
 log = logging.getLogger(__name__)
 SCHEDULABLE = (PENDING, STARTING, RUNNING)
+_READ = ("job_id", "state", "gpus", "meta", "user", "submit_time", "attained_service", "executed_time",
+         "rounds_run", "work_done")  # the columns the round's inputs need of every schedulable job
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class InputBuilder:
         views: list[JobView] = []
         actual: dict[str, GpuMap] = {}
         excluded: dict[str, str] = {}
-        rows = sorted(self.journal.rows(SCHEDULABLE), key=lambda r: (r.submit_time, int(r.job_id)))
+        rows = sorted(self.journal.store.job_columns(_READ, SCHEDULABLE), key=lambda r: (r.submit_time, int(r.job_id)))
         holds = load_holds(self.journal.store)
         shape = shape_from_nodes(snap.nodes, cfg)
         for r in rows:

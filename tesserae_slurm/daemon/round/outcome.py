@@ -64,13 +64,16 @@ def finish_round(journal: Journal, metrics: Metrics, round_id: int, status: str,
 def count_jobs(journal: Journal, metrics: Metrics, d: RoundDecision) -> None:
     """The job gauges, counters and histograms after a round: the active rows, and the rows of the jobs
     active at the last count that are not now (they ended: their final state and run time)."""
-    active = [_sample(r) for r in journal.rows(ACTIVE_STATES)]
+    active = [_sample(r) for r in journal.store.job_columns(_SAMPLED, ACTIVE_STATES)]
     gone = metrics.watched() - {a.job_id for a in active}
     ended = [_sample(r) for r in journal.store.jobs_by_id(sorted(gone))] if gone else []
     metrics.update(active, ended, {p.job_id: p.reason.value for p in d.pending}, len(d.packed))
 
 
-def _sample(r: JobRow) -> JobSample:
+_SAMPLED = ("job_id", "state", "user", "num_gpus", "gpus", "submit_time", "first_start", "executed_time")
+
+
+def _sample(r: JobRow) -> JobSample:  # or a row of the _SAMPLED columns
     slots = tuple((node, i) for node, idx in parse_gpus(r.gpus).items() for i in idx) if r.gpus else ()
     return JobSample(r.job_id, r.state, r.user, r.num_gpus, slots, r.submit_time, r.first_start, r.executed_time)
 

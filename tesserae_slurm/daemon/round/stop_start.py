@@ -171,13 +171,15 @@ class Applier:
         view = self._wait(requeued, _gone, self.clock() + REQUEUE_SETTLE_S) if requeued else {}
 
         now = self.clock()
+        # the stopped jobs' rows at once: reading them one by one read every active job's row each time
+        all_facts = self.journal.facts([it.job_id for it in st.items], active=False)
         for it in st.items:
             aid = st.action_ids[it.job_id]
             sj = view.get(it.job_id)
             if it.job_id in result.failed:
                 self.journal.finish_action(aid, "failed", now, result.failed[it.job_id])
                 continue
-            facts = self.journal.facts([it.job_id])[it.job_id]
+            facts = all_facts[it.job_id]
             if sj is not None and sj.state.is_finished:  # ended on its own: recorded as ended, never run again
                 state = finished_state(sj)
                 counted = account(facts, sj, now)._replace(run_start=None, run_counted=0.0)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ...model import InputError, Placement, RoundDecision
@@ -118,19 +118,20 @@ class Journal:
         with self.store.session() as s:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
                       .values(decision_json=dumps(body), **asdict(counts)))
-            for job, t in targets.items():
-                s.add(PlacementRow(round_id=round_id, job_id=job, gpus=format_gpus(t.gpus), partner=t.partner,
-                                   strategy=t.strategy, speed=t.speed))
+            if targets:  # one executemany: thousands of placed jobs at a big site, no ORM object each
+                s.execute(insert(PlacementRow), [
+                    {"round_id": round_id, "job_id": job, "gpus": format_gpus(t.gpus), "partner": t.partner,
+                     "strategy": t.strategy, "speed": t.speed} for job, t in targets.items()])
 
     # ---- jobs ------------------------------------------------------------------------------------
-    def facts(self, ids: Iterable[str]) -> dict[str, JobFacts]:
-        """Rows of the given ids and of every job not finished yet, as frozen facts."""
+    def facts(self, ids: Iterable[str], *, active: bool = True) -> dict[str, JobFacts]:
+        """Rows of the given ids and (``active``) of every job not finished yet, as frozen facts."""
         wanted = list(ids)
         # the columns, not ORM objects: every active job is read each round
         cols = select(JobRow.job_id, JobRow.state, JobRow.assignment, JobRow.placed_at, JobRow.num_gpus,
                       JobRow.executed_time, JobRow.run_start, JobRow.run_counted, JobRow.speed, JobRow.work_done)
         with self.store.session() as s:
-            rows = list(s.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES))))
+            rows = list(s.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES)))) if active else []
             for chunk in range(0, len(wanted), 500):
                 rows += list(s.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
         return {r.job_id: JobFacts(r.job_id, r.state, r.assignment, r.placed_at, r.num_gpus, r.executed_time,

@@ -377,6 +377,13 @@ class Store:
                 q = q.where(JobRow.state.in_(list(states)))
             return list(s.scalars(q))
 
+    def job_columns(self, names: Sequence[str], states: Sequence[str]) -> list[Any]:
+        """The named columns of the rows in ``states`` (rows with those attributes), in ``jobs``'s order:
+        no ORM object per row where a round reads every active job."""
+        with self.session() as s:
+            q = select(*(getattr(JobRow, n) for n in names)).where(JobRow.state.in_(list(states)))
+            return list(s.execute(q.order_by(JobRow.submit_time, JobRow.job_id)))
+
     def jobs_by_id(self, ids: Sequence[str]) -> list[JobRow]:
         out: list[JobRow] = []
         with self.session() as s:
