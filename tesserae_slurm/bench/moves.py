@@ -32,6 +32,7 @@ from ..devcluster.runs import (
     JobFiles,
     RunError,
     Settings,
+    cancel_all,
     daemon_config,
     read_events,
     submit_all,
@@ -40,7 +41,7 @@ from ..devcluster.runs import (
     write_job_files,
 )
 from ..model.moves import is_return, is_shift, partners
-from ..slurm import SlurmCliBackend, SlurmError
+from ..slurm import SlurmCliBackend
 from ..slurm.runner import SlurmRunner
 
 # The a100 profile's six models, with a batch size it measured for each; LLMs exist on 2 and 4 GPUs only.
@@ -294,11 +295,7 @@ def run_scenario(jobs: Sequence[DemoJob], env: Mapping[str, str], workdir: Path,
     finally:
         daemon.stop()
         if not finished:
-            for jid, _ in submitted.values():
-                try:
-                    backend.cancel(int(jid))
-                except SlurmError:
-                    pass
+            cancel_all(backend, [jid for jid, _ in submitted.values()])
     (workdir / "submitted.json").write_text(json.dumps(
         {name: {"job_id": jid, "submit": at, "events": read_events(out / f"events-{jid}.jsonl")}
          for name, (jid, at) in submitted.items()}, indent=1) + "\n")

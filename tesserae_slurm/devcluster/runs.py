@@ -315,6 +315,15 @@ def stop_seconds(db: Path, ids: Sequence[str], after: float = 0.0) -> dict[str, 
     return out
 
 
+def cancel_all(backend: SlurmBackend, ids: Sequence[str]) -> None:
+    """Cancel a run's jobs after it failed, so none outlives it; a job Slurm no longer knows is fine."""
+    for jid in ids:
+        try:
+            backend.cancel(int(jid))
+        except SlurmError:
+            pass
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -381,9 +390,5 @@ def run_jobs(mode: str, jobs: Sequence[J], cluster_env: Mapping[str, str], workd
         if daemon is not None:
             daemon.stop()
         if not finished:
-            for jid, _ in submitted.values():
-                try:
-                    backend.cancel(int(jid))
-                except SlurmError:
-                    pass
+            cancel_all(backend, [jid for jid, _ in submitted.values()])
     return RunOutcome(dict(submitted), ended, counts, started_at, stops)
