@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
 from typing import Any
 
-from ...daemon.operators.readers import STATE_CODES, Column, when
+from ...daemon.operators.readers import STATE_CODES, Column, when_iso
 from .common import ApiClient, add_api_option, add_db_options, duration, first_look, open_source
 from .output import add_output_options, dump_json, emit, format_codes
 
@@ -19,10 +18,7 @@ Record = dict[str, Any]
 
 
 def _when(key: str) -> Any:
-    def get(rec: Record) -> str:
-        stamp = rec.get(key)
-        return when(datetime.fromisoformat(stamp).timestamp()) if stamp else ""
-    return get
+    return lambda rec: when_iso(rec.get(key))
 
 
 def _field(key: str) -> Any:
