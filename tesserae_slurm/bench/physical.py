@@ -132,15 +132,18 @@ def run_overheads(where: Path, label: str, measures: Sequence[JobMeasure]) -> Ru
     return plain_overheads(where, submitted) if label == PLAIN else daemon_overheads(where, submitted)
 
 
-def runs_from_report(out: Path, profile_spec: str, seed: int) -> tuple[list[tuple[str, str]], ReplayPlan, Runs]:
-    """The runs a report in ``out`` saved, each predicted again with the current simulator; InputError
-    when the report is missing or its plan cannot be rebuilt exactly."""
+def runs_from_report(out: Path, profile_spec: str,
+                     seed: int) -> tuple[list[tuple[str, str]], ReplayPlan, Runs, int]:
+    """The runs a report in ``out`` saved, each predicted again with the current simulator, and the
+    repeats the run was asked for (which names the run directories); InputError when the report is
+    missing or its plan cannot be rebuilt exactly."""
     try:
         data = json.loads((out / "report.json").read_text())
         first = data["repeats"][0]
         nodes, _, rest = str(first["cluster"]).partition("x")
         gpus = int(rest.partition(":")[0])
-        labels = list(first["runs"])
+        labels = list(dict.fromkeys(label for rep in data["repeats"] for label in rep["runs"]))
+        named = int(data.get("repeats_asked", len(data["repeats"])))
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
         raise InputError(f"--from-dir {out}: no readable report.json of `tesserae bench physical` ({exc})") from None
     profile = profile_from_spec(profile_spec)
@@ -154,22 +157,28 @@ def runs_from_report(out: Path, profile_spec: str, seed: int) -> tuple[list[tupl
     runs: Runs = {label: [] for label in labels}
     for label, policy in modes:
         for rep in data["repeats"]:
+            if label not in rep["runs"]:  # a run cut short: this label had fewer repeats than others
+                continue
             run = rep["runs"][label]
             settings = Settings(**run["settings"])
             predicted = predict(plan, PLAIN if label == PLAIN else "daemon", policy, profile, settings=settings)
             runs[label].append((measures_from_json(run["jobs"]), predicted, settings))
-    return modes, plan, runs
+    return modes, plan, runs, named
 
 
 def render_physical(plan: ReplayPlan, labels: Sequence[str], runs: Runs, out: Path,
-                    profile: ThroughputProfile | None = None) -> tuple[str, dict[str, Any], bool]:
+                    profile: ThroughputProfile | None = None,
+                    repeats_asked: int | None = None) -> tuple[str, dict[str, Any], bool]:
     """The report (markdown), its JSON and whether every job of every run completed with its work:
     the simulator (with the overheads of a real run) against the mean of the real runs, the same
     without the overhead model, the gains over the first daemon run, the overheads each run had, and
-    every real run's row."""
+    every real run's row. Each label counts the runs it has, so a series cut short (or still going)
+    reports every finished run; ``repeats_asked`` names their directories."""
     profile = profile or profile_from_spec("a100")
     total = plan.nodes * plan.gpus_per_node
-    repeats = min(len(runs[label]) for label in labels)
+    labels = [label for label in labels if runs[label]]
+    repeats = max((len(runs[label]) for label in labels), default=0)
+    asked = max(repeats, repeats_asked or 0)
     pairs = {label: [(summarize_real(label, m, plan.scale, total), summarize_sim(label, r, total))
                      for m, r, _ in runs[label]] for label in labels}
     bare = {label: summarize_sim(label, predict(plan, PLAIN if label == PLAIN else "daemon", label.partition(":")[2],
@@ -179,8 +188,8 @@ def render_physical(plan: ReplayPlan, labels: Sequence[str], runs: Runs, out: Pa
     fid_bare = fidelity({label: [(r, bare[label]) for r, _ in ps] for label, ps in pairs.items()})
     base = next((label for label in labels if label != PLAIN), "")
     every = [p for ps in pairs.values() for p in ps]
-    measured = {label: [run_overheads(run_dir(out, label, k, repeats), label, runs[label][k][0])
-                        for k in range(repeats)] for label in labels}
+    measured = {label: [run_overheads(run_dir(out, label, k, asked), label, runs[label][k][0])
+                        for k in range(len(runs[label]))] for label in labels}
     text = "\n\n".join([
         "# The physical experiment on the dev cluster (emulated GPUs)", intro(plan),
         "## The simulator against the real runs (mean of the real runs)",
@@ -189,8 +198,10 @@ def render_physical(plan: ReplayPlan, labels: Sequence[str], runs: Runs, out: Pa
         f"## Against {base}" if base else "", render_gains(fid, base) if base else "",
         "## The overheads each real run had (wall seconds, medians)", render_overheads(measured),
         "## Every real run", render_summary(every)])
-    data = {"repeats": [report_json(plan, {label: (runs[label][k][0], runs[label][k][1]) for label in labels},
-                                    {label: runs[label][k][2] for label in labels}) for k in range(repeats)],
+    nth = [[label for label in labels if len(runs[label]) > k] for k in range(repeats)]
+    data = {"repeats_asked": asked,
+            "repeats": [report_json(plan, {label: (runs[label][k][0], runs[label][k][1]) for label in nth[k]},
+                                    {label: runs[label][k][2] for label in nth[k]}) for k in range(repeats)],
             "fidelity": [{**f.__dict__, "jct_dev": f.jct_dev, "makespan_dev": f.makespan_dev} for f in fid],
             "fidelity_bare": [{**f.__dict__, "jct_dev": f.jct_dev, "makespan_dev": f.makespan_dev}
                               for f in fid_bare],

@@ -460,7 +460,7 @@ def run_physical(args: argparse.Namespace) -> int:
         raise InputError("--repeats must be >= 1")
     if args.from_dir:  # the saved runs, predicted again with the current simulator
         out = Path(args.from_dir).resolve()
-        modes, plan, runs = runs_from_report(out, args.profile, args.seed)
+        modes, plan, runs, asked = runs_from_report(out, args.profile, args.seed)
     else:
         args.scale = DEFAULT_SCALE if args.scale is None else args.scale
         try:
@@ -472,9 +472,10 @@ def run_physical(args: argparse.Namespace) -> int:
         modes, profile, plan = plan_from_args(cluster, args)
         out = Path(args.out).resolve()
 
+        asked = args.repeats
+
         def so_far(runs: Runs) -> None:  # the runs done so far, readable by --from-dir if a later one fails
-            done = [label for label, _ in modes if len(runs[label]) == args.repeats]
-            _, data, _ = render_physical(plan, done, runs, out, profile)
+            _, data, _ = render_physical(plan, [label for label, _ in modes], runs, out, profile, asked)
             (out / "report.json").write_text(json.dumps(data, indent=1) + "\n")
 
         try:
@@ -484,7 +485,7 @@ def run_physical(args: argparse.Namespace) -> int:
         except (DevClusterError, RunError, SlurmError) as exc:
             print(f"tesserae bench physical: error: {exc}", file=sys.stderr)
             return 1
-    text, data, ok = render_physical(plan, [label for label, _ in modes], runs, out)
+    text, data, ok = render_physical(plan, [label for label, _ in modes], runs, out, repeats_asked=asked)
     print("\n" + text)
     (out / "report.md").write_text(text + "\n")
     (out / "report.json").write_text(json.dumps(data, indent=1) + "\n")

@@ -50,11 +50,21 @@ def test_from_dir_predicts_the_saved_runs_again(tmp_path):
             for label, mode, policy in (("daemon:tesserae-t", "daemon", "tesserae-t"), ("plain", "plain", ""))}
     text, data, ok = render_physical(plan, list(runs), runs, tmp_path, profile)
     assert ok and "The bare round model" in text
-    _, part, _ = render_physical(plan, ["plain"], {"daemon:tesserae-t": [], "plain": runs["plain"]}, tmp_path, profile)
+    _, part, _ = render_physical(plan, list(runs), {"daemon:tesserae-t": [], "plain": runs["plain"]}, tmp_path,
+                                 profile, 3)
     assert list(part["repeats"][0]["runs"]) == ["plain"]  # the report of the runs done so far
+    assert part["repeats_asked"] == 3 and [f["runs"] for f in part["fidelity"]] == [1]
+    # a series of three cut during its second round of runs: each label reports the runs it has
+    cut = {"daemon:tesserae-t": runs["daemon:tesserae-t"] * 2, "plain": runs["plain"]}
+    text2, part2, _ = render_physical(plan, list(cut), cut, tmp_path, profile, 3)
+    assert [list(r["runs"]) for r in part2["repeats"]] == [["daemon:tesserae-t", "plain"], ["daemon:tesserae-t"]]
+    assert [(f["label"], f["runs"]) for f in part2["fidelity"]] == [("daemon:tesserae-t", 2), ("plain", 1)]
+    (tmp_path / "report.json").write_text(json.dumps(part2))
+    modes, again, back, asked = runs_from_report(tmp_path, "a100", 0)
+    assert asked == 3 and {label: len(rs) for label, rs in back.items()} == {"daemon:tesserae-t": 2, "plain": 1}
     (tmp_path / "report.json").write_text(json.dumps(data))
-    modes, again, back = runs_from_report(tmp_path, "a100", 0)
-    assert [m for m, _ in modes] == ["daemon:tesserae-t", "plain"] and again == plan
+    modes, again, back, asked = runs_from_report(tmp_path, "a100", 0)
+    assert [m for m, _ in modes] == ["daemon:tesserae-t", "plain"] and again == plan and asked == 1
     for label, [(m, res, s)] in back.items():
         assert m == measures and s == runs[label][0][2]
         assert [j.finish_time for j in res.jobs] == [j.finish_time for j in runs[label][0][1].jobs]
