@@ -75,7 +75,7 @@ def jobs(store: Database, *, states: str | None = None, all_jobs: bool = False, 
     with ``look``, also the jobs Slurm lists that the daemon has not looked at yet; ``unknown_jobs`` and
     ``unknown_users`` name what -j and -u asked for that no job has (squeue's "Invalid job id specified",
     "Invalid user"); ``limit``: the API's bound (the CLI reads all)."""
-    from ..state.tables import TERMINAL_STATES
+    from ..state.job_states import TERMINAL_STATES
 
     every, slurm_error = with_first_look(store, look)
     rows = select_rows(every, states=states, all_jobs=all_jobs, ids=ids, user=user)
@@ -192,7 +192,7 @@ def cluster(store: Store) -> dict[str, Any]:
     packed pair), what the newest decision plans that has not happened yet (starts, moves, stops), the
     holds in force, and the headline figures of the newest finished round."""
     from ..state.gpuset import format_gpus, parse_gpus
-    from ..state.store import PLACED_STATES, PREEMPTING, TERMINAL_STATES
+    from ..state.job_states import PLACED_STATES, PREEMPTING, TERMINAL_STATES
     from .admin import hold_reason, standing
 
     rnd, d = _latest_decision(store)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
+from ..state.job_states import TERMINAL_STATES
 
 if TYPE_CHECKING:
     from ...site.config import SiteConfig
@@ -124,8 +125,6 @@ def reason(r: JobView) -> str:
 def select_rows(rows: list[JobView], *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
                 user: str | None = None) -> list[JobView]:
     """``tesserae jobs`` filters (squeue's -t, -a, -j, -u: ids and users as comma lists), in job id order."""
-    from ..state.tables import TERMINAL_STATES
-
     if states:
         wanted = parse_states(states)
         rows = [r for r in rows if r.state in wanted]
@@ -270,8 +269,6 @@ ACTIVE_STATES = ("RUNNING", "STARTING", "PREEMPTING")  # a run is open: squeue's
 def since_last_start(r: JobView, now: float) -> float | None:
     """squeue's TIME: the current run's length (to now, or to the end of a finished job); 0 while
     pending; None for a finished job whose last start was not recorded."""
-    from ..state.tables import TERMINAL_STATES
-
     if r.state in ACTIVE_STATES:
         return max(0.0, now - r.run_start) if r.run_start is not None else 0.0
     if r.state in TERMINAL_STATES:
@@ -283,8 +280,6 @@ def since_last_start(r: JobView, now: float) -> float | None:
 
 def nodelist_reason(r: JobView) -> str:
     """squeue's NODELIST(REASON): where a placed job runs or an ended job last ran, else why it waits."""
-    from ..state.tables import TERMINAL_STATES
-
     if (r.state in ("RUNNING", "STARTING") or r.state in TERMINAL_STATES) and r.nodes:
         return r.nodes
     return f"({reason(r) or 'None'})"
@@ -293,8 +288,6 @@ def nodelist_reason(r: JobView) -> str:
 def job_record(r: JobView, now: float, rank: int | None = None) -> dict[str, Any]:
     """One job as `tesserae jobs --json` and the API give it: seconds as numbers, times ISO 8601 with
     the zone; a finished job keeps the nodes and GPUs it last ran on."""
-    from ..state.tables import TERMINAL_STATES
-
     ended = r.state in TERMINAL_STATES
     last_start = r.run_start if r.state in ACTIVE_STATES or ended else None
     return {

@@ -24,13 +24,13 @@ from . import tables
 from .database import STATE_DB_MODE as STATE_DB_MODE
 from .database import STATE_DIR_MODE as STATE_DIR_MODE
 from .database import Database, create_closed
-from .tables import LOST as LOST
-from .tables import PENDING as PENDING
-from .tables import PLACED_STATES as PLACED_STATES
-from .tables import PREEMPTING as PREEMPTING
-from .tables import RUNNING as RUNNING
-from .tables import STARTING as STARTING
-from .tables import TERMINAL_STATES as TERMINAL_STATES
+from .job_states import LOST as LOST
+from .job_states import PENDING as PENDING
+from .job_states import PLACED_STATES as PLACED_STATES
+from .job_states import PREEMPTING as PREEMPTING
+from .job_states import RUNNING as RUNNING
+from .job_states import STARTING as STARTING
+from .job_states import TERMINAL_STATES as TERMINAL_STATES
 
 
 class Base(DeclarativeBase):

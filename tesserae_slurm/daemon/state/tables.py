@@ -11,11 +11,7 @@ from typing import Any
 
 from sqlalchemy import Boolean, Column, Float, ForeignKey, Integer, LargeBinary, MetaData, String, Table, Text
 
-# Job states in the daemon's own accounting (Slurm's state is kept beside them in slurm_state).
-PENDING, STARTING, RUNNING, PREEMPTING, LOST = "PENDING", "STARTING", "RUNNING", "PREEMPTING", "LOST"
-PLACED_STATES = (STARTING, RUNNING)  # the job holds GPUs in the daemon's accounting
-TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
-                   "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", LOST)
+from .job_states import PENDING
 
 metadata = MetaData()
 
