@@ -420,3 +420,43 @@ def test_help_and_admin_commands_import_no_heavy_modules(db):
                           (["explain", "11", "--db", str(db)], {"sqlalchemy"})):
         out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True)
         assert set(out.stdout.split()) == allowed, (argv, out.stdout)
+
+
+def test_jobs_reads_through_core_alone(db):
+    """`tesserae jobs` lists thousands of rows: SQLAlchemy's ORM (its import, the mapped classes, an object
+    per row) was most of its time at 5,000 jobs, so the listing reads the tables through Core alone; nor
+    does it load the engine, the policies, numpy or Alembic."""
+    probe = ("import sys, contextlib, io\n"
+             "from tesserae_slurm.cli.main import main\n"
+             "out = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out):\n"
+             "    main(sys.argv[1:])\n"
+             "heavy = ('sqlalchemy.orm', 'tesserae_slurm.daemon.state.store', 'tesserae_slurm.engine',\n"
+             "         'tesserae_slurm.policies', 'numpy', 'alembic')\n"
+             "print(len(out.getvalue().splitlines()), *sorted(m for m in heavy if m in sys.modules))")
+    for argv, lines in ((["jobs"], 4), (["jobs", "-a", "-l"], 5), (["jobs", "-t", "all", "--json"], None)):
+        out = subprocess.run([sys.executable, "-c", probe, *argv, "--db", str(db)], capture_output=True, text=True,
+                             check=True)
+        shown, *loaded = out.stdout.split()
+        assert loaded == [], (argv, loaded)
+        assert lines is None or int(shown) == lines, (argv, out.stdout)  # the listing itself ran
+
+
+def test_job_views_hold_what_the_orm_rows_hold(db):
+    """The listings' plain rows (readers.job_views, through Core) against the daemon's ORM rows."""
+    from dataclasses import asdict
+
+    from tesserae_slurm.daemon.operators.readers import VIEW_COLUMNS, job_views
+    from tesserae_slurm.daemon.state.database import Database
+
+    store, reader = Store.open(db, read_only=True), Database.open(db, read_only=True)
+    try:
+        orm = {r.job_id: {c: getattr(r, c) for c in VIEW_COLUMNS} for r in store.jobs()}
+        views = job_views(reader)
+        assert [v.job_id for v in views] == [r.job_id for r in store.jobs()]  # the same order
+        assert {v.job_id: {c: asdict(v)[c] for c in VIEW_COLUMNS} for v in views} == orm
+        assert len(orm) == 4 and {v.state for v in views} == {"RUNNING", "PENDING", "COMPLETED"}
+        assert [v.job_id for v in job_views(reader, ids=["13", "11", "99"])] == ["11", "13"]
+    finally:
+        store.close()
+        reader.close()

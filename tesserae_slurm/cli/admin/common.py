@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from ...daemon.operators.readers import FirstLook
+    from ...daemon.state.database import Database
     from ...daemon.state.store import Store
+
+D = TypeVar("D")
 
 
 def add_db_options(p: argparse.ArgumentParser) -> None:
@@ -29,6 +33,13 @@ def open_store(args: argparse.Namespace) -> Store:
     return Store.open(_db_path(args), read_only=True)
 
 
+def open_database(args: argparse.Namespace) -> Database:
+    """The database without the ORM (its import alone is a large part of a listing's time)."""
+    from ...daemon.state.database import Database
+
+    return Database.open(_db_path(args), read_only=True)
+
+
 def _db_path(args: argparse.Namespace) -> str:
     path = args.db or os.environ.get("TESSERAE_DB")
     if not path:
@@ -40,6 +51,15 @@ def _db_path(args: argparse.Namespace) -> str:
 def open_source(args: argparse.Namespace) -> Store | ApiClient:
     """The database for those who may read it (operators), else the daemon's API: --api URL, or the
     config's http.listen when the database is not readable by this user."""
+    return _source(args, open_store)
+
+
+def open_reader(args: argparse.Namespace) -> Database | ApiClient:
+    """``open_source`` for the commands that read through ``Database`` alone (`tesserae jobs`)."""
+    return _source(args, open_database)
+
+
+def _source(args: argparse.Namespace, open_db: Callable[[argparse.Namespace], D]) -> D | ApiClient:
     if getattr(args, "api", None):
         return ApiClient(args.api)
     path = _db_path(args)
@@ -47,14 +67,14 @@ def open_source(args: argparse.Namespace) -> Store | ApiClient:
         os.stat(path)
         readable = os.access(path, os.R_OK)
     except FileNotFoundError:
-        return open_store(args)  # says the database does not exist (has the daemon run yet?)
+        return open_db(args)  # says the database does not exist (has the daemon run yet?)
     except OSError:  # a state directory this user may not enter
         readable = False
     if readable:
         from sqlalchemy.exc import OperationalError
 
         try:
-            return open_store(args)
+            return open_db(args)
         except OperationalError:
             pass  # readable file in an unreadable WAL setup (no -shm access): ask the daemon instead
     from ...model import InputError
@@ -71,13 +91,13 @@ def open_source(args: argparse.Namespace) -> Store | ApiClient:
 def first_look(args: argparse.Namespace) -> FirstLook | None:
     """Slurm's listing of the managed partition, for the jobs the daemon has not looked at yet; None
     where no config names the partition (``--db`` alone, as the benchmarks and tests read a copy)."""
+    if args.db or os.environ.get("TESSERAE_DB"):
+        if not (args.config or os.environ.get("TESSERAE_CONFIG")):
+            return None
     from ...daemon.operators.readers import FirstLook
     from ...model import InputError
     from ...site.load import resolve_config
 
-    if args.db or os.environ.get("TESSERAE_DB"):
-        if not (args.config or os.environ.get("TESSERAE_CONFIG")):
-            return None
     try:
         return FirstLook(resolve_config(args.config, check_policy=False)[0])
     except InputError:

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from ...daemon.operators.readers import STATE_CODES, Column, when_iso
-from .common import ApiClient, add_api_option, add_db_options, duration, first_look, open_source
+from .common import ApiClient, add_api_option, add_db_options, duration, first_look, open_reader
 from .output import add_output_options, dump_json, emit, format_codes
 
 Record = dict[str, Any]
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs:
         job_ids(args.jobs)
     user = _me() if args.me else args.user
-    source = open_source(args)
+    source = open_reader(args)
     if isinstance(source, ApiClient):
         body = source.get("/api/jobs", states=args.states, all="1" if args.all else None, jobs=args.jobs, user=user)
     else:

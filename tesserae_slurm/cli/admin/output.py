@@ -15,8 +15,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from typing import Any
 
 from ...daemon.operators.readers import Column
@@ -87,25 +86,25 @@ def format_rows(fmt: str, columns: Sequence[Column], rows: Sequence[Any], header
     if pos < len(fmt):
         parts.append((fmt[pos:], None, False, 0))
 
-    def render(values: Callable[[Column], str]) -> str:
-        out = []
+    shown = [col for _, col, _, _ in parts if col is not None]
+
+    def render(texts: Sequence[str]) -> str:
+        """One line from the shown columns' texts, in order."""
+        out, k = [], 0
         for literal, col, right, width in parts:
             if col is None:
                 out.append(literal)
                 continue
-            text = values(col)
+            text, k = texts[k], k + 1
             if width:
                 text = text[:width].rjust(width) if right else text[:width].ljust(width)
             out.append(text)
         return "".join(out).rstrip()
 
-    lines = [render(lambda c: c.header)] if header else []
-    lines += [render(partial(_cell_of, row=r)) for r in rows]
+    getters = [c.get for c in shown]
+    lines = [render([c.header for c in shown])] if header else []
+    lines += [render([_cell(get(r)) for get in getters]) for r in rows]
     return "\n".join(lines)
-
-
-def _cell_of(c: Column, row: Any) -> str:
-    return _cell(c.get(row))
 
 
 def dump_json(body: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from ...model import InputError
 from .readers import (
     ROUND_COLUMNS,
     FirstLook,
+    JobView,
     add_stop_reasons,
     explain,
     first_look_rows,
@@ -25,22 +26,27 @@ from .readers import (
     iso,
     job_ids,
     job_record,
+    job_views,
     round_details,
     select_rows,
     unknown_users,
 )
 
 if TYPE_CHECKING:  # SQLAlchemy loads only where a database is read (the CLI's API client does without)
+    from sqlalchemy import Row
+
     from ...slurm import SlurmJob
-    from ..state.store import JobRow, RoundRow, Store
+    from ..state.database import Database
+    from ..state.store import RoundRow, Store
 
 MAX_JOBS = 5000  # one answer's job list; more sets "truncated" (filter with states, user or jobs)
 MAX_ROUNDS = 500
 
 
-def _latest_decision(store: Store) -> tuple[RoundRow | None, dict[str, Any]]:
-    """The newest round that recorded a decision (skipped and failed rounds record none)."""
-    for r in store.rounds(limit=20):
+def _latest_decision(db: Database) -> tuple[Row[Any] | None, dict[str, Any]]:
+    """The newest round that recorded a decision (skipped and failed rounds record none): its id, status,
+    policy, start and decision."""
+    for r in db.round_columns(("round_id", "status", "policy", "started_at", "decision_json"), limit=20):
         if r.decision_json and r.decision_json != "{}":
             return r, json.loads(r.decision_json)
     return None, {}
@@ -50,10 +56,10 @@ def ranks(decision: dict[str, Any]) -> dict[str, int]:
     return {j: i + 1 for i, j in enumerate(decision.get("order", []))}
 
 
-def with_first_look(store: Store, look: FirstLook | None) -> tuple[list[JobRow], str]:
+def with_first_look(db: Database, look: FirstLook | None) -> tuple[list[JobView], str]:
     """Every job row, and the managed jobs Slurm lists that the daemon has not looked at yet; the second
     item says why those could not be listed ("" when they could, or when nobody asked Slurm)."""
-    rows = store.jobs()
+    rows = job_views(db)
     if look is None:
         return rows, ""
     try:
@@ -62,14 +68,14 @@ def with_first_look(store: Store, look: FirstLook | None) -> tuple[list[JobRow],
         return rows, str(exc)
 
 
-def jobs(store: Store, *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
+def jobs(store: Database, *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
          user: str | None = None, look: FirstLook | None = None, now: float | None = None,
          limit: int | None = None) -> dict[str, Any]:
     """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), each job with its rank in the newest round;
     with ``look``, also the jobs Slurm lists that the daemon has not looked at yet; ``unknown_jobs`` and
     ``unknown_users`` name what -j and -u asked for that no job has (squeue's "Invalid job id specified",
     "Invalid user"); ``limit``: the API's bound (the CLI reads all)."""
-    from ..state.store import TERMINAL_STATES
+    from ..state.job_states import TERMINAL_STATES
 
     every, slurm_error = with_first_look(store, look)
     rows = select_rows(every, states=states, all_jobs=all_jobs, ids=ids, user=user)
@@ -100,7 +106,7 @@ def job(store: Store, job_id: str, look: FirstLook | None = None) -> dict[str, A
     ``look``, a job Slurm lists that the daemon has not looked at yet is shown as waiting for that look."""
     if not job_id.isdigit():
         raise InputError(f"job id must be a number, got {job_id!r}")
-    row = store.job(job_id)
+    row = next(iter(job_views(store, ids=[job_id])), None)
     if row is None and look is not None:
         try:
             found = first_look_rows(look.jobs(), set())
@@ -186,11 +192,11 @@ def cluster(store: Store) -> dict[str, Any]:
     packed pair), what the newest decision plans that has not happened yet (starts, moves, stops), the
     holds in force, and the headline figures of the newest finished round."""
     from ..state.gpuset import format_gpus, parse_gpus
-    from ..state.store import PLACED_STATES, PREEMPTING, TERMINAL_STATES
+    from ..state.job_states import PLACED_STATES, PREEMPTING, TERMINAL_STATES
     from .admin import hold_reason, standing
 
     rnd, d = _latest_decision(store)
-    everyone = {r.job_id: r for r in store.jobs()}
+    everyone = {r.job_id: r for r in job_views(store)}
     active = [r for r in everyone.values() if r.state in (*PLACED_STATES, PREEMPTING)]
     held = {}
     for r in active:

@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
+from ..state.job_states import TERMINAL_STATES
 
 if TYPE_CHECKING:
     from ...site.config import SiteConfig
     from ...slurm import SlurmBackend, SlurmJob
-    from ..state.store import JobRow, RoundRow, Store
+    from ..state.database import Database
+    from ..state.store import RoundRow, Store
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,46 @@ class Column:
 
     def json_value(self, row: Any) -> Any:
         return (self.json or self.get)(row)
+
+
+@dataclass(slots=True)
+class JobView:
+    """A job's row as the listings read it: plain values, no ORM object (thousands are read at once)."""
+
+    job_id: str
+    name: str
+    user: str
+    state: str
+    slurm_state: str
+    reason: str
+    num_gpus: int
+    nodes: str
+    gpus: str
+    packed_with: str
+    strategy: str
+    model: str
+    batch_size: str
+    assign_round: int | None
+    run_start: float | None
+    executed_time: float
+    attained_service: float
+    work_done: float
+    preemptions: int
+    migrations: int
+    restarts: int
+    submit_time: float
+    first_start: float | None
+    finished_at: float | None
+    exit_code: int | None
+    stop_reason: str = ""  # not stored: what the daemon is doing to a PREEMPTING job (add_stop_reasons)
+
+
+VIEW_COLUMNS = tuple(f.name for f in fields(JobView))[:-1]  # the jobs table's columns a view holds
+
+
+def job_views(db: Database, ids: Sequence[str] | None = None) -> list[JobView]:
+    """Every job's view (``ids``: those jobs'), in submit order."""
+    return [JobView(*r) for r in db.job_columns(VIEW_COLUMNS, ids=ids)]
 
 
 ROUNDS_SCANNED = 200  # how far back `explain` looks for a round that ranked the job
@@ -73,18 +115,16 @@ def parse_states(text: str) -> set[str]:
     return wanted
 
 
-def reason(r: JobRow) -> str:
+def reason(r: JobView) -> str:
     """The recorded reason; for a job being preempted without one, what the daemon is doing to it."""
     if r.reason or r.state != "PREEMPTING":
         return r.reason
     return r.stop_reason or "Preempting: signalled to checkpoint; requeued once it stops"
 
 
-def select_rows(rows: list[JobRow], *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
-                user: str | None = None) -> list[JobRow]:
+def select_rows(rows: list[JobView], *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
+                user: str | None = None) -> list[JobView]:
     """``tesserae jobs`` filters (squeue's -t, -a, -j, -u: ids and users as comma lists), in job id order."""
-    from ..state.store import TERMINAL_STATES
-
     if states:
         wanted = parse_states(states)
         rows = [r for r in rows if r.state in wanted]
@@ -124,7 +164,7 @@ def user_names(text: str) -> list[str]:
     return out
 
 
-def unknown_users(rows: list[JobRow], text: str) -> list[str]:
+def unknown_users(rows: list[JobView], text: str) -> list[str]:
     """The users of ``-u`` that are neither on this host (squeue's test) nor the owner of a job the daemon
     recorded: squeue's ``Invalid user``."""
     import pwd
@@ -141,14 +181,16 @@ def unknown_users(rows: list[JobRow], text: str) -> list[str]:
     return out
 
 
-def add_stop_reasons(store: Store, rows: list[JobRow]) -> None:
+def add_stop_reasons(db: Database, rows: list[JobView]) -> None:
     """A PREEMPTING job's reason from the stop the daemon recorded (preempt or migrate, which round)."""
-    for r in rows:
-        if r.state != "PREEMPTING" or r.reason:
-            continue
-        stops = [a for a in store.actions(job_id=r.job_id) if a.kind in ("preempt", "migrate")]
-        if stops:
-            a = stops[-1]
+    stopping = [r for r in rows if r.state == "PREEMPTING" and not r.reason]
+    if not stopping:
+        return
+    last = {a.job_id: a for a in db.action_columns(("job_id", "kind", "round_id", "detail"),
+                                                   [r.job_id for r in stopping], ("preempt", "migrate"))}
+    for r in stopping:
+        a = last.get(r.job_id)
+        if a is not None:
             to = json.loads(a.detail or "{}").get("to", "")
             r.stop_reason = (f"Preempting: moving to {to} (round {a.round_id}); checkpointing, then requeued"
                              if a.kind == "migrate" and to else
@@ -185,12 +227,11 @@ class FirstLook:
         return listed
 
 
-def first_look_rows(listed: Sequence[SlurmJob], known: set[str]) -> list[JobRow]:
+def first_look_rows(listed: Sequence[SlurmJob], known: set[str]) -> list[JobView]:
     """Rows (never stored) for the managed jobs Slurm lists that the database lacks: what squeue knows
     (id, user, name, GPUs, submit time, Slurm's state and reason), the reason saying the daemon has not
     looked yet."""
     from ...model.meta import JobMeta, is_tagged
-    from ..state.store import JobRow
 
     out = []
     for sj in listed:
@@ -202,13 +243,14 @@ def first_look_rows(listed: Sequence[SlurmJob], known: set[str]) -> list[JobRow]
         except InputError:
             meta = None
         slurm_why = sj.reason or sj.state_reason or "None"
-        out.append(JobRow(
+        out.append(JobView(
             job_id=jid, name=sj.name, user=sj.user, num_gpus=meta.num_gpus if meta else 0,
             model=meta.model if meta and not meta.no_profile else "", batch_size=meta.batch_size if meta else "",
             submit_time=float(sj.submit_time or 0), state=sj.state.value, slurm_state=sj.state.value,
             reason=f"{FIRST_LOOK} (Slurm: {sj.state.value}, {slurm_why})", attained_service=0.0,
             executed_time=0.0, work_done=0.0, nodes="", gpus="", packed_with="", strategy="", restarts=0,
-            preemptions=0, migrations=0, exit_code=None, first_start=None, finished_at=None, assign_round=None))
+            preemptions=0, migrations=0, exit_code=None, first_start=None, finished_at=None, assign_round=None,
+            run_start=None))
     return out
 
 
@@ -224,11 +266,9 @@ JOB_FIELDS = (
 ACTIVE_STATES = ("RUNNING", "STARTING", "PREEMPTING")  # a run is open: squeue's TIME counts to now
 
 
-def since_last_start(r: JobRow, now: float) -> float | None:
+def since_last_start(r: JobView, now: float) -> float | None:
     """squeue's TIME: the current run's length (to now, or to the end of a finished job); 0 while
     pending; None for a finished job whose last start was not recorded."""
-    from ..state.store import TERMINAL_STATES
-
     if r.state in ACTIVE_STATES:
         return max(0.0, now - r.run_start) if r.run_start is not None else 0.0
     if r.state in TERMINAL_STATES:
@@ -238,20 +278,16 @@ def since_last_start(r: JobRow, now: float) -> float | None:
     return 0.0
 
 
-def nodelist_reason(r: JobRow) -> str:
+def nodelist_reason(r: JobView) -> str:
     """squeue's NODELIST(REASON): where a placed job runs or an ended job last ran, else why it waits."""
-    from ..state.store import TERMINAL_STATES
-
     if (r.state in ("RUNNING", "STARTING") or r.state in TERMINAL_STATES) and r.nodes:
         return r.nodes
     return f"({reason(r) or 'None'})"
 
 
-def job_record(r: JobRow, now: float, rank: int | None = None) -> dict[str, Any]:
+def job_record(r: JobView, now: float, rank: int | None = None) -> dict[str, Any]:
     """One job as `tesserae jobs --json` and the API give it: seconds as numbers, times ISO 8601 with
     the zone; a finished job keeps the nodes and GPUs it last ran on."""
-    from ..state.store import TERMINAL_STATES
-
     ended = r.state in TERMINAL_STATES
     last_start = r.run_start if r.state in ACTIVE_STATES or ended else None
     return {
@@ -292,7 +328,7 @@ def _round_with(store: Store, round_id: int | None, job: str) -> dict[str, Any] 
     return d if job in d.get("order", []) else None
 
 
-def explain(store: Store, row: JobRow, slurm: SlurmJob | None = None) -> dict[str, Any]:
+def explain(store: Store, row: JobView, slurm: SlurmJob | None = None) -> dict[str, Any]:
     """`tesserae explain JOB`: why the job waits, shares GPUs or was moved, from what the daemon recorded
     (the job row, the rounds' decisions and the actions taken on it); ``slurm``: the job as Slurm lists
     it now, when asked (a hold set in Slurm on a running job shows nowhere else)."""
@@ -446,7 +482,7 @@ def _stop_cause(store: Store, job: str, entry: dict[str, Any], admin: list[dict[
     return _cause(PLACEMENT, "the new consolidated placement had no GPUs left for it")
 
 
-def current_cause(row: JobRow, admin: list[dict[str, Any]], slurm: SlurmJob | None = None) -> dict[str, str] | None:
+def current_cause(row: JobView, admin: list[dict[str, Any]], slurm: SlurmJob | None = None) -> dict[str, str] | None:
     """Why the job is where it is now when Slurm, not the daemon, put it there: held or cancelled
     outside tesserae, or ended by a node failure; ``slurm``: the job as Slurm lists it now, when asked."""
     done = {a["command"] for a in admin if a["status"] == "done"}

@@ -14,86 +14,70 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import (
-    Boolean,
-    Float,
-    ForeignKey,
-    Integer,
-    LargeBinary,
-    String,
-    Table,
-    Text,
-    bindparam,
-    create_engine,
-    delete,
-    event,
-    func,
-    or_,
-    select,
-    update,
-)
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DatabaseError, OperationalError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy import bindparam, delete, func, or_, select, update
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session
 
 from ...model import InputError
+from . import tables
+from .database import STATE_DB_MODE as STATE_DB_MODE
+from .database import STATE_DIR_MODE as STATE_DIR_MODE
+from .database import Database, create_closed
+from .job_states import LOST as LOST
+from .job_states import PENDING as PENDING
+from .job_states import PLACED_STATES as PLACED_STATES
+from .job_states import PREEMPTING as PREEMPTING
+from .job_states import RUNNING as RUNNING
+from .job_states import STARTING as STARTING
+from .job_states import TERMINAL_STATES as TERMINAL_STATES
 
 
 class Base(DeclarativeBase):
-    pass
+    metadata = tables.metadata
 
 
 # The schema is versioned by Alembic revisions (state/schema.py, state/schema_versions/versions); kv's
 # schema_version (3 since revision 0002) only keeps tesserae from before migrations off the file.
-
-# Job states in the daemon's own accounting (Slurm's state is kept beside them in slurm_state).
-PENDING, STARTING, RUNNING, PREEMPTING, LOST = "PENDING", "STARTING", "RUNNING", "PREEMPTING", "LOST"
-PLACED_STATES = (STARTING, RUNNING)  # the job holds GPUs in the daemon's accounting
-TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
-                   "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", LOST)
+# Each row class maps one table of state/tables.py (the columns' meaning is there).
 
 
 class JobRow(Base):
-    __tablename__ = "jobs"
-    job_id: Mapped[str] = mapped_column(String, primary_key=True)  # Slurm job id
-    name: Mapped[str] = mapped_column(String, default="")
-    user: Mapped[str] = mapped_column(String, default="")
-    num_gpus: Mapped[int] = mapped_column(Integer)
-    model: Mapped[str] = mapped_column(String, default="")
-    batch_size: Mapped[str] = mapped_column(String, default="")
-    parallelism: Mapped[str] = mapped_column(Text, default="[]")  # JSON list
-    no_pack: Mapped[bool] = mapped_column(Boolean, default=False)
-    meta: Mapped[str] = mapped_column(Text, default="")  # the job's tesserae Comment as first seen
-    submit_time: Mapped[float] = mapped_column(Float)
-    state: Mapped[str] = mapped_column(String, default=PENDING, index=True)
-    slurm_state: Mapped[str] = mapped_column(String, default="")
-    reason: Mapped[str] = mapped_column(String, default="")
-    attained_service: Mapped[float] = mapped_column(Float, default=0.0)  # GPU-seconds
-    executed_time: Mapped[float] = mapped_column(Float, default=0.0)  # wall seconds run (Slurm times)
-    run_start: Mapped[float | None] = mapped_column(Float, nullable=True)  # Slurm start of the run counted
-    run_counted: Mapped[float] = mapped_column(Float, default=0.0)  # seconds of that run already counted
-    # normalized speed of the current placement (the round's decision: 1 alone on its best GPU type, the
-    # pair's speed when packed); each counted second adds that many seconds of work to work_done
-    speed: Mapped[float] = mapped_column(Float, default=1.0)
-    work_done: Mapped[float] = mapped_column(Float, default=0.0)  # seconds of work at the best speed alone
-    rounds_run: Mapped[int] = mapped_column(Integer, default=0)
-    nodes: Mapped[str] = mapped_column(String, default="")  # comma-joined physical nodes
-    gpus: Mapped[str] = mapped_column(String, default="")  # "node1:0-1;node2:0-3"
-    assignment: Mapped[str] = mapped_column(Text, default="")  # encoded Assignment set in AdminComment
-    assign_round: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    placed_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # when the daemon released it
-    packed_with: Mapped[str] = mapped_column(String, default="")
-    strategy: Mapped[str] = mapped_column(String, default="")
-    restarts: Mapped[int] = mapped_column(Integer, default=0)  # Slurm's restart count
-    preemptions: Mapped[int] = mapped_column(Integer, default=0)
-    migrations: Mapped[int] = mapped_column(Integer, default=0)
-    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    first_start: Mapped[float | None] = mapped_column(Float, nullable=True)
-    last_seen: Mapped[float] = mapped_column(Float, default=0.0)
-    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    stop_reason = ""  # not a column: what the daemon is doing to a PREEMPTING job (daemon/operators/readers.py)
+    __table__ = tables.jobs
+    job_id: Mapped[str]
+    name: Mapped[str]
+    user: Mapped[str]
+    num_gpus: Mapped[int]
+    model: Mapped[str]
+    batch_size: Mapped[str]
+    parallelism: Mapped[str]
+    no_pack: Mapped[bool]
+    meta: Mapped[str]
+    submit_time: Mapped[float]
+    state: Mapped[str]
+    slurm_state: Mapped[str]
+    reason: Mapped[str]
+    attained_service: Mapped[float]
+    executed_time: Mapped[float]
+    run_start: Mapped[float | None]
+    run_counted: Mapped[float]
+    speed: Mapped[float]
+    work_done: Mapped[float]
+    rounds_run: Mapped[int]
+    nodes: Mapped[str]
+    gpus: Mapped[str]
+    assignment: Mapped[str]
+    assign_round: Mapped[int | None]
+    placed_at: Mapped[float | None]
+    packed_with: Mapped[str]
+    strategy: Mapped[str]
+    restarts: Mapped[int]
+    preemptions: Mapped[int]
+    migrations: Mapped[int]
+    exit_code: Mapped[int | None]
+    first_start: Mapped[float | None]
+    last_seen: Mapped[float]
+    finished_at: Mapped[float | None]
 
 
 class _Unset:
@@ -167,7 +151,7 @@ class JobUpdate:
 def bulk_job_update(keys: Sequence[str]) -> Any:
     """One UPDATE of job rows setting the fields ``keys`` (as ``JobUpdate.columns`` does), executed for many jobs
     at once with parameters ``b_job_id`` and ``b_<field>``: a round updates every active job's row."""
-    table = cast(Table, JobRow.__table__)
+    table = tables.jobs
     t = table.c
     values: dict[str, Any] = {}
     for k in keys:
@@ -184,174 +168,109 @@ def bulk_job_update(keys: Sequence[str]) -> Any:
 
 
 class RoundRow(Base):
-    __tablename__ = "rounds"
-    round_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    started_at: Mapped[float] = mapped_column(Float)
-    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    policy: Mapped[str] = mapped_column(String)
-    dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
-    status: Mapped[str] = mapped_column(String, default="planned")  # planned|applied|failed|skipped
-    # round | start: a start between rounds (round/start_between.py), which only starts jobs on free GPUs
-    kind: Mapped[str] = mapped_column(String, default="round", server_default="round")
-    error: Mapped[str] = mapped_column(Text, default="")
-    scheduling_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    placement_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    packing_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    migration_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    decision_json: Mapped[str] = mapped_column(Text, default="{}")  # model.codec.decision_to_json
-    observe_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    apply_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    jobs_active: Mapped[int] = mapped_column(Integer, default=0)
-    running: Mapped[int] = mapped_column(Integer, default=0)
-    started: Mapped[int] = mapped_column(Integer, default=0)
-    preempted: Mapped[int] = mapped_column(Integer, default=0)
-    migrated: Mapped[int] = mapped_column(Integer, default=0)
-    kept: Mapped[int] = mapped_column(Integer, default=0)
-    packed_pairs: Mapped[int] = mapped_column(Integer, default=0)
-    pending: Mapped[int] = mapped_column(Integer, default=0)
+    __table__ = tables.rounds
+    round_id: Mapped[int]
+    started_at: Mapped[float]
+    finished_at: Mapped[float | None]
+    policy: Mapped[str]
+    dry_run: Mapped[bool]
+    status: Mapped[str]
+    kind: Mapped[str]
+    error: Mapped[str]
+    scheduling_ms: Mapped[float]
+    placement_ms: Mapped[float]
+    packing_ms: Mapped[float]
+    migration_ms: Mapped[float]
+    decision_json: Mapped[str]
+    observe_ms: Mapped[float]
+    apply_ms: Mapped[float]
+    jobs_active: Mapped[int]
+    running: Mapped[int]
+    started: Mapped[int]
+    preempted: Mapped[int]
+    migrated: Mapped[int]
+    kept: Mapped[int]
+    packed_pairs: Mapped[int]
+    pending: Mapped[int]
 
 
 class PlacementRow(Base):
-    __tablename__ = "placements"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.round_id"), index=True)
-    job_id: Mapped[str] = mapped_column(String, index=True)
-    gpus: Mapped[str] = mapped_column(String)
-    partner: Mapped[str] = mapped_column(String, default="")
-    strategy: Mapped[str] = mapped_column(String, default="")
-    speed: Mapped[float] = mapped_column(Float, default=0.0)
+    __table__ = tables.placements
+    id: Mapped[int]
+    round_id: Mapped[int]
+    job_id: Mapped[str]
+    gpus: Mapped[str]
+    partner: Mapped[str]
+    strategy: Mapped[str]
+    speed: Mapped[float]
 
 
 class ActionRow(Base):
-    __tablename__ = "actions"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.round_id"), index=True)
-    seq: Mapped[int] = mapped_column(Integer)  # order of execution within the round
-    job_id: Mapped[str] = mapped_column(String, index=True)
-    kind: Mapped[str] = mapped_column(String)  # start|preempt|migrate|hold (reconcile: requeue|hold)
-    # intent|done|failed|skipped|interrupted (a crash left it as intent; the next start reconciled it)
-    status: Mapped[str] = mapped_column(String, default="intent", index=True)
-    detail: Mapped[str] = mapped_column(Text, default="{}")  # JSON: target gpus, partner, strategy ...
-    created_at: Mapped[float] = mapped_column(Float)
-    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    error: Mapped[str] = mapped_column(Text, default="")
+    __table__ = tables.actions
+    id: Mapped[int]
+    round_id: Mapped[int]
+    seq: Mapped[int]
+    job_id: Mapped[str]
+    kind: Mapped[str]
+    status: Mapped[str]
+    detail: Mapped[str]
+    created_at: Mapped[float]
+    finished_at: Mapped[float | None]
+    error: Mapped[str]
 
 
 class EventRow(Base):
-    __tablename__ = "events"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    time: Mapped[float] = mapped_column(Float, index=True)
-    kind: Mapped[str] = mapped_column(String)
-    job_id: Mapped[str] = mapped_column(String, default="", index=True)
-    round_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    message: Mapped[str] = mapped_column(Text, default="")
+    __table__ = tables.events
+    id: Mapped[int]
+    time: Mapped[float]
+    kind: Mapped[str]
+    job_id: Mapped[str]
+    round_id: Mapped[int | None]
+    message: Mapped[str]
 
 
 class SlurmCallRow(Base):
     """Every Slurm call that changes something (place, release, signal, ...), for audit and `round show`."""
 
-    __tablename__ = "slurm_calls"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    round_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
-    time: Mapped[float] = mapped_column(Float)
-    method: Mapped[str] = mapped_column(String)
-    job_ids: Mapped[str] = mapped_column(String, default="")  # comma-joined
-    ok: Mapped[bool] = mapped_column(Boolean, default=True)
-    error: Mapped[str] = mapped_column(Text, default="")
-    ms: Mapped[float] = mapped_column(Float, default=0.0)
+    __table__ = tables.slurm_calls
+    id: Mapped[int]
+    round_id: Mapped[int | None]
+    time: Mapped[float]
+    method: Mapped[str]
+    job_ids: Mapped[str]
+    ok: Mapped[bool]
+    error: Mapped[str]
+    ms: Mapped[float]
 
 
 class KvRow(Base):
     """Small daemon state that is not a table: schema version, policy state, shadow placement."""
 
-    __tablename__ = "kv"
-    key: Mapped[str] = mapped_column(String, primary_key=True)
-    value: Mapped[bytes] = mapped_column(LargeBinary)
+    __table__ = tables.kv
+    key: Mapped[str]
+    value: Mapped[bytes]
 
 
 class AdminRow(Base):
     """An operator's request (`tesserae hold|release|requeue|cancel|pin|keep-off|unpin|drain|resume`) as the
     daemon took it in: who (the request file's owner, set by the kernel) and when, and what became of it."""
 
-    __tablename__ = "admin_actions"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    time: Mapped[float] = mapped_column(Float)  # when the operator asked (the request's own stamp)
-    user: Mapped[str] = mapped_column(String)
-    uid: Mapped[int] = mapped_column(Integer)
-    command: Mapped[str] = mapped_column(String)  # hold|release|requeue|cancel|pin|keep-off|unpin|drain|resume
-    target: Mapped[str] = mapped_column(String, index=True)  # job id or node name
-    status: Mapped[str] = mapped_column(String, default="accepted")  # accepted|refused|done|failed
-    round_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # round that took it in
-    note: Mapped[str] = mapped_column(Text, default="")
-    nodes: Mapped[str] = mapped_column(Text, default="", server_default="")  # pin|keep-off: Slurm hostlist
-
-
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=5000")
-    cur.close()
+    __table__ = tables.admin_actions
+    id: Mapped[int]
+    time: Mapped[float]
+    user: Mapped[str]
+    uid: Mapped[int]
+    command: Mapped[str]
+    target: Mapped[str]
+    status: Mapped[str]
+    round_id: Mapped[int | None]
+    note: Mapped[str]
+    nodes: Mapped[str]
 
 
 @dataclass
-class Store:
-    engine: Engine
-    read_only: bool = False
-
-    @staticmethod
-    def open(path: str | Path, read_only: bool = False) -> Store:
-        """The state database; a file this user may not read or a directory it may not write is one
-        line (InputError), not a traceback."""
-        path = Path(path).expanduser()
-        try:
-            return Store._open(path, read_only)
-        except DatabaseError as exc:  # OperationalError, or a file that is not a database at all
-            why = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-        if read_only:
-            raise InputError(f"cannot read state database {path}: {why} (may this user read it?)")
-        raise InputError(f"cannot open state database {path} for writing: {why} "
-                         f"(may this user write to {path.parent}?)")
-
-    @staticmethod
-    def _open(path: Path, read_only: bool) -> Store:
-        if read_only:
-            if not path.exists():
-                raise InputError(f"state database {path} does not exist (has the daemon run yet?)")
-            url = f"sqlite:///file:{path.resolve()}?mode=ro&uri=true"
-        else:
-            create_closed(path)  # whoever opens it first for writing, never the umask's 0644
-            url = f"sqlite:///{path}"
-        engine = create_engine(url, future=True)
-        event.listen(engine, "connect", _sqlite_pragmas)
-        if not read_only:
-            with engine.begin() as conn:
-                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-            from .schema import upgrade
-            upgrade(engine, path)  # every schema change is a migration: never create_all here
-        store = Store(engine, read_only)
-        try:
-            store._check_schema(path)
-        except OperationalError:
-            if not read_only:
-                raise
-            # A WAL database whose daemon is stopped has no -shm file, and a reader without write access to
-            # the state directory cannot create one: read the file as immutable (nobody is writing it).
-            engine = create_engine(f"sqlite:///file:{path.resolve()}?mode=ro&immutable=1&uri=true", future=True)
-            store = Store(engine, read_only)
-            store._check_schema(path)
-        return store
-
-    def close(self) -> None:
-        """Close the pooled connections now. SQLite checkpoints the WAL into the database file when its
-        last connection closes; leaving that to the garbage collector makes the moment unpredictable."""
-        self.engine.dispose()
-
-    def _check_schema(self, path: Path) -> None:
-        from .schema import check_readable
-        with self.engine.connect() as conn:
-            check_readable(conn, path)
+class Store(Database):
+    """The database as the daemon writes it: ORM rows in sessions (``Database`` opens it)."""
 
     def get_kv(self, key: str) -> bytes | None:
         with self.session() as s:
@@ -376,13 +295,6 @@ class Store:
             if states:
                 q = q.where(JobRow.state.in_(list(states)))
             return list(s.scalars(q))
-
-    def job_columns(self, names: Sequence[str], states: Sequence[str]) -> list[Any]:
-        """The named columns of the rows in ``states`` (rows with those attributes), in ``jobs``'s order:
-        no ORM object per row where a round reads every active job."""
-        with self.session() as s:
-            q = select(*(getattr(JobRow, n) for n in names)).where(JobRow.state.in_(list(states)))
-            return list(s.execute(q.order_by(JobRow.submit_time, JobRow.job_id)))
 
     def jobs_by_id(self, ids: Sequence[str]) -> list[JobRow]:
         out: list[JobRow] = []
@@ -526,26 +438,6 @@ class Store:
             s.execute(delete(JobRow).where(JobRow.job_id.in_(list(ids))))
             s.execute(delete(EventRow).where(EventRow.job_id.in_(list(ids)), EventRow.round_id.is_(None),
                                              EventRow.time < events_before))
-
-
-STATE_DIR_MODE = 0o750  # the daemon's user and its group (operators); other users read through the API
-STATE_DB_MODE = 0o640
-
-
-def create_closed(path: Path) -> None:
-    """A missing state directory 0750 and database 0640 (SQLite gives the WAL and shared-memory files the
-    database's mode); what exists is left as it is."""
-    d = path.parent
-    if not d.exists():
-        d.mkdir(parents=True, mode=STATE_DIR_MODE)
-        os.chmod(d, STATE_DIR_MODE)
-    if not path.exists():
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, STATE_DB_MODE)
-        except FileExistsError:  # another process made it first
-            return
-        os.fchmod(fd, STATE_DB_MODE)
-        os.close(fd)
 
 
 def prepare_state(database: str | Path) -> Path:

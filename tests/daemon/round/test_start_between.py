@@ -101,11 +101,10 @@ def test_a_job_submitted_between_rounds_starts_where_the_round_would_put_it(tmp_
 def _explains_the_start(d: Daemon, pass_id: int) -> None:
     """`tesserae explain`, `rounds` and `round show` tell the pass from a round."""
     from tesserae_slurm.cli.admin.explain import _text
-    from tesserae_slurm.daemon.operators.readers import ROUND_COLUMNS, explain, round_details
+    from tesserae_slurm.daemon.operators.readers import ROUND_COLUMNS, explain, job_views, round_details
 
     store = d.journal.store
-    row = store.job("2")
-    assert row is not None
+    (row,) = job_views(store, ids=["2"])
     e = explain(store, row)
     assert e["last_round"]["round"] == pass_id and e["last_round"]["kind"] == "start"
     assert [(m["kind"], m["round"], m["between_rounds"]) for m in e["history"]] == [("start", pass_id, True)]
