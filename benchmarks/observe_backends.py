@@ -82,13 +82,13 @@ def _cycle(cli: SlurmBackend, job_id: int, env: dict[str, str]) -> None:
     free = [n.name for n in cli.list_nodes(PARTITION) if n.gpus - n.gpus_used >= 2]
     if not free:  # make room: the first running job goes back to held
         victim = next(j for j in cli.list_jobs(PARTITION) if j.state.value == "RUNNING")
-        cli.requeue_hold(victim.job_id)
+        cli.requeue_hold([victim.job_id])
         _wait(cli, lambda jobs: _state(jobs, victim.job_id) == "PENDING")
         free = [n.name for n in cli.list_nodes(PARTITION) if n.gpus - n.gpus_used >= 2]
     cli.place(job_id, [free[0]])
     cli.release([job_id])
     _wait(cli, lambda jobs: _state(jobs, job_id) == "RUNNING")
-    cli.requeue_hold(job_id)
+    cli.requeue_hold([job_id])
     _wait(cli, lambda jobs: _state(jobs, job_id) == "PENDING")
     cli.admin_hold([job_id])
 

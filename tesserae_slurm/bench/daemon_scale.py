@@ -165,7 +165,7 @@ def run_generated(tmp: Path, nodes: int, jobs: int, rounds: int, churn: float = 
     daemon.phases = phases
     daemon.start()
     report = ScaleReport("generated Slurm 22.05 output", nodes, slurm.gpus_per_node, jobs)
-    reads = frozenset({"squeue --json", "sinfo --json", "squeue poll", "sinfo --version"})
+    reads = frozenset({"squeue --json", "squeue --jobs", "sinfo --json", "squeue poll", "sinfo --version"})
     rng = np.random.default_rng(seed + 1)
     next_id = jobs + 1
     for r in range(rounds):
@@ -299,7 +299,9 @@ class TimedRunner:
         words = [str(a) for a in argv]
         verb = words[0] + (" " + words[1] if words[0] == "scontrol" and len(words) > 1 else "")
         if words[0] in ("squeue", "sinfo"):
-            verb = f"{words[0]} {'--json' if '--json' in words else '--version' if '--version' in words else 'poll'}"
+            kind = ("--json" if "--json" in words else "--version" if "--version" in words
+                    else "--jobs" if any(w.startswith("--jobs=") for w in words) else "poll")
+            verb = f"{words[0]} {kind}"
         self.calls[verb] += 1
         t0 = time.perf_counter()
         try:
@@ -361,7 +363,7 @@ def run_devcluster(root: Path, nodes: int, jobs: int, rounds: int, pause_s: floa
         daemon.start()
         major, minor = backend.slurm_version()
         report = ScaleReport(f"dev cluster, Slurm {major}.{minor:02d}", nodes, 4, jobs)
-        reads = frozenset({"squeue --json", "sinfo --json", "squeue poll", "sinfo --version"})
+        reads = frozenset({"squeue --json", "squeue --jobs", "sinfo --json", "squeue poll", "sinfo --version"})
         for r in range(rounds):
             if r:
                 time.sleep(pause_s)

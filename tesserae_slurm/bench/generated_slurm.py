@@ -1,5 +1,5 @@
 """A generated Slurm for rounds at a size this machine cannot run: Slurm 22.05's client output (``squeue
---json``, ``sinfo --json``, the poll's text) printed from an in-memory cluster, and its changing commands
+--json``, ``sinfo --json``, the poll's and a stop's text) printed from an in-memory cluster, and its changing commands
 (``scontrol update/release/uhold/hold/requeuehold``, ``scancel``) applied to that cluster, counted and not
 executed.
 
@@ -142,6 +142,10 @@ class GeneratedSlurm:
         if cmd == "squeue" and "--json" in rest:
             self.calls["squeue --json"] += 1
             return self._squeue()
+        jobs_arg = next((a for a in rest if a.startswith("--jobs=")), None)
+        if cmd == "squeue" and jobs_arg is not None:
+            self.calls["squeue --jobs"] += 1
+            return self._squeue_brief(_ids(jobs_arg.removeprefix("--jobs=")))
         if cmd == "squeue" and "-p" in rest:
             self.calls["squeue poll"] += 1
             return "".join(f"{j.job_id} {_compact(j.state)}\n" for j in self.jobs.values()
@@ -153,6 +157,13 @@ class GeneratedSlurm:
                 for jid in ids:
                     if self._job(jid).state in ("PENDING", "RUNNING"):
                         self.finish(jid, "CANCELLED")
+                return ""
+            # a signal: scancel skips (and names) each job that has ended or that Slurm no longer knows
+            gone = [jid for jid in ids if jid not in self.jobs or self.jobs[jid].state not in ("PENDING", "RUNNING")]
+            if gone:
+                stderr = "".join(f"scancel: error: Kill job error on job id {jid}: Invalid job id specified\n"
+                                 for jid in gone)
+                raise SlurmCommandError(f"scancel: {stderr.strip()}", returncode=1, stderr=stderr)
             return ""
         if cmd == "scontrol" and rest and rest[0] in WRITES:
             self.calls[f"scontrol {rest[0]}"] += 1
@@ -178,13 +189,16 @@ class GeneratedSlurm:
             self._json.pop(j.job_id, None)
             return ""
         if verb == "requeuehold":
+            unknown = [jid for jid in _ids(args[-1]) if jid not in self.jobs]
             for jid in _ids(args[-1]):
-                j = self._job(jid)
-                if j.state == "RUNNING":  # Incomplete: an ended job stays ended
-                    self._free_cpus(j)
-                    j.state, j.reason, j.priority, j.nodes = "PENDING", "JobHeldUser", 0, ()
-                    j.restarts += 1
+                held = self.jobs.get(jid)
+                if held is not None and held.state == "RUNNING":  # Incomplete: an ended job stays ended
+                    self._free_cpus(held)
+                    held.state, held.reason, held.priority, held.nodes = "PENDING", "JobHeldUser", 0, ()
+                    held.restarts += 1
                     self._json.pop(jid, None)
+            if unknown:  # scontrol tries every job of the list, then reports the ones it could not
+                self._job(unknown[0])
             return ""
         for jid in _ids(args[-1]):
             j = self._job(jid)
@@ -216,6 +230,13 @@ class GeneratedSlurm:
                 text = self._json[jid] = json.dumps(self._job_json(j))
             parts.append(text)
         return '{"meta": ' + json.dumps(META) + ', "errors": [], "jobs": [' + ", ".join(parts) + "]}"
+
+    def _squeue_brief(self, ids: list[int]) -> str:
+        """``commands.squeue_brief``'s text, 22.05's way (the exit code a raw wait status)."""
+        def t(v: int) -> str:
+            return str(v) if v else "N/A"
+        return "".join(f"{j.job_id}|{j.state}|{j.user}|{j.restarts}|{t(j.start_time)}|{t(j.end_time)}|0|"
+                       f"{','.join(j.nodes)}|\n" for jid in ids if (j := self.jobs.get(jid)) is not None)
 
     def _job_json(self, j: GenJob) -> dict[str, object]:
         return {**JOB_REST, "job_id": j.job_id, "job_state": j.state, "name": f"train-{j.job_id}",

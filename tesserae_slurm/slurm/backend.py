@@ -41,6 +41,8 @@ class SlurmBackend(Protocol):
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]: ...
 
+    def list_jobs_brief(self, job_ids: Iterable[int]) -> tuple[SlurmJob, ...]: ...
+
     def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]: ...
 
     def job_states(self) -> tuple[tuple[str, str], ...] | None: ...
@@ -59,9 +61,9 @@ class SlurmBackend(Protocol):
 
     def evict(self, job_id: int) -> None: ...
 
-    def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None: ...
+    def signal(self, job_ids: Iterable[int], sig: Signal = "USR1", batch_only: bool = True) -> dict[int, str]: ...
 
-    def requeue_hold(self, job_id: int) -> None: ...
+    def requeue_hold(self, job_ids: Iterable[int]) -> None: ...
 
     def cancel(self, job_id: int) -> None: ...
 
@@ -108,6 +110,20 @@ class SlurmCliBackend:
         if self.slurm_version() < ONLY_JOB_STATE_SINCE:
             return None
         return parse.parse_squeue_poll(self.runner.run(commands.squeue_job_states()))
+
+    def list_jobs_brief(self, job_ids: Iterable[int]) -> tuple[SlurmJob, ...]:
+        """Only these jobs, in any state, with the fields a stop follows (``parse.parse_squeue_brief``); one
+        Slurm no longer knows is left out."""
+        ids = list(job_ids)
+        if not ids:
+            return ()
+        try:
+            out = self.runner.run(commands.squeue_brief(ids), env=commands.BRIEF_ENV)
+        except SlurmCommandError as exc:  # one id alone is looked up by itself, and refused once purged
+            if len(ids) == 1 and "invalid job id" in str(exc).lower():
+                return ()
+            raise
+        return parse.parse_squeue_brief(out)
 
     def list_nodes(self, partition: str | None = None) -> tuple[SlurmNode, ...]:
         """22.05: `sinfo --json`; 23.02 and later: `scontrol show node --json` (docs/slurm-versions.md)."""
@@ -167,8 +183,21 @@ class SlurmCliBackend:
         if ids:
             self.runner.run(commands.scontrol_hold(ids))
 
-    def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
-        self.runner.run(commands.scancel_signal(job_id, sig, batch_only))
+    def signal(self, job_ids: Iterable[int], sig: Signal = "USR1", batch_only: bool = True) -> dict[int, str]:
+        """Signal every listed job in one `scancel`; returns the jobs it refused (ended, unknown) with
+        Slurm's words. scancel signals each job on its own, so a refusal means the others got theirs;
+        an error that names no job (scancel stopped before signalling) is raised."""
+        ids = list(job_ids)
+        if not ids:
+            return {}
+        try:
+            self.runner.run(commands.scancel_signal(ids, sig, batch_only))
+        except SlurmCommandError as exc:
+            refused = parse.parse_scancel_refusals(exc.stderr)
+            if refused is None:
+                raise
+            return refused
+        return {}
 
     def admin_hold(self, job_ids: Iterable[int]) -> None:
         """Turn held (or pending) jobs into administrator-held ones, which only an operator releases."""
@@ -178,12 +207,16 @@ class SlurmCliBackend:
 
     def evict(self, job_id: int) -> None:
         """Requeue-hold a job that runs without the daemon's placement (refused once it has finished)."""
-        self.runner.run(commands.scontrol_requeuehold_incomplete(job_id))
+        self.runner.run(commands.scontrol_requeuehold_incomplete([job_id]))
 
-    def requeue_hold(self, job_id: int) -> None:
-        """`requeuehold Incomplete`: Slurm requeues only a job still running; one that has ended stays
-        ended (exit 0, no message, on 22.05), where a plain requeuehold would run it again."""
-        self.runner.run(commands.scontrol_requeuehold_incomplete(job_id))
+    def requeue_hold(self, job_ids: Iterable[int]) -> None:
+        """`requeuehold Incomplete` of every listed job in one call: Slurm requeues only a job still
+        running; one that has ended, or is pending already, is left as it is (exit 0, no message:
+        slurmctld's `_job_requeue_op`, 22.05 to 26.05), where a plain requeuehold would run it again.
+        A job Slurm no longer knows fails the call (after the others were requeued)."""
+        ids = list(job_ids)
+        if ids:
+            self.runner.run(commands.scontrol_requeuehold_incomplete(ids))
 
     def cancel(self, job_id: int) -> None:
         self.runner.run(commands.scancel(job_id))

@@ -81,6 +81,23 @@ def squeue_poll(partition: str) -> list[str]:
     return ["squeue", "-h", "-p", partition, "-o", "%i %t"]
 
 
+# What a stop follows of each job it stops: id, state, owner, run count, start, end, exit code, nodes.
+# Width 0 prints a field whole and unpadded; `|` ends each (no such character in any of them).
+BRIEF_FIELDS = ("JobId", "State", "UserName", "RestartCnt", "StartTime", "EndTime", "exit_code", "NodeList")
+BRIEF_ENV = {"SLURM_TIME_FORMAT": "%s"}  # times as epoch seconds (strftime's %s)
+
+
+def squeue_brief(job_ids: Iterable[int | str]) -> list[str]:
+    """Only `job_ids`, in any state, as text: unlike `--json` on 22.05, text heeds `--jobs` on every
+    release, so reading the few jobs a round stops costs no parse of the whole queue. Run with
+    ``BRIEF_ENV``."""
+    ids = [job_id_arg(j) for j in job_ids]
+    if not ids:
+        raise InputError("squeue --jobs: no job ids")
+    fields = ",".join(f"{name}:0|" for name in BRIEF_FIELDS)
+    return ["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}", f"--Format={fields}"]
+
+
 def squeue_job_states() -> list[str]:
     """Every job's id and compact state through Slurm's lighter REQUEST_JOB_STATE (24.11 and later): no
     partition filter (the partition reads "(null)"), so it only says whether anything came or went."""
@@ -161,16 +178,25 @@ def scontrol_requeuehold(job_id: int | str) -> list[str]:
     return ["scontrol", "requeuehold", job_id_arg(job_id)]
 
 
-def scontrol_requeuehold_incomplete(job_id: int | str) -> list[str]:
-    """`Incomplete`: a job that has finished meanwhile is refused, never brought back."""
-    return ["scontrol", "requeuehold", "Incomplete", job_id_arg(job_id)]
+def scontrol_requeuehold_incomplete(job_ids: Iterable[int | str]) -> list[str]:
+    """`Incomplete`: a job that has finished meanwhile is left ended, never brought back. scontrol
+    requeues each job of the list on its own (22.05 to 26.05): one refused does not stop the others."""
+    ids = [job_id_arg(j) for j in job_ids]
+    if not ids:
+        raise InputError("scontrol requeuehold: no job ids")
+    return ["scontrol", "requeuehold", "Incomplete", ",".join(ids)]
 
 
 def scancel(job_id: int | str) -> list[str]:
     return ["scancel", job_id_arg(job_id)]
 
 
-def scancel_signal(job_id: int | str, sig: int | str | _signal.Signals, batch_only: bool = True) -> list[str]:
-    """Signal the batch shell only (`--batch`) or the batch shell and every step (`--full`)."""
+def scancel_signal(job_ids: Iterable[int | str], sig: int | str | _signal.Signals,
+                   batch_only: bool = True) -> list[str]:
+    """Signal the batch shell only (`--batch`) or the batch shell and every step (`--full`) of each job;
+    scancel signals each on its own, so one that has ended does not keep the others from theirs."""
+    ids = [job_id_arg(j) for j in job_ids]
+    if not ids:
+        raise InputError("scancel --signal: no job ids")
     scope = "--batch" if batch_only else "--full"
-    return ["scancel", f"--signal={signal_name(sig)}", scope, job_id_arg(job_id)]
+    return ["scancel", f"--signal={signal_name(sig)}", scope, *ids]

@@ -195,6 +195,68 @@ def parse_squeue_poll(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def parse_squeue_brief(text: str) -> tuple[SlurmJob, ...]:
+    """`commands.squeue_brief`'s lines (`|` after each field, times in epoch seconds) as SlurmJobs that
+    carry those fields alone: id, state, owner, run count, start, end, exit code and nodes; the rest keep
+    their defaults. 22.05 prints the exit code as the raw wait status, 24.11 and later as `code:signal`."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.strip().split("|")
+        if len(fields) != 9 or fields[-1] or not fields[0].isdigit():
+            raise SlurmParseError(f"squeue printed {line.strip()[:80]!r}, expected 8 fields each ended by '|'")
+        job_id, state_name, user, restarts, start, end, code, nodes, _ = fields
+        where = f"squeue --jobs job {job_id}"
+        state = job_state(state_name, where)
+        exit_code = exit_signal = None
+        if state.is_finished:
+            exit_code, exit_signal = _brief_exit(code, where)
+        out.append(SlurmJob(
+            job_id=int(job_id), name="", user=user, state=state, nodes=parse_nodelist(nodes),
+            restart_count=_i(restarts) or 0,
+            start_time=None if state is SlurmJobState.PENDING else _epoch(start),
+            end_time=_epoch(end) if state.is_finished else None,
+            exit_code=exit_code, exit_signal=exit_signal,
+        ))
+    return tuple(out)
+
+
+def _epoch(text: str) -> int | None:
+    """Seconds, or None for what squeue prints for no time (N/A, Unknown, None, NONE)."""
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _brief_exit(text: str, where: str) -> tuple[int, int] | tuple[None, None]:
+    code, sep, sig = text.partition(":")
+    if sep and code.isdigit() and sig.isdigit():
+        return int(code), int(sig)
+    if not text.strip():  # 24.11+: no exit code recorded (NO_VAL) prints nothing
+        return None, None
+    status = _i(text)
+    if status is None or status < 0:  # 22.05 prints NO_VAL as a negative int
+        raise SlurmParseError(f"{where}: cannot read exit code {text!r}")
+    return exit_status(status, where)
+
+
+_KILL_REFUSED = re.compile(r"Kill job error on job id (\d+)\S*: (.*)$")
+
+
+def parse_scancel_refusals(stderr: str) -> dict[int, str] | None:
+    """The jobs a failed multi-job `scancel` names as refused (`Kill job error on job id N: why`), or None
+    when some line is not such a refusal: then scancel may have stopped before signalling any job. An
+    empty stderr is no refusal named: scancel refuses a job that ended under it without a word."""
+    refused: dict[int, str] = {}
+    for line in stderr.splitlines():
+        if not line.strip():
+            continue
+        m = _KILL_REFUSED.search(line)
+        if m is None:
+            return None
+        refused[int(m.group(1))] = m.group(2).strip()
+    return refused
+
+
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 

@@ -8,7 +8,10 @@ text), then imports it bound to this backend's SLURM_CONF, and refuses a second 
 the same process.
 
 Through pyslurm: the job listing and the per-job calls whose meaning pyslurm keeps (release,
-an administrator's hold, signals, requeue-hold, cancel, comment updates). On the CLI, and why:
+an administrator's hold, signals, requeue-hold, cancel, comment updates). A list (release, hold,
+signal, requeue-hold) is one RPC per job in this process, as scontrol and scancel themselves send
+them, with the CLI's meaning: a signal goes to every job and returns the refused ones, a requeue-hold
+of a list fails after trying every job. On the CLI, and why:
 - a held job whose reason has a description: pyslurm reports the description in place of the
   reason code, so an administrator's hold on a requeue-held job ("job requeued in held state",
   which an update does not clear) looks like its owner's; those jobs are read again with squeue.
@@ -16,7 +19,8 @@ an administrator's hold, signals, requeue-hold, cancel, comment updates). On the
 - an update to an empty comment: pyslurm treats an empty string as "unchanged".
 - the owner's hold (`scontrol uhold`): 24.11's Job.hold(mode="user") writes through a null pointer
   (segmentation fault).
-- submission, node listing, ping and the version.
+- submission, node listing, ping and the version, and a stop's look at its few jobs
+  (`list_jobs_brief`: squeue reads only those, where pyslurm's listing loads every job).
 Exit codes of 128 and above come back from pyslurm less 128 (its `_get_exit_code`).
 docs/slurm-versions.md lists the releases it passed the live tests on (`LIVE_TESTED`).
 """
@@ -31,6 +35,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 from . import commands, parse
@@ -133,21 +138,34 @@ class PyslurmBackend(SlurmCliBackend):
         for jid in job_ids:  # priority 0 as root or an operator (`scontrol hold`)
             self._on_job("admin hold", jid, lambda job: job.hold())
 
-    def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
+    def signal(self, job_ids: Iterable[int], sig: Signal = "USR1", batch_only: bool = True) -> dict[int, str]:
         # The raw call, as Job.send_signal reads Slurm's errno even after a successful RPC.
         number = _signal_number(sig)
         flags = _KILL_JOB_BATCH if batch_only else _KILL_FULL_JOB
-        jid = int(job_id_arg(job_id))
-        self._call(f"signal job {job_id}", lambda: self._py.slurm_kill_job(jid, number, flags))
+        refused: dict[int, str] = {}
+        for job_id in job_ids:
+            jid = int(job_id_arg(job_id))
+            try:
+                self._call(f"signal job {jid}", partial(self._py.slurm_kill_job, jid, number, flags))
+            except SlurmCommandError as exc:
+                refused[jid] = str(exc)
+        return refused
 
     def evict(self, job_id: int) -> None:
-        self.requeue_hold(job_id)
+        self.requeue_hold([job_id])
 
-    def requeue_hold(self, job_id: int) -> None:
-        """`requeuehold Incomplete`: a job that has ended meanwhile is refused, never run again."""
-        jid = int(job_id_arg(job_id))
-        self._call(f"requeue job {job_id}",
-                   lambda: self._py.slurm_requeue(jid, _JOB_REQUEUE_HOLD | _JOB_RUNNING))
+    def requeue_hold(self, job_ids: Iterable[int]) -> None:
+        """`requeuehold Incomplete`: a job that has ended meanwhile is left ended, never run again; every
+        job is tried, then the first refusal is raised."""
+        first: SlurmCommandError | None = None
+        for job_id in job_ids:
+            jid = int(job_id_arg(job_id))
+            try:
+                self._call(f"requeue job {jid}", partial(self._py.slurm_requeue, jid, _JOB_REQUEUE_HOLD | _JOB_RUNNING))
+            except SlurmCommandError as exc:
+                first = first or exc
+        if first is not None:
+            raise first
 
     def cancel(self, job_id: int) -> None:
         jid = int(job_id_arg(job_id))

@@ -33,7 +33,7 @@ def test_generated_output_reads_back_through_the_cli_backend_and_follows_the_dae
     assert after[103].state_reason == "JobHeldAdmin"
     nodes = {n.name: n for n in backend.list_nodes("tesserae")}
     assert (nodes["node0002"].state, nodes["node0001"].state, nodes["node0002"].gpus) == ("mixed", "idle", 4)
-    backend.requeue_hold(101)
+    backend.requeue_hold([101])
     assert {j.job_id: j for j in backend.list_jobs()}[101].restart_count == 1
     assert slurm.calls == Counter({"sinfo --version": 1, "squeue --json": 3, "scontrol update": 1,
                                    "scontrol release": 1, "scontrol hold": 1, "sinfo --json": 1,

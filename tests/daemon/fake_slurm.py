@@ -3,8 +3,10 @@ every call in order.
 
 It keeps only what the daemon reads back (states, holds, AdminComment, node lists), with Slurm's rules
 for them as the live tests see them on 22.05: a hold is a user hold (JobHeldUser) and `admin_hold` an
-administrator's (JobHeldAdmin), both only on pending jobs; a requeue-hold turns a running job into a
-held pending one and refuses a pending one; release makes a held job eligible (it does not start it:
+administrator's (JobHeldAdmin), both only on pending jobs; a requeue-hold (`Incomplete`) turns a running
+job into a held pending one and leaves a pending or ended one as it is, refusing only a job it does not know
+(trying every job of a list, then raising the first refusal); a
+signal returns the jobs it refused (ended or unknown), as scancel names them; release makes a held job eligible (it does not start it:
 ``run`` does, when a test says so). The live tests (``*_live.py``) check the real Slurm against all this.
 """
 
@@ -21,7 +23,7 @@ from tesserae_slurm.slurm.backend import Script, Signal
 
 S = SlurmJobState
 PARTITION = "tesserae"
-READS = ("list_jobs", "poll_jobs", "job_states", "list_nodes")
+READS = ("list_jobs", "list_jobs_brief", "poll_jobs", "job_states", "list_nodes")
 
 
 def managed(job_id: int, gpus: int = 1, *, model: str = "DCGAN", batch: str = "32", state: S = S.PENDING,
@@ -92,6 +94,10 @@ class FakeSlurm:
         self._call("list_jobs")
         return tuple(j for j in self.jobs.values() if partition is None or j.partition == partition)
 
+    def list_jobs_brief(self, job_ids: Iterable[int]) -> tuple[SlurmJob, ...]:
+        ids = self._call("list_jobs_brief", list(job_ids))
+        return tuple(self.jobs[j] for j in ids if j in self.jobs)
+
     def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]:
         """squeue's compact states of the active jobs (finished ones drop out, as squeue's default)."""
         self._call("poll_jobs")
@@ -145,25 +151,35 @@ class FakeSlurm:
     def admin_hold(self, job_ids: Iterable[int]) -> None:
         self._hold("admin_hold", job_ids, "JobHeldAdmin")
 
-    def _requeue_hold(self, method: str, job_id: int) -> None:
-        (j,) = self._call(method, [job_id])
-        job = self._job(j)
-        if job.state is S.PENDING:
-            raise SlurmCommandError(f"Job {j} is pending", returncode=1, stderr="Job is pending execution")
-        if job.state.is_active:  # Incomplete: an ended job stays ended
-            self.jobs[j] = replace(job, state=S.PENDING, priority=0, reason="job requeued in held state",
-                                   state_reason="JobHeldUser", start_time=None, nodes=(),
-                                   restart_count=job.restart_count + 1)
+    def _requeue_hold(self, method: str, job_ids: Iterable[int]) -> None:
+        first: SlurmCommandError | None = None
+        for j in self._call(method, list(job_ids)):
+            try:
+                job = self._job(j)
+            except SlurmCommandError as exc:
+                first = first or exc
+                continue
+            if job.state.is_active:  # Incomplete: an ended job stays ended
+                self.jobs[j] = replace(job, state=S.PENDING, priority=0, reason="job requeued in held state",
+                                       state_reason="JobHeldUser", start_time=None, nodes=(),
+                                       restart_count=job.restart_count + 1)
+        if first is not None:
+            raise first
 
     def evict(self, job_id: int) -> None:
-        self._requeue_hold("evict", job_id)
+        self._requeue_hold("evict", [job_id])
 
-    def requeue_hold(self, job_id: int) -> None:
-        self._requeue_hold("requeue_hold", job_id)
+    def requeue_hold(self, job_ids: Iterable[int]) -> None:
+        self._requeue_hold("requeue_hold", job_ids)
 
-    def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
-        (j,) = self._call("signal", [job_id])
-        self.signals.append((j, str(sig)))
+    def signal(self, job_ids: Iterable[int], sig: Signal = "USR1", batch_only: bool = True) -> dict[int, str]:
+        refused: dict[int, str] = {}
+        for j in self._call("signal", list(job_ids)):
+            if j not in self.jobs or self.jobs[j].state.is_finished:
+                refused[int(j)] = "Invalid job id specified"
+            else:
+                self.signals.append((j, str(sig)))
+        return refused
 
     def cancel(self, job_id: int) -> None:
         (j,) = self._call("cancel", [job_id])

@@ -36,16 +36,21 @@ NASTY = "x$(touch /tmp/pwned);`id` 'q' \"d\" & | > end"
         (commands.scontrol_nodes_json(), ["scontrol", "show", "node", "--json"]),
         (commands.scontrol_release([5, 6, 7]), ["scontrol", "release", "5,6,7"]),
         (commands.scontrol_requeuehold(9), ["scontrol", "requeuehold", "9"]),
-        (commands.scontrol_requeuehold_incomplete(9), ["scontrol", "requeuehold", "Incomplete", "9"]),
+        (commands.scontrol_requeuehold_incomplete([9]), ["scontrol", "requeuehold", "Incomplete", "9"]),
+        (commands.scontrol_requeuehold_incomplete([9, 11]), ["scontrol", "requeuehold", "Incomplete", "9,11"]),
         (commands.scontrol_admin_hold([5, 6]), ["scontrol", "hold", "5,6"]),
         (commands.scancel(9), ["scancel", "9"]),
-        (commands.scancel_signal(9, "USR1"), ["scancel", "--signal=USR1", "--batch", "9"]),
-        (commands.scancel_signal(9, signal.SIGTERM, batch_only=False), ["scancel", "--signal=TERM", "--full", "9"]),
+        (commands.scancel_signal([9], "USR1"), ["scancel", "--signal=USR1", "--batch", "9"]),
+        (commands.scancel_signal([9, 11, 12], "USR1"), ["scancel", "--signal=USR1", "--batch", "9", "11", "12"]),
+        (commands.scancel_signal([9], signal.SIGTERM, batch_only=False), ["scancel", "--signal=TERM", "--full", "9"]),
+        (commands.squeue_brief([4, 7]),
+         ["squeue", "--noheader", "--states=all", "--jobs=4,7", "--Format=JobId:0|,State:0|,UserName:0|,"
+          "RestartCnt:0|,StartTime:0|,EndTime:0|,exit_code:0|,NodeList:0|"]),
     ],
     ids=[
         "squeue", "squeue-poll", "squeue-job-states", "sinfo", "ping", "sbatch-argv", "sbatch-stdin", "place", "place-extra",
-        "scontrol-nodes", "release-many", "requeuehold", "requeuehold-incomplete", "admin-hold", "cancel",
-        "signal-batch", "signal-full",
+        "scontrol-nodes", "release-many", "requeuehold", "requeuehold-incomplete", "requeuehold-many", "admin-hold",
+        "cancel", "signal-batch", "signal-many", "signal-full", "squeue-brief",
     ],
 )
 def test_argv(argv, expected):
@@ -80,12 +85,17 @@ def test_signal_name(sig, expected):
         (lambda: commands.scontrol_update_job(1, {"Comment x": "y"}), "invalid scontrol update key"),
         (lambda: commands.scontrol_update_job(1, {"Comment": "a\nJobId=2"}), "one line"),
         (lambda: commands.scontrol_update_job(1, {}), "nothing to update"),
-        (lambda: commands.scancel_signal(1, "NOPE"), "unknown signal"),
+        (lambda: commands.scancel_signal([1], "NOPE"), "unknown signal"),
+        (lambda: commands.scancel_signal([], "USR1"), "no job ids"),
+        (lambda: commands.scancel_signal([1, "2; id"], "USR1"), "invalid Slurm job id"),
+        (lambda: commands.scontrol_requeuehold_incomplete([]), "no job ids"),
+        (lambda: commands.squeue_brief([]), "no job ids"),
         (lambda: commands.sbatch("job.sh"), "lists of strings"),
     ],
     ids=[
         "zero-id", "injected-id", "bool-id", "release-empty", "no-nodes", "nodes-string", "node-with-space",
-        "place-conflict", "bad-key", "multiline-value", "no-updates", "bad-signal", "sbatch-string",
+        "place-conflict", "bad-key", "multiline-value", "no-updates", "bad-signal", "signal-empty", "signal-injected-id",
+        "requeuehold-empty", "brief-empty", "sbatch-string",
     ],
 )
 def test_bad_input_raises_input_error(call, match):

@@ -129,12 +129,12 @@ def test_signal_requeue_hold_replace_and_cancel(backend, submit, workdir):
     backend.release([jid])
     wait_for(lambda: "restart=0" in output(workdir, jid), 30, "job start", every=0.1)
 
-    backend.signal(jid, "USR1", batch_only=True)
+    assert backend.signal([jid], "USR1", batch_only=True) == {}
     marker = workdir / f"usr1.{jid}"
     wait_for(lambda: marker.exists() and marker.read_text(), 30, "USR1 trap marker", every=0.1)
     assert marker.read_text().strip() == "USR1 restart=0"
 
-    backend.requeue_hold(jid)
+    backend.requeue_hold([jid])
     held = wait_for(
         lambda: (j := job(backend, jid)).state is SlurmJobState.PENDING and j.requeued_held and j, 30,
         "requeue-held state", every=0.1,
@@ -199,16 +199,20 @@ def test_submit_script_text_on_stdin_with_env(backend, workdir):
     [
         lambda b: b.release([999999]),
         lambda b: b.place(999999, ["node1"]),
-        lambda b: b.requeue_hold(999999),
-        lambda b: b.signal(999999, "USR1"),
+        lambda b: b.requeue_hold([999999]),
         lambda b: b.update_comment(999999, comment="x"),
     ],
-    ids=["release", "place", "requeue-hold", "signal", "comment"],
+    ids=["release", "place", "requeue-hold", "comment"],
 )
 def test_unknown_job_id_fails_once_with_one_line(backend, action):
     with pytest.raises(SlurmCommandError) as info:
         action(backend)
     assert "Invalid job id" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_signal_to_an_unknown_job_comes_back_as_refused_with_slurms_words(backend):
+    refused = backend.signal([999999], "USR1")
+    assert list(refused) == [999999] and "Invalid job id" in refused[999999] and "\n" not in refused[999999]
 
 
 def test_unknown_node_is_refused(backend, submit):
@@ -254,7 +258,7 @@ def test_pyslurm_lists_jobs_as_the_cli_does(backend, submit, devcluster):
     backend.release([run, requeued, cancelled])
     for jid in (run, requeued, cancelled):
         wait_for(lambda jid=jid: running(backend, jid), 30, f"job {jid} RUNNING", every=0.1)
-    backend.requeue_hold(requeued)
+    backend.requeue_hold([requeued])
     wait_for(lambda: job(backend, requeued).requeued_held, 30, "requeue-held", every=0.1)
     backend.admin_hold([requeued])
     backend.cancel(cancelled)

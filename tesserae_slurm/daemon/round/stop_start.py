@@ -2,7 +2,9 @@
 
 ``apply.py`` orders a round's stops and starts; this module carries each out. Stop: signal every job
 to preempt or migrate (checkpoint signal to the batch shell), wait until they exit or the grace
-period ends, requeue-hold them, and wait until Slurm has them pending again. Start: write each job's
+period ends, requeue-hold them, and wait until Slurm has them pending again; the signal and the
+requeue-hold are one Slurm call each for all the jobs due at once, and the waits look at those jobs
+alone (``list_jobs_brief``), never the whole queue. Start: write each job's
 assignment into its AdminComment, pin its node list and make it eligible now (one `scontrol update` per
 job), then release all of them with one call. Every step tolerates having been done already (a restarted
 daemon may repeat it), and a start never goes to GPUs that a job which failed to stop still holds: the
@@ -74,9 +76,10 @@ class Applier:
         self._signalled_at: dict[str, float] = {}  # job -> when this process sent it the checkpoint signal
 
     # ---- observation during the protocol ----------------------------------------------------------
-    def _jobs(self) -> dict[str, SlurmJob] | None:
+    def _jobs(self, ids: Iterable[str]) -> dict[str, SlurmJob] | None:
+        """The stopping jobs ``ids`` as Slurm has them now (one it no longer knows is absent)."""
         try:
-            return {str(j.job_id): j for j in self.backend.list_jobs(self.cfg.slurm.partition)}
+            return {str(j.job_id): j for j in self.backend.list_jobs_brief([int(j) for j in ids])}
         except SlurmError as exc:
             log.warning("cannot list jobs while applying: %s", exc)
             return None
@@ -88,7 +91,7 @@ class Applier:
         ids = list(ids)
         view: dict[str, SlurmJob] = {}
         while True:
-            jobs = self._jobs()
+            jobs = self._jobs(ids)
             if jobs is not None:
                 view = jobs
                 if all(done(jobs.get(j)) for j in ids):
@@ -117,21 +120,15 @@ class Applier:
         failpoints.hit("after-intent")
 
         to_hold: list[str] = []
+        to_signal: list[str] = []
         for it in items:
             sj = slurm.get(it.job_id)
             if sj is not None and sj.state is SlurmJobState.PENDING and not sj.held:
                 to_hold.append(it.job_id)  # released but not started yet: just hold it again
-            elif sj is not None and sj.state.is_active:
-                if it.job_id in self._signalled_at:
-                    continue  # a stop carried over from an earlier round: its grace runs from the first signal
-                try:
-                    self.backend.signal(int(it.job_id), self.cfg.preemption.signal, batch_only=True)
-                    self._signalled_at[it.job_id] = self.clock()
-                    failpoints.hit("after-signal")
-                except SlurmCommandError as exc:  # it ended meanwhile: the requeue-hold below leaves it ended
-                    log.info("signal to job %s refused (%s): it has ended", it.job_id, exc)
-                except SlurmError as exc:
-                    log.warning("could not signal job %s: %s", it.job_id, exc)
+            elif sj is not None and sj.state.is_active and it.job_id not in self._signalled_at:
+                to_signal.append(it.job_id)  # (a stop carried over keeps the grace of its first signal)
+        if to_signal:
+            self._signal(to_signal)
         signalled = [it.job_id for it in items if it.job_id in self._signalled_at]
         if signalled:
             log.info("round %d: signalled %s; grace period up to %gs", round_id, ",".join(signalled),
@@ -159,9 +156,8 @@ class Applier:
                 self.journal.finish_action(st.action_ids[it.job_id], "skipped", self.clock(), why)
             return
 
-        for it in st.items:
-            if it.job_id not in st.to_hold and it.job_id not in requeued:
-                self._requeue(it.job_id, requeued, result)
+        self._requeue([it.job_id for it in st.items if it.job_id not in st.to_hold and it.job_id not in requeued],
+                      requeued, result)
         if st.to_hold:
             try:
                 self.backend.hold([int(j) for j in st.to_hold])
@@ -217,36 +213,70 @@ class Applier:
         view: dict[str, SlurmJob] = {}
         while left:
             if not records or self.clock() >= next_look:  # without records each wait is one poll already
-                jobs = self._jobs()
+                jobs = self._jobs(left)
                 if jobs is not None:
                     view = jobs
                     left = {j for j in left if (sj := view.get(j)) is not None and sj.state.is_active}
                 next_look = self.clock() + self.poll_s
-            for j in sorted(left) if records else ():
-                sj = view.get(j)
-                if sj is not None and checkpointed(records, j, sj.restart_count, sj.user):
-                    log.info("job %s checkpointed %.1fs after the signal: requeue-held now", j,
-                             self.clock() - self._signalled_at.get(j, self.clock()))
-                    self._requeue(j, requeued, result)
-                    forget(records, j, sj.restart_count)
-                    left.discard(j)
+            done = [j for j in sorted(left) if records and (sj := view.get(j)) is not None
+                    and checkpointed(records, j, sj.restart_count, sj.user)]
+            for j in done:
+                log.info("job %s checkpointed %.1fs after the signal: requeue-held now", j,
+                         self.clock() - self._signalled_at.get(j, self.clock()))
+            self._requeue(done, requeued, result)
+            for j in done:
+                forget(records, j, view[j].restart_count)
+                left.discard(j)
             if not left or self.clock() >= deadline or self.stop.is_set():
                 return
             self.stop.wait(min(RECORD_POLL_S if records else self.poll_s, max(0.0, deadline - self.clock())))
 
-    def _requeue(self, job_id: str, requeued: list[str], result: ApplyResult) -> None:
-        """``requeuehold Incomplete``: never brings an ended job back."""
+    def _signal(self, ids: Sequence[str]) -> None:
+        """The checkpoint signal to all of ``ids`` in one call. A job Slurm refuses has ended: the
+        requeue-hold leaves it ended. Where the call failed as a whole, each job is signalled alone."""
         try:
-            self.backend.requeue_hold(int(job_id))
-            requeued.append(job_id)
-            failpoints.hit("after-requeue")
+            refused = self.backend.signal([int(j) for j in ids], self.cfg.preemption.signal, batch_only=True)
         except SlurmCommandError as exc:
-            if "pending" in str(exc).lower():  # requeued already (by us before a crash, or by hand)
-                requeued.append(job_id)
-            else:
-                result.failed[job_id] = str(exc)
+            if len(ids) > 1:
+                log.warning("batched signal failed (%s); signalling one by one", exc)
+                for j in ids:
+                    self._signal([j])
+                return
+            log.info("signal to job %s refused (%s): it has ended", ids[0], exc)
+            return
         except SlurmError as exc:
-            result.failed[job_id] = str(exc)
+            log.warning("could not signal job(s) %s: %s", ",".join(ids), exc)
+            return
+        now = self.clock()
+        for j in ids:
+            if int(j) in refused:  # it ended meanwhile: the requeue-hold below leaves it ended
+                log.info("signal to job %s refused (%s): it has ended", j, refused[int(j)])
+            else:
+                self._signalled_at[j] = now
+        failpoints.hit("after-signal")
+
+    def _requeue(self, ids: Sequence[str], requeued: list[str], result: ApplyResult) -> None:
+        """``requeuehold Incomplete`` of all of ``ids`` in one call: never brings an ended job back. Slurm
+        tries every job of the list; where the call failed (a job it no longer knows), each is asked
+        alone, which a job requeued already answers with success."""
+        if not ids:
+            return
+        try:
+            self.backend.requeue_hold([int(j) for j in ids])
+            requeued.extend(ids)
+            failpoints.hit("after-requeue")
+            return
+        except SlurmCommandError as exc:
+            if len(ids) > 1:
+                log.warning("batched requeue-hold failed (%s); requeue-holding one by one", exc)
+                for j in ids:
+                    self._requeue([j], requeued, result)
+            elif "pending" in str(exc).lower():  # requeued already (by us before a crash, or by hand)
+                requeued.append(ids[0])
+            else:
+                result.failed[ids[0]] = str(exc)
+        except SlurmError as exc:
+            result.failed.update({j: str(exc) for j in ids})
 
     # ---- phase 2: start ---------------------------------------------------------------------------
     def start_jobs(self, round_id: int, actions: Sequence[Action], occupied: Mapping[tuple[str, int], set[str]],

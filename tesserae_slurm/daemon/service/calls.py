@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 WRITES = ("submit", "place", "release", "hold", "admin_hold", "evict", "signal",
           "requeue_hold", "cancel", "update_comment")
-READS = ("list_jobs", "poll_jobs", "job_states", "list_nodes", "ping", "slurm_version")
+READS = ("list_jobs", "list_jobs_brief", "poll_jobs", "job_states", "list_nodes", "ping", "slurm_version")
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ class RecordingBackend:
     def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:
         return self._call("list_jobs", self.inner.list_jobs, partition)
 
+    def list_jobs_brief(self, job_ids: Iterable[int]) -> tuple[SlurmJob, ...]:
+        return self._call("list_jobs_brief", self.inner.list_jobs_brief, list(job_ids))
+
     def poll_jobs(self, partition: str) -> tuple[tuple[str, str], ...]:
         return self._call("poll_jobs", self.inner.poll_jobs, partition)
 
@@ -109,11 +112,11 @@ class RecordingBackend:
     def evict(self, job_id: int) -> None:
         self._call("evict", self.inner.evict, job_id)
 
-    def signal(self, job_id: int, sig: Signal = "USR1", batch_only: bool = True) -> None:
-        self._call("signal", self.inner.signal, job_id, sig, batch_only)
+    def signal(self, job_ids: Iterable[int], sig: Signal = "USR1", batch_only: bool = True) -> dict[int, str]:
+        return self._call("signal", self.inner.signal, list(job_ids), sig, batch_only)
 
-    def requeue_hold(self, job_id: int) -> None:
-        self._call("requeue_hold", self.inner.requeue_hold, job_id)
+    def requeue_hold(self, job_ids: Iterable[int]) -> None:
+        self._call("requeue_hold", self.inner.requeue_hold, list(job_ids))
 
     def cancel(self, job_id: int) -> None:
         self._call("cancel", self.inner.cancel, job_id)

@@ -31,7 +31,7 @@ class Script:
 
     def __call__(self, method: str, ids: tuple[str, ...]) -> None:
         self.calls.append((method, ids, {f"{a.kind}:{a.job_id}": a.status for a in self.store.actions()}))
-        if method != "list_jobs":
+        if method != "list_jobs_brief":
             return
         for j, seq in self.states.items():
             state = seq.pop(0) if len(seq) > 1 else seq[0]
@@ -90,12 +90,12 @@ def test_stop_phase_signals_waits_then_requeue_holds_incomplete(tmp_path: Path) 
     methods = [m for m, _, _ in backend.calls]
     assert methods[0] == "signal" and backend.calls[0][2] == {"preempt:1": "intent"}
     first_requeue = methods.index("requeue_hold")
-    assert "list_jobs" in methods[1:first_requeue]  # the grace period was waited out before the requeue-hold
+    assert "list_jobs_brief" in methods[1:first_requeue]  # the grace period was waited out before the requeue-hold
     assert methods.count("requeue_hold") == 1 and methods.count("signal") == 1
     assert result.stopped == {"1"} and journal.store.job("1").state == "PENDING"
     from tesserae_slurm.slurm import commands
     # the backend's requeue-hold is Slurm's race-free form: an ended job stays ended
-    assert commands.scontrol_requeuehold_incomplete(1) == ["scontrol", "requeuehold", "Incomplete", "1"]
+    assert commands.scontrol_requeuehold_incomplete([1]) == ["scontrol", "requeuehold", "Incomplete", "1"]
 
 
 def test_a_job_that_ends_in_the_grace_period_is_recorded_as_ended(tmp_path: Path) -> None:
@@ -148,9 +148,9 @@ def test_a_job_that_leaves_squeue_after_the_requeue_hold_is_stopped(tmp_path: Pa
     running = SlurmJobState.RUNNING
     applier, backend, journal = _setup(tmp_path, {"1": [running]})
 
-    def requeue_and_vanish(job_id: int) -> None:  # MinJobAge passed before the next look
-        backend.slurm._call("requeue_hold", [job_id])
-        del backend.slurm.jobs[str(job_id)]
+    def requeue_and_vanish(job_ids: list[int]) -> None:  # MinJobAge passed before the next look
+        for j in backend.slurm._call("requeue_hold", job_ids):
+            del backend.slurm.jobs[j]
     backend.slurm.requeue_hold = requeue_and_vanish  # type: ignore[method-assign]
     backend.states.clear()
     result = ApplyResult()
@@ -169,13 +169,13 @@ def test_a_stop_goes_on_when_slurm_cannot_list_the_jobs_and_says_so(tmp_path: Pa
     applier.clock = _ticking()
 
     def unreachable(method: str, ids: tuple[str, ...]) -> None:
-        if method == "list_jobs":
+        if method == "list_jobs_brief":
             raise SlurmUnavailable("squeue: timed out")
     backend.slurm.on_call = unreachable
     result = ApplyResult()
     with caplog.at_level(logging.WARNING, logger="tesserae_slurm.daemon.round.stop_start"):
         applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
-    assert [m for m, _ids in backend.slurm.calls if m != "list_jobs"] == ["signal", "requeue_hold"]
+    assert [m for m, _ids in backend.slurm.calls if m != "list_jobs_brief"] == ["signal", "requeue_hold"]
     assert result.stopped == {"1"}  # the requeue-hold went through; no listing says otherwise
     assert set(r.getMessage() for r in caplog.records) == {"cannot list jobs while applying: squeue: timed out"}
 
@@ -185,7 +185,7 @@ def test_a_released_job_not_started_yet_is_held_again_not_signalled(tmp_path: Pa
     pending = backend.slurm.jobs["1"] = replace(managed(1, held=False), priority=1)
     result = ApplyResult()
     applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": pending}, result)
-    assert [m for m, _ids, _seen in backend.calls if m != "list_jobs"] == ["hold"]
+    assert [m for m, _ids, _seen in backend.calls if m != "list_jobs_brief"] == ["hold"]
     assert result.stopped == {"1"} and journal.store.job("1").state == "PENDING"
 
 
@@ -198,9 +198,12 @@ def test_a_signal_slurm_cannot_deliver_is_logged_and_the_stop_goes_on(tmp_path: 
     applier, backend, journal = _setup(tmp_path, {"1": [running, SlurmJobState.PENDING],
                                                   "2": [running, SlurmJobState.PENDING]})
 
-    def signal(job_id: int, sig: str = "USR1", batch_only: bool = True) -> None:
-        backend.slurm._call("signal", [job_id])
-        if job_id == 1:
+    def signal(job_ids: list[int], sig: str = "USR1", batch_only: bool = True) -> dict[int, str]:
+        backend.slurm._call("signal", job_ids)
+        if len(job_ids) > 1:  # an error naming no job: scancel may have signalled none
+            raise SlurmCommandError("scancel: slurm_load_jobs error: Access/permission denied", returncode=1,
+                                    stderr="slurm_load_jobs error: Access/permission denied")
+        if job_ids == [1]:
             raise SlurmUnavailable("scancel: timed out")
         raise SlurmCommandError("scancel: Job has already finished", returncode=1, stderr="")
     backend.slurm.signal = signal  # type: ignore[method-assign]
@@ -208,10 +211,12 @@ def test_a_signal_slurm_cannot_deliver_is_logged_and_the_stop_goes_on(tmp_path: 
     with caplog.at_level(logging.INFO, logger="tesserae_slurm.daemon.round.stop_start"):
         applier.stop_jobs(1, [StopItem("preempt", j, {"n1": (0,)}) for j in "12"],
                           {j: SlurmJob(int(j), "t", "u", running) for j in "12"}, result)
-    assert [m for m, _ids, _seen in backend.calls if m != "list_jobs"] == ["signal", "signal", "requeue_hold",
-                                                                           "requeue_hold"]
+    writes = [(m, ids) for m, ids, _seen in backend.calls if m != "list_jobs_brief"]
+    assert writes == [("signal", ("1", "2")), ("signal", ("1",)), ("signal", ("2",)), ("requeue_hold", ("1", "2"))]
     messages = [r.getMessage() for r in caplog.records]
-    assert "could not signal job 1: scancel: timed out" in messages
+    assert ("batched signal failed (scancel: slurm_load_jobs error: Access/permission denied); "
+            "signalling one by one") in messages
+    assert "could not signal job(s) 1: scancel: timed out" in messages
     assert "signal to job 2 refused (scancel: Job has already finished): it has ended" in messages
     assert result.stopped == {"1", "2"}
 
@@ -296,3 +301,42 @@ def test_a_checkpointed_stop_logs_how_long_after_the_signal_it_came(tmp_path: Pa
                           ApplyResult())
     assert any(m.startswith("job 1 checkpointed ") and m.endswith("s after the signal: requeue-held now")
                for m in (r.getMessage() for r in caplog.records)), [r.getMessage() for r in caplog.records]
+
+
+def test_a_batched_stop_asks_slurm_once_per_verb_and_records_a_job_that_ended_before_its_signal(
+        tmp_path: Path, caplog) -> None:
+    import logging
+
+    running, pending, done = SlurmJobState.RUNNING, SlurmJobState.PENDING, SlurmJobState.COMPLETED
+    # job 2 ended after the round looked and before the signal: scancel refuses it, the others get theirs
+    applier, backend, journal = _setup(tmp_path, {"1": [running, running, pending], "2": [done],
+                                                  "3": [running, pending]})
+    result = ApplyResult()
+    with caplog.at_level(logging.INFO, logger="tesserae_slurm.daemon.round.stop_start"):
+        applier.stop_jobs(1, [StopItem("preempt", j, {"n1": (0,)}) for j in "123"],
+                          {j: SlurmJob(int(j), "t", "u", running) for j in "123"}, result)
+    writes = [(m, ids) for m, ids, _seen in backend.calls if m != "list_jobs_brief"]
+    assert writes == [("signal", ("1", "2", "3")), ("requeue_hold", ("1", "2", "3"))]
+    assert [j for j, _sig in backend.slurm.signals] == ["1", "3"]
+    # every look during the stop asked for the stopping jobs alone, never the whole queue
+    looks = [ids for m, ids, _seen in backend.calls if m == "list_jobs_brief"]
+    assert looks and all(set(ids) <= {"1", "2", "3"} for ids in looks)
+    assert "signal to job 2 refused (Invalid job id specified): it has ended" in [r.getMessage() for r in caplog.records]
+    assert result.stopped == {"1", "3"} and result.ended == {"2": "COMPLETED"} and not result.failed
+    assert journal.store.job("2").state == "COMPLETED" and "not requeued" in journal.store.job("2").reason
+    assert [journal.store.job(j).state for j in "13"] == ["PENDING", "PENDING"]
+
+
+def test_a_batched_requeue_hold_slurm_refuses_falls_back_to_one_call_per_job(tmp_path: Path) -> None:
+    running, pending = SlurmJobState.RUNNING, SlurmJobState.PENDING
+    applier, backend, journal = _setup(tmp_path, {j: [running, pending] for j in "123"},
+                                       fail={("requeue_hold", "2")})
+    result = ApplyResult()
+    applier.stop_jobs(1, [StopItem("preempt", j, {"n1": (0,)}) for j in "123"],
+                      {j: SlurmJob(int(j), "t", "u", running) for j in "123"}, result)
+    writes = [(m, ids) for m, ids, _seen in backend.calls if m != "list_jobs_brief"]
+    assert writes == [("signal", ("1", "2", "3")), ("requeue_hold", ("1", "2", "3")),
+                      ("requeue_hold", ("1",)), ("requeue_hold", ("2",)), ("requeue_hold", ("3",))]
+    assert result.stopped == {"1", "3"} and set(result.failed) == {"2"}
+    statuses = {a.job_id: a.status for a in journal.store.actions()}
+    assert statuses == {"1": "done", "2": "failed", "3": "done"}
