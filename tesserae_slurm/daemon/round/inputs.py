@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ...model import Cluster, GpuRef, InputError, Job, JobView, Placement
 from ...model.meta import JobMeta
@@ -31,8 +32,9 @@ from .transitions import ADMIN_HOLD
 
 log = logging.getLogger(__name__)
 SCHEDULABLE = (PENDING, STARTING, RUNNING)
+# the columns the round's inputs need of every schedulable job, and those the record may write (RoundInputs.rows)
 _READ = ("job_id", "state", "gpus", "meta", "user", "submit_time", "attained_service", "executed_time",
-         "rounds_run", "work_done")  # the columns the round's inputs need of every schedulable job
+         "rounds_run", "work_done", "reason", "packed_with", "speed")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class RoundInputs:
     # jobs an administrator holds in Slurm (JobHeldAdmin, not the daemon's own hold), running ones too:
     # `scontrol hold` of a running job leaves it running, and pending once it stops
     held_in_slurm: tuple[str, ...] = ()
+    rows: Mapping[str, Any] = field(default_factory=dict)  # each schedulable job's row as read (its columns)
 
 
 class InputBuilder:
@@ -116,7 +119,7 @@ class InputBuilder:
         nodes_out = {n.name: (n.gpus, snap.excluded[n.name]) for n in snap.nodes if n.name in snap.excluded}
         held = tuple(sorted(j for j, mj in snap.jobs.items() if mj.slurm.state_reason == ADMIN_HOLD and j not in holds))
         return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
-                           snap.held_by_others, recent, nodes_out, held)
+                           snap.held_by_others, recent, nodes_out, held, {r.job_id: r for r in rows})
 
 
 def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],

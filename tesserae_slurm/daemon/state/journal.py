@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -44,7 +44,8 @@ NEW = "NEW"  # a job not in the database yet
 
 @dataclass(frozen=True)
 class JobFacts:
-    """What the database says about a job (a frozen copy of the row's relevant columns)."""
+    """What the database says about a job (a frozen copy of the row's relevant columns): what reconciliation
+    decides on, then what it may write, so a round writes only the columns that changed."""
 
     job_id: str
     state: str = NEW
@@ -56,6 +57,22 @@ class JobFacts:
     run_counted: float = 0.0
     speed: float = 1.0  # normalized speed of its current placement (the round's decision)
     work_done: float = 0.0
+    slurm_state: str = ""
+    reason: str = ""
+    name: str = ""
+    restarts: int = 0
+    attained_service: float = 0.0
+    first_start: float | None = None
+    exit_code: int | None = None
+    finished_at: float | None = None
+    nodes: str = ""
+    gpus: str = ""
+    assign_round: int | None = None
+    packed_with: str = ""
+    strategy: str = ""
+
+
+_FACTS = tuple(f.name for f in fields(JobFacts))
 
 
 @dataclass(frozen=True)
@@ -128,14 +145,19 @@ class Journal:
         """Rows of the given ids and (``active``) of every job not finished yet, as frozen facts."""
         wanted = list(ids)
         # the columns, not ORM objects: every active job is read each round
-        cols = select(JobRow.job_id, JobRow.state, JobRow.assignment, JobRow.placed_at, JobRow.num_gpus,
-                      JobRow.executed_time, JobRow.run_start, JobRow.run_counted, JobRow.speed, JobRow.work_done)
+        cols = select(*(getattr(JobRow, c) for c in _FACTS))
         with self.store.session() as s:
             rows = list(s.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES)))) if active else []
             for chunk in range(0, len(wanted), 500):
                 rows += list(s.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
-        return {r.job_id: JobFacts(r.job_id, r.state, r.assignment, r.placed_at, r.num_gpus, r.executed_time,
-                                   r.run_start, r.run_counted, r.speed, r.work_done) for r in rows}
+        return {r[0]: JobFacts(*r) for r in rows}
+
+    def seen_active(self, now: float) -> None:
+        """Every active row last seen ``now``, in one statement: a round sees every active job, and most of
+        their rows change in nothing else."""
+        with self.store.session() as s:
+            s.execute(update(JobRow).where(JobRow.state.not_in(TERMINAL_STATES)).values(last_seen=now),
+                      execution_options={"synchronize_session": False})
 
     def rows(self, states: Sequence[str]) -> list[JobRow]:
         return self.store.jobs(states)
@@ -164,7 +186,11 @@ class Journal:
     def update_job(self, job_id: str, up: JobUpdate) -> None:
         self.update_jobs({job_id: up})
 
-    def update_jobs(self, updates: Mapping[str, JobUpdate]) -> None:
+    def update_jobs(self, updates: Mapping[str, JobUpdate], known: Mapping[str, Any] | None = None) -> None:
+        """``known``: job id -> its row's columns as last read (``JobFacts``, a row of ``Store.job_columns``);
+        a field the row holds already is not written, and a row left with nothing to write is not touched."""
+        if known:
+            updates = {j: up.changes_from(known[j]) if j in known else up for j, up in updates.items()}
         if not updates:
             return
         with self.store.session() as s:

@@ -163,6 +163,20 @@ class JobUpdate:
         """The fields set and their plain values, for ``bulk_job_update``."""
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not UNSET}
 
+    def changes_from(self, row: Any) -> JobUpdate:
+        """This update without what ``row`` (the job's columns as attributes) holds already: a field equal to the
+        row's, and ``first_start`` where the row has one. A field the row does not carry counts as a change, and
+        so do the ``*_added`` counters."""
+        values = self.fields_set()
+        same = [k for k, v in values.items()
+                if (getattr(row, k, None) is not None if k == "first_start" else
+                    not k.endswith("_added") and getattr(row, k, UNSET) == v)]
+        if not same:
+            return self
+        for k in same:
+            del values[k]
+        return JobUpdate(**values)
+
 
 def bulk_job_update(keys: Sequence[str]) -> Any:
     """One UPDATE of job rows setting the fields ``keys`` (as ``JobUpdate.columns`` does), executed for many jobs
@@ -426,14 +440,16 @@ class Store:
                 select(RoundRow.round_id, RoundRow.started_at, RoundRow.finished_at)
                 .where(RoundRow.round_id >= first, RoundRow.status.in_(list(statuses))).order_by(RoundRow.round_id))]
 
-    def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[PlacementRow]:
-        """The placement rows of these jobs in these rounds."""
-        out: list[PlacementRow] = []
+    def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[Any]:
+        """The placement rows of these jobs in these rounds (rows with ``PlacementRow``'s attributes, not ORM
+        objects: a round reads those of every placed job)."""
+        out: list[Any] = []
         if round_ids:
+            cols = select(*cast(Table, PlacementRow.__table__).columns)
             with self.session() as s:
                 for i in range(0, len(job_ids), 500):
-                    out += s.scalars(select(PlacementRow).where(PlacementRow.round_id.in_(list(round_ids)),
-                                                                PlacementRow.job_id.in_(list(job_ids[i:i + 500]))))
+                    out += s.execute(cols.where(PlacementRow.round_id.in_(list(round_ids)),
+                                                PlacementRow.job_id.in_(list(job_ids[i:i + 500]))))
         return out
 
     def done_actions(self, job_ids: Sequence[str], kinds: Sequence[str]) -> list[ActionRow]:
