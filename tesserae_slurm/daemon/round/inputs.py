@@ -20,7 +20,7 @@ from ...model.meta import JobMeta
 from ...profiles import ThroughputProfile
 from ...site.config import SiteConfig
 from ...site.job_rules import check_meta
-from ...site.partition import shape_from_nodes
+from ...site.partition import PartitionShape, shape_from_nodes
 from ...slurm import SlurmJob
 from ..operators.admin import Standing, hold_reason
 from ..state.gpuset import GpuMap, parse_gpus
@@ -72,6 +72,7 @@ class InputBuilder:
         rows = sorted(self.journal.store.job_columns(_READ, SCHEDULABLE), key=lambda r: (r.submit_time, int(r.job_id)))
         holds = load_holds(self.journal.store)
         shape = shape_from_nodes(snap.nodes, cfg)
+        broken: dict[JobMeta, str] = {}  # metadata checked this round -> what is wrong ("": nothing); few distinct
         for r in rows:
             placed = r.state in PLACED_STATES
             if placed and r.gpus:  # accounted even when it cannot be scheduled: the plan then stops it
@@ -89,7 +90,10 @@ class InputBuilder:
                 continue
             try:
                 meta = JobMeta.decode(r.meta)
-                check_meta(meta, shape, profile)
+                if meta not in broken:
+                    broken[meta] = _broken(meta, shape, profile)
+                if broken[meta]:
+                    raise InputError(broken[meta])
             except InputError as exc:
                 excluded[r.job_id] = f"invalid tesserae metadata: {exc}"
                 log.warning("job %s not scheduled: invalid tesserae metadata: %s", r.job_id, exc)
@@ -120,6 +124,15 @@ class InputBuilder:
         held = tuple(sorted(j for j, mj in snap.jobs.items() if mj.slurm.state_reason == ADMIN_HOLD and j not in holds))
         return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
                            snap.held_by_others, recent, nodes_out, held, {r.job_id: r for r in rows})
+
+
+def _broken(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile) -> str:
+    """What ``check_meta`` finds wrong with ``meta``, "" where nothing."""
+    try:
+        check_meta(meta, shape, profile)
+    except InputError as exc:
+        return str(exc)
+    return ""
 
 
 def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],

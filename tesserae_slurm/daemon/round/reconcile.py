@@ -9,12 +9,12 @@ jobs started by hand to evict. The guard carries them out (``guard.py``), before
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..state.gpuset import format_gpus
 from ..state.journal import JobFacts, Journal
-from ..state.store import PENDING, TERMINAL_STATES, JobUpdate
+from ..state.store import NO_PLACEMENT, PENDING, TERMINAL_STATES, JobUpdate
 from .actions import StopItem, assigned_gpus
 from .observe import ManagedJob, Snapshot
 from .transitions import Transition, account, transition
@@ -85,11 +85,10 @@ def _update(f: JobFacts, mj: ManagedJob | None, t: Transition, now: float) -> Jo
             a = mj.assignment
             cols.update(assignment=sj.admin_comment, assign_round=a.round_id, gpus=format_gpus(a.gpus),
                         nodes=",".join(sorted(a.gpus)), packed_with=a.partner, strategy=a.strategy)
-    up = JobUpdate(**cols)
     if t.clear_placement and t.state in TERMINAL_STATES:
-        up = up.ended(mj.slurm.nodes if mj is not None else ())
-    elif t.clear_placement:
-        up = up.cleared()
+        return JobUpdate(**cols).ended(mj.slurm.nodes if mj is not None else ())
+    if t.clear_placement:
+        cols.update(NO_PLACEMENT)
         if t.state == PENDING and f.run_start is not None and (mj is None or mj.slurm.start_time is None):
-            up = replace(up, run_start=None, run_counted=0.0)
-    return up
+            cols.update(run_start=None, run_counted=0.0)
+    return JobUpdate(**cols)

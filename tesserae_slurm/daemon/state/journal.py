@@ -11,9 +11,9 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ...model import InputError, Placement, RoundDecision
@@ -34,6 +34,7 @@ from .store import (
     Store,
     bulk_job_update,
     dumps,
+    unchanged_dropped,
 )
 
 _log = logging.getLogger("tesserae_slurm.daemon.actions")
@@ -136,7 +137,7 @@ class Journal:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
                       .values(decision_json=dumps(body), **asdict(counts)))
             if targets:  # one executemany: thousands of placed jobs at a big site, no ORM object each
-                s.execute(insert(PlacementRow), [
+                s.connection().execute(insert(cast(Table, PlacementRow.__table__)), [
                     {"round_id": round_id, "job_id": job, "gpus": format_gpus(t.gpus), "partner": t.partner,
                      "strategy": t.strategy, "speed": t.speed} for job, t in targets.items()])
 
@@ -147,9 +148,10 @@ class Journal:
         # the columns, not ORM objects: every active job is read each round
         cols = select(*(getattr(JobRow, c) for c in _FACTS))
         with self.store.session() as s:
-            rows = list(s.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES)))) if active else []
+            db = s.connection()
+            rows = list(db.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES))).all()) if active else []
             for chunk in range(0, len(wanted), 500):
-                rows += list(s.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
+                rows += db.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))).all()
         return {r[0]: JobFacts(*r) for r in rows}
 
     def seen_active(self, now: float) -> None:
@@ -189,12 +191,10 @@ class Journal:
     def update_jobs(self, updates: Mapping[str, JobUpdate], known: Mapping[str, Any] | None = None) -> None:
         """``known``: job id -> its row's columns as last read (``JobFacts``, a row of ``Store.job_columns``);
         a field the row holds already is not written, and a row left with nothing to write is not touched."""
-        if known:
-            updates = {j: up.changes_from(known[j]) if j in known else up for j, up in updates.items()}
         if not updates:
             return
         with self.store.session() as s:
-            _update_jobs(s, updates.items())
+            _update_jobs(s, updates.items(), known)
 
     def count_rounds_run(self, ids: Sequence[str]) -> None:
         """One more round run for each of these jobs."""
@@ -295,11 +295,14 @@ class Journal:
         self.store.set_kv("shadow_placement", dumps(placement_to_json(p)).encode())
 
 
-def _update_jobs(s: Session, updates: Iterable[tuple[str, JobUpdate]]) -> None:
-    """One executemany per set of fields updated: a round rewrites every active job's row."""
+def _update_jobs(s: Session, updates: Iterable[tuple[str, JobUpdate]], known: Mapping[str, Any] | None = None) -> None:
+    """One executemany per set of fields updated: a round updates every active job's row. ``known``: as for
+    ``Journal.update_jobs``."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for job_id, up in updates:
         values = up.fields_set()
+        if known and job_id in known:
+            values = unchanged_dropped(values, known[job_id])
         if values:
             params = {"b_job_id": job_id, **{f"b_{k}": v for k, v in values.items()}}
             groups.setdefault(tuple(sorted(values)), []).append(params)

@@ -108,6 +108,10 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
+NO_PLACEMENT: dict[str, Any] = {"nodes": "", "gpus": "", "assignment": "", "assign_round": None, "placed_at": None,
+                                "packed_with": ""}  # the columns of a job that holds no GPUs
+
+
 @dataclass(frozen=True)
 class JobUpdate:
     """Columns of one job row to write; fields left ``UNSET`` are not written. ``first_start`` is
@@ -141,7 +145,7 @@ class JobUpdate:
 
     def cleared(self) -> JobUpdate:
         """This update, and the job no longer holds GPUs (no nodes, GPUs, assignment or partner)."""
-        return replace(self, nodes="", gpus="", assignment="", assign_round=None, placed_at=None, packed_with="")
+        return replace(self, **NO_PLACEMENT)
 
     def ended(self, slurm_nodes: Sequence[str] = ()) -> JobUpdate:
         """This update for a job that ended: it holds no GPUs, and its row keeps where it last ran (Slurm's
@@ -161,21 +165,19 @@ class JobUpdate:
 
     def fields_set(self) -> dict[str, Any]:
         """The fields set and their plain values, for ``bulk_job_update``."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not UNSET}
+        return {k: v for k, v in vars(self).items() if v is not UNSET}  # a round asks this of every job
 
-    def changes_from(self, row: Any) -> JobUpdate:
-        """This update without what ``row`` (the job's columns as attributes) holds already: a field equal to the
-        row's, and ``first_start`` where the row has one. A field the row does not carry counts as a change, and
-        so do the ``*_added`` counters."""
-        values = self.fields_set()
-        same = [k for k, v in values.items()
-                if (getattr(row, k, None) is not None if k == "first_start" else
-                    not k.endswith("_added") and getattr(row, k, UNSET) == v)]
-        if not same:
-            return self
-        for k in same:
-            del values[k]
-        return JobUpdate(**values)
+
+
+def unchanged_dropped(values: dict[str, Any], row: Any) -> dict[str, Any]:
+    """``values`` (``JobUpdate.fields_set``) without what ``row`` (the job's columns as attributes) holds already: a
+    field equal to the row's, and ``first_start`` where the row has one (it is written only where none is). A field
+    the row does not carry counts as a change, and so do the ``*_added`` counters."""
+    for k in [k for k, v in values.items()
+              if (getattr(row, k, None) is not None if k == "first_start" else
+                  not k.endswith("_added") and getattr(row, k, UNSET) == v)]:
+        del values[k]
+    return values
 
 
 def bulk_job_update(keys: Sequence[str]) -> Any:
@@ -396,7 +398,7 @@ class Store:
         no ORM object per row where a round reads every active job."""
         with self.session() as s:
             q = select(*(getattr(JobRow, n) for n in names)).where(JobRow.state.in_(list(states)))
-            return list(s.execute(q.order_by(JobRow.submit_time, JobRow.job_id)))
+            return list(s.connection().execute(q.order_by(JobRow.submit_time, JobRow.job_id)))
 
     def jobs_by_id(self, ids: Sequence[str]) -> list[JobRow]:
         out: list[JobRow] = []
@@ -448,7 +450,7 @@ class Store:
             cols = select(*cast(Table, PlacementRow.__table__).columns)
             with self.session() as s:
                 for i in range(0, len(job_ids), 500):
-                    out += s.execute(cols.where(PlacementRow.round_id.in_(list(round_ids)),
+                    out += s.connection().execute(cols.where(PlacementRow.round_id.in_(list(round_ids)),
                                                 PlacementRow.job_id.in_(list(job_ids[i:i + 500]))))
         return out
 
