@@ -54,13 +54,14 @@ class JobMeta:
         share few distinct ones, so the answers are remembered (a JobMeta never changes)."""
         return _decode(text)
 
-    def job(self, job_id: str, user: str = "", group: str = "") -> Job:
+    def job(self, job_id: str, user: str = "", group: str = "", account: str = "") -> Job:
         """The engine's view. Jobs without a profile get a model the daemon's profile maps to 1.0, alone.
-        ``group``: packed only with jobs of the same group (``mps.cross_user: never`` passes the user)."""
+        ``group``: packed only with jobs of the same group (``mps.cross_user: never`` passes the user);
+        ``account``: the Slurm account its per-account GPU limits count against."""
         if self.no_profile:
-            return Job(job_id, self.num_gpus, UNPROFILED, "", user=user, no_pack=True, group=group)
+            return Job(job_id, self.num_gpus, UNPROFILED, "", user=user, no_pack=True, group=group, account=account)
         return Job(job_id, self.num_gpus, self.model, self.batch_size, user=user,
-                   parallelism=self.parallelism, no_pack=self.no_pack, group=group)
+                   parallelism=self.parallelism, no_pack=self.no_pack, group=group, account=account)
 
 
 def is_tagged(comment: str) -> bool:

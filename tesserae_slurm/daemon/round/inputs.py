@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...model import Cluster, GpuRef, InputError, Job, JobView, Placement
@@ -99,13 +99,12 @@ class InputBuilder:
                 log.warning("job %s not scheduled: invalid tesserae metadata: %s", r.job_id, exc)
                 continue
             try:
-                job = meta.job(r.job_id, r.user, group=r.user if cfg.mps.cross_user == "never" else "")
+                job = meta.job(r.job_id, r.user, group=r.user if cfg.mps.cross_user == "never" else "",
+                               account=mj.slurm.account)  # per-account GPU limits
                 profile.job_class(job)
             except InputError as exc:
                 excluded[r.job_id] = f"Unschedulable: {exc}"
                 continue
-            if mj.slurm.account:  # per-account GPU limits
-                job = replace(job, account=mj.slurm.account)
             jobs[r.job_id] = job
             prio = site_priority(self.slurm_priority, r.job_id, mj.slurm)
             views.append(JobView(job, r.submit_time, r.attained_service, r.executed_time, r.rounds_run,
