@@ -398,7 +398,7 @@ class Store:
         no ORM object per row where a round reads every active job."""
         with self.session() as s:
             q = select(*(getattr(JobRow, n) for n in names)).where(JobRow.state.in_(list(states)))
-            return list(s.connection().execute(q.order_by(JobRow.submit_time, JobRow.job_id)))
+            return list(s.connection().execute(q.order_by(JobRow.submit_time, JobRow.job_id)).all())
 
     def jobs_by_id(self, ids: Sequence[str]) -> list[JobRow]:
         out: list[JobRow] = []
@@ -451,7 +451,7 @@ class Store:
             with self.session() as s:
                 for i in range(0, len(job_ids), 500):
                     out += s.connection().execute(cols.where(PlacementRow.round_id.in_(list(round_ids)),
-                                                PlacementRow.job_id.in_(list(job_ids[i:i + 500]))))
+                                                             PlacementRow.job_id.in_(list(job_ids[i:i + 500])))).all()
         return out
 
     def done_actions(self, job_ids: Sequence[str], kinds: Sequence[str]) -> list[ActionRow]:
