@@ -296,7 +296,7 @@ class Journal:
 
 
 def _update_jobs(s: Session, updates: Iterable[tuple[str, JobUpdate]], known: Mapping[str, Any] | None = None) -> None:
-    """One executemany per set of fields updated: a round updates every active job's row. ``known``: as for
+    """One executemany per set of fields updated: a round updates thousands of rows. ``known``: as for
     ``Journal.update_jobs``."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for job_id, up in updates:

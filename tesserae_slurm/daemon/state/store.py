@@ -168,7 +168,6 @@ class JobUpdate:
         return {k: v for k, v in vars(self).items() if v is not UNSET}  # a round asks this of every job
 
 
-
 def unchanged_dropped(values: dict[str, Any], row: Any) -> dict[str, Any]:
     """``values`` (``JobUpdate.fields_set``) without what ``row`` (the job's columns as attributes) holds already: a
     field equal to the row's, and ``first_start`` where the row has one (it is written only where none is). A field
