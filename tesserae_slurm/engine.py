@@ -377,7 +377,8 @@ def _pack_stage(req: RoundRequest, profile: ThroughputProfile, by_id: dict[str, 
         limited = gate.pending()
         gone = {p.job_id for p in limited}
         pending = sorted([p for p in pending if p.job_id not in gone] + limited, key=lambda p: at[p.job_id])
-    logical = _with_partners(placed.placement, [p for p in pairs if p not in policy_pairs])
+    kept = set(policy_pairs)  # a set: thousands of kept pairs at a big site
+    logical = _with_partners(placed.placement, [p for p in pairs if p not in kept])
     return _Outcome(logical, pairs, pending, logical)
 
 

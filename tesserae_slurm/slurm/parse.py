@@ -69,6 +69,7 @@ def parse_index_ranges(text: str) -> tuple[int, ...]:
 
 
 _BRACKET = re.compile(r"\[([^\]]*)\]")
+_HOSTLIST_SYNTAX = frozenset("[](),")
 
 
 def parse_nodelist(text: str) -> tuple[str, ...]:
@@ -76,6 +77,8 @@ def parse_nodelist(text: str) -> tuple[str, ...]:
     text = (text or "").strip()
     if not text or text in ("(null)", "None"):
         return ()
+    if not _HOSTLIST_SYNTAX.intersection(text):  # one plain name: what most jobs print
+        return (text,)
     names: list[str] = []
     for item in split_top_level(text):
         names.extend(_expand_host(item))
@@ -315,6 +318,7 @@ _JOB_FIELDS = (
     "admin_comment", "restart_cnt", "priority", "submit_time", "start_time", "end_time",
     "tres_per_node", "required_nodes", "batch_host", "requeue", "exit_code", "state_reason", "account", "nice",
 )
+_JOB_FIELD_SET = frozenset(_JOB_FIELDS)
 _NODE_FIELDS = ("name", "state", "partitions", "cpus", "alloc_cpus", "gres", "gres_used", "reason")
 
 
@@ -405,7 +409,8 @@ def job_from_json(j: Mapping[str, Any], version: Version | None = None) -> Slurm
     except (KeyError, TypeError, ValueError):
         raise SlurmParseError(f"{where} without a valid job_id: {str(j)[:80]}") from None
     where = f"{where} {job_id}"
-    _require(j, _JOB_FIELDS, where)
+    if not _JOB_FIELD_SET <= j.keys():
+        _require(j, _JOB_FIELDS, where)
     state = job_state(j["job_state"], where)
     flags = job_state_names(j["job_state"])
     nodes = parse_nodelist(_s(j["nodes"]))

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ from tesserae_slurm.daemon.state.store import (
     dumps,
     lock_path,
     release_lock,
+    unchanged_dropped,
 )
 from tesserae_slurm.model import InputError
 
@@ -282,6 +284,37 @@ def test_first_start_is_written_once_and_counters_add(tmp_path: Path) -> None:
     one, two = journal.store.job("1"), journal.store.job("2")
     assert (one.first_start, one.preemptions, one.migrations) == (5.0, 3, 3)
     assert (two.first_start, two.preemptions, two.migrations) == (9.0, 1, 2)
+
+
+def test_an_update_against_the_row_as_read_writes_only_what_changed(tmp_path: Path) -> None:
+    """``known``: the row as last read; a field it holds already is not written (so a row another writer changed
+    meanwhile keeps that change), one it does not carry is, and a row with nothing new is not touched."""
+    journal = Journal(Store.open(tmp_path / "state.db"))
+    journal.store.add_rows([JobRow(job_id=j, num_gpus=1, submit_time=0.0, state="PENDING", reason="waiting",
+                                   first_start=None if j == "3" else 5.0, preemptions=1) for j in ("1", "2", "3")])
+    with journal.store.session() as s:  # what a reader would not know: the rows changed after they were read
+        s.execute(text("update jobs set reason = 'changed', last_seen = 7.0"))
+    known = journal.facts(["1", "2", "3"])
+    known = {j: replace(f, reason="waiting") for j, f in known.items()}  # as read before the change
+    journal.update_jobs({
+        "1": JobUpdate(state="PENDING", reason="waiting", first_start=9.0),  # nothing new: untouched
+        "2": JobUpdate(state="RUNNING", reason="waiting", last_seen=8.0, preemptions_added=1),
+        "3": JobUpdate(first_start=9.0),  # none yet: written
+    }, known=known)
+    rows = {r.job_id: r for r in journal.store.jobs()}
+    assert (rows["1"].state, rows["1"].reason, rows["1"].first_start) == ("PENDING", "changed", 5.0)
+    assert (rows["2"].state, rows["2"].reason, rows["2"].last_seen, rows["2"].preemptions) == ("RUNNING", "changed",
+                                                                                                8.0, 2)
+    assert rows["3"].first_start == 9.0
+    assert unchanged_dropped({"reason": "x", "state": "PENDING"}, object()) == {"reason": "x", "state": "PENDING"}
+
+
+def test_seen_active_stamps_every_row_not_finished_and_only_those(tmp_path: Path) -> None:
+    journal = Journal(Store.open(tmp_path / "state.db"))
+    journal.store.add_rows([JobRow(job_id=j, num_gpus=1, submit_time=0.0, state=st, last_seen=1.0)
+                            for j, st in (("1", "PENDING"), ("2", "RUNNING"), ("3", "COMPLETED"), ("4", "LOST"))])
+    journal.seen_active(50.0)
+    assert {r.job_id: r.last_seen for r in journal.store.jobs()} == {"1": 50.0, "2": 50.0, "3": 1.0, "4": 1.0}
 
 
 # ---- what the database enforces ------------------------------------------------------------------------------

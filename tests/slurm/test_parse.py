@@ -27,14 +27,16 @@ from tesserae_slurm.slurm.types import NodeGpus, SlurmJobState
         ("node[1-2],node2", ("node1", "node2")),
         ("", ()),
         ("(null)", ()),
+        (" node3\n", ("node3",)),
     ],
-    ids=["single", "range-and-item", "two-items", "zero-padded", "two-brackets", "dedup", "empty", "null"],
+    ids=["single", "range-and-item", "two-items", "zero-padded", "two-brackets", "dedup", "empty", "null", "padded"],
 )
 def test_parse_nodelist(text, expected):
     assert parse.parse_nodelist(text) == expected
 
 
-@pytest.mark.parametrize("text", ["node[3-1]", "node[a-b]", "node[1-2", "node]1["], ids=["descending", "letters", "unclosed", "reversed"])
+@pytest.mark.parametrize("text", ["node[3-1]", "node[a-b]", "node[1-2", "node]1[", "node1]"],
+                         ids=["descending", "letters", "unclosed", "reversed", "lone-close"])
 def test_parse_nodelist_rejects_malformed(text):
     with pytest.raises(SlurmParseError):
         parse.parse_nodelist(text)

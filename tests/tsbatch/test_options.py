@@ -155,6 +155,18 @@ def test_meta_roundtrips_through_the_comment(n, model, batch, par, no_pack):
     assert "\n" not in text and JobMeta.decode(text) == meta
 
 
+def test_a_comment_read_again_gives_the_same_metadata_and_a_malformed_one_fails_each_time():
+    """The daemon reads every job's Comment each round; what it remembers must be what it read."""
+    text = JobMeta(2, "DCGAN", "32").encode()
+    assert JobMeta.decode(text) == JobMeta.decode(text) == JobMeta(2, "DCGAN", "32")
+    assert JobMeta.decode(JobMeta(4, "DCGAN", "32").encode()).num_gpus == 4
+    for _ in range(2):
+        with pytest.raises(InputError, match="malformed tesserae job comment"):
+            JobMeta.decode('tesserae:v1:{"g":"2"}')
+    assert JobMeta(1, "DCGAN", "32").job("7", "u", account="ml").account == "ml"
+    assert JobMeta(1, no_profile=True).job("7", account="ml").account == "ml"
+
+
 def test_llm_batch_is_optional_but_must_be_the_profiles_when_given():
     assert build_meta({"--model": "Bert-Large"}, 1, SHAPE, PROFILE).batch_size == ""
     assert build_meta({"--model": "Bert-Large", "--batch-size": "256/16"}, 1, SHAPE, PROFILE)

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Any
 
 from ...model import Cluster, GpuRef, InputError, Job, JobView, Placement
 from ...model.meta import JobMeta
 from ...profiles import ThroughputProfile
 from ...site.config import SiteConfig
 from ...site.job_rules import check_meta
-from ...site.partition import shape_from_nodes
+from ...site.partition import PartitionShape, shape_from_nodes
 from ...slurm import SlurmJob
 from ..operators.admin import Standing, hold_reason
 from ..state.gpuset import GpuMap, parse_gpus
@@ -31,8 +32,9 @@ from .transitions import ADMIN_HOLD
 
 log = logging.getLogger(__name__)
 SCHEDULABLE = (PENDING, STARTING, RUNNING)
+# the columns the round's inputs need of every schedulable job, and those the record may write (RoundInputs.rows)
 _READ = ("job_id", "state", "gpus", "meta", "user", "submit_time", "attained_service", "executed_time",
-         "rounds_run", "work_done")  # the columns the round's inputs need of every schedulable job
+         "rounds_run", "work_done", "reason", "packed_with", "speed")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class RoundInputs:
     # jobs an administrator holds in Slurm (JobHeldAdmin, not the daemon's own hold), running ones too:
     # `scontrol hold` of a running job leaves it running, and pending once it stops
     held_in_slurm: tuple[str, ...] = ()
+    rows: Mapping[str, Any] = field(default_factory=dict)  # each schedulable job's row as read (its columns)
 
 
 class InputBuilder:
@@ -69,6 +72,7 @@ class InputBuilder:
         rows = sorted(self.journal.store.job_columns(_READ, SCHEDULABLE), key=lambda r: (r.submit_time, int(r.job_id)))
         holds = load_holds(self.journal.store)
         shape = shape_from_nodes(snap.nodes, cfg)
+        broken: dict[JobMeta, str] = {}  # metadata checked this round -> what is wrong ("": nothing); few distinct
         for r in rows:
             placed = r.state in PLACED_STATES
             if placed and r.gpus:  # accounted even when it cannot be scheduled: the plan then stops it
@@ -86,19 +90,21 @@ class InputBuilder:
                 continue
             try:
                 meta = JobMeta.decode(r.meta)
-                check_meta(meta, shape, profile)
+                if meta not in broken:
+                    broken[meta] = _broken(meta, shape, profile)
+                if broken[meta]:
+                    raise InputError(broken[meta])
             except InputError as exc:
                 excluded[r.job_id] = f"invalid tesserae metadata: {exc}"
                 log.warning("job %s not scheduled: invalid tesserae metadata: %s", r.job_id, exc)
                 continue
             try:
-                job = meta.job(r.job_id, r.user, group=r.user if cfg.mps.cross_user == "never" else "")
+                job = meta.job(r.job_id, r.user, group=r.user if cfg.mps.cross_user == "never" else "",
+                               account=mj.slurm.account)  # per-account GPU limits
                 profile.job_class(job)
             except InputError as exc:
                 excluded[r.job_id] = f"Unschedulable: {exc}"
                 continue
-            if mj.slurm.account:  # per-account GPU limits
-                job = replace(job, account=mj.slurm.account)
             jobs[r.job_id] = job
             prio = site_priority(self.slurm_priority, r.job_id, mj.slurm)
             views.append(JobView(job, r.submit_time, r.attained_service, r.executed_time, r.rounds_run,
@@ -116,7 +122,16 @@ class InputBuilder:
         nodes_out = {n.name: (n.gpus, snap.excluded[n.name]) for n in snap.nodes if n.name in snap.excluded}
         held = tuple(sorted(j for j, mj in snap.jobs.items() if mj.slurm.state_reason == ADMIN_HOLD and j not in holds))
         return RoundInputs(snap.cluster, jobs, tuple(views), actual, current, excluded, snap.gpu_index,
-                           snap.held_by_others, recent, nodes_out, held)
+                           snap.held_by_others, recent, nodes_out, held, {r.job_id: r for r in rows})
+
+
+def _broken(meta: JobMeta, shape: PartitionShape, profile: ThroughputProfile) -> str:
+    """What ``check_meta`` finds wrong with ``meta``, "" where nothing."""
+    try:
+        check_meta(meta, shape, profile)
+    except InputError as exc:
+        return str(exc)
+    return ""
 
 
 def current_placement(cluster: Cluster, actual: Mapping[str, GpuMap],

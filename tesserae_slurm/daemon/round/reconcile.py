@@ -9,11 +9,12 @@ jobs started by hand to evict. The guard carries them out (``guard.py``), before
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..state.gpuset import format_gpus
 from ..state.journal import JobFacts, Journal
-from ..state.store import PENDING, TERMINAL_STATES, JobUpdate
+from ..state.store import NO_PLACEMENT, PENDING, TERMINAL_STATES, JobUpdate
 from .actions import StopItem, assigned_gpus
 from .observe import ManagedJob, Snapshot
 from .transitions import Transition, account, transition
@@ -34,11 +35,13 @@ class Followups:
 def reconcile(journal: Journal, snap: Snapshot, own_holds: set[str], start_timeout_s: float,
               round_id: int | None) -> Followups:
     """``own_holds``: the jobs whose administrator hold is the daemon's own (``guard.Guard.own_holds``)."""
-    facts = journal.facts(snap.jobs)
+    stored = journal.facts(snap.jobs)
     new = [seen for job_id, seen in snap.jobs.items()
            # one finished before the daemon ever saw it: nothing to schedule or account
-           if job_id not in facts and not seen.slurm.state.is_finished]
+           if job_id not in stored and not seen.slurm.state.is_finished]
     journal.insert_jobs([(seen.slurm, seen.meta) for seen in new], snap.time)
+    journal.seen_active(snap.time)  # so a row written below is one whose job changed
+    facts = dict(stored)
     for seen in new:
         facts[seen.id] = JobFacts(seen.id, num_gpus=seen.meta.num_gpus if seen.meta else 1)
     out = Followups()
@@ -56,33 +59,36 @@ def reconcile(journal: Journal, snap: Snapshot, own_holds: set[str], start_timeo
             out.hold.append(job_id)
         elif t.followup == "evict":
             out.evict.append(job_id)
-    journal.update_jobs(updates)
+    journal.update_jobs(updates, known=stored)  # the new rows were written whole
     return out
 
 
 def _update(f: JobFacts, mj: ManagedJob | None, t: Transition, now: float) -> JobUpdate:
-    """The row's new columns: the transition's state and reason, and what Slurm says of the job's run."""
-    up = JobUpdate(state=t.state, last_seen=now)
+    """The row's new columns: the transition's state and reason, and what Slurm says of the job's run (last_seen:
+    ``Journal.seen_active`` wrote it for the active rows)."""
+    cols: dict[str, Any] = {"state": t.state}
+    if f.state in TERMINAL_STATES:
+        cols["last_seen"] = now
     if t.reason or t.state != f.state:
-        up = replace(up, reason=t.reason)
+        cols["reason"] = t.reason
     if mj is not None:
         sj = mj.slurm
-        up = replace(account(f, sj, now).onto(up, f.num_gpus), slurm_state=sj.state.value,
-                     restarts=sj.restart_count, name=sj.name)
+        cols.update(account(f, sj, now).columns(f.num_gpus), slurm_state=sj.state.value, restarts=sj.restart_count,
+                    name=sj.name)
         ran = sj.state.is_active or (sj.end_time is not None and sj.start_time is not None
                                      and sj.end_time > sj.start_time)
         if sj.start_time is not None and ran:
-            up = replace(up, first_start=float(sj.start_time))  # written only if none yet
+            cols["first_start"] = float(sj.start_time)  # written only if none yet
         if sj.state.is_finished:
-            up = replace(up, exit_code=sj.exit_code, finished_at=float(sj.end_time or now))
+            cols.update(exit_code=sj.exit_code, finished_at=float(sj.end_time or now))
         if t.adopt and mj.assignment is not None:
             a = mj.assignment
-            up = replace(up, assignment=sj.admin_comment, assign_round=a.round_id, gpus=format_gpus(a.gpus),
-                         nodes=",".join(sorted(a.gpus)), packed_with=a.partner, strategy=a.strategy)
+            cols.update(assignment=sj.admin_comment, assign_round=a.round_id, gpus=format_gpus(a.gpus),
+                        nodes=",".join(sorted(a.gpus)), packed_with=a.partner, strategy=a.strategy)
     if t.clear_placement and t.state in TERMINAL_STATES:
-        up = up.ended(mj.slurm.nodes if mj is not None else ())
-    elif t.clear_placement:
-        up = up.cleared()
+        return JobUpdate(**cols).ended(mj.slurm.nodes if mj is not None else ())
+    if t.clear_placement:
+        cols.update(NO_PLACEMENT)
         if t.state == PENDING and f.run_start is not None and (mj is None or mj.slurm.start_time is None):
-            up = replace(up, run_start=None, run_counted=0.0)
-    return up
+            cols.update(run_start=None, run_counted=0.0)
+    return JobUpdate(**cols)

@@ -51,7 +51,7 @@ def record_decision(journal: Journal, round_id: int, inp: RoundInputs, decided: 
         reasons[p.job_id] = JobUpdate(reason=p.reason.value + (f": {p.detail}" if p.detail else ""))
     for j in plan.kept:  # no Slurm call; only the record of who shares its GPUs (and its speed) changes
         reasons[j] = JobUpdate(packed_with=plan.targets[j].partner, speed=plan.targets[j].speed, reason="")
-    journal.update_jobs(reasons)
+    journal.update_jobs(reasons, known=inp.rows)  # a waiting job's reason mostly stays what it was
 
 
 def record_dry_run(journal: Journal, round_id: int, plan: RoundPlan, placement: Placement, now: float,

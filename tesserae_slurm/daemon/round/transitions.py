@@ -12,7 +12,7 @@ row of the table in docs/daemon.md ("Reconciliation").
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from ...slurm import SlurmJob, SlurmJobState
 from ..state.journal import NEW, JobFacts
@@ -113,9 +113,12 @@ class Counted(NamedTuple):
 
     def onto(self, update: JobUpdate, num_gpus: int) -> JobUpdate:
         """``update`` with these counters and the GPU-seconds they make."""
-        return replace(update, executed_time=self.executed_time, run_start=self.run_start,
-                       run_counted=self.run_counted, work_done=self.work_done,
-                       attained_service=self.executed_time * num_gpus)
+        return replace(update, **self.columns(num_gpus))
+
+    def columns(self, num_gpus: int) -> dict[str, Any]:
+        """These counters and the GPU-seconds they make, by column."""
+        return {"executed_time": self.executed_time, "run_start": self.run_start, "run_counted": self.run_counted,
+                "work_done": self.work_done, "attained_service": self.executed_time * num_gpus}
 
 
 def _count(f: JobFacts, seconds: float, run_start: float | None, run_counted: float) -> Counted:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -21,6 +21,7 @@ from ...model.codec import decision_to_json, placement_from_json, placement_to_j
 from ...model.meta import JobMeta
 from ...slurm import SlurmJob
 from ..service.calls import CallRecord
+from . import tables
 from .gpuset import format_gpus
 from .store import (
     TERMINAL_STATES,
@@ -28,12 +29,12 @@ from .store import (
     EventRow,
     JobRow,
     JobUpdate,
-    PlacementRow,
     RoundRow,
     SlurmCallRow,
     Store,
     bulk_job_update,
     dumps,
+    unchanged_dropped,
 )
 
 _log = logging.getLogger("tesserae_slurm.daemon.actions")
@@ -44,7 +45,8 @@ NEW = "NEW"  # a job not in the database yet
 
 @dataclass(frozen=True)
 class JobFacts:
-    """What the database says about a job (a frozen copy of the row's relevant columns)."""
+    """What the database says about a job (a frozen copy of the row's relevant columns): what reconciliation
+    decides on, then what it may write, so a round writes only the columns that changed."""
 
     job_id: str
     state: str = NEW
@@ -56,6 +58,22 @@ class JobFacts:
     run_counted: float = 0.0
     speed: float = 1.0  # normalized speed of its current placement (the round's decision)
     work_done: float = 0.0
+    slurm_state: str = ""
+    reason: str = ""
+    name: str = ""
+    restarts: int = 0
+    attained_service: float = 0.0
+    first_start: float | None = None
+    exit_code: int | None = None
+    finished_at: float | None = None
+    nodes: str = ""
+    gpus: str = ""
+    assign_round: int | None = None
+    packed_with: str = ""
+    strategy: str = ""
+
+
+_FACTS = tuple(f.name for f in fields(JobFacts))
 
 
 @dataclass(frozen=True)
@@ -119,7 +137,7 @@ class Journal:
             s.execute(update(RoundRow).where(RoundRow.round_id == round_id)
                       .values(decision_json=dumps(body), **asdict(counts)))
             if targets:  # one executemany: thousands of placed jobs at a big site, no ORM object each
-                s.execute(insert(PlacementRow), [
+                s.connection().execute(insert(tables.placements), [
                     {"round_id": round_id, "job_id": job, "gpus": format_gpus(t.gpus), "partner": t.partner,
                      "strategy": t.strategy, "speed": t.speed} for job, t in targets.items()])
 
@@ -128,14 +146,20 @@ class Journal:
         """Rows of the given ids and (``active``) of every job not finished yet, as frozen facts."""
         wanted = list(ids)
         # the columns, not ORM objects: every active job is read each round
-        cols = select(JobRow.job_id, JobRow.state, JobRow.assignment, JobRow.placed_at, JobRow.num_gpus,
-                      JobRow.executed_time, JobRow.run_start, JobRow.run_counted, JobRow.speed, JobRow.work_done)
+        cols = select(*(getattr(JobRow, c) for c in _FACTS))
         with self.store.session() as s:
-            rows = list(s.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES)))) if active else []
+            db = s.connection()
+            rows = list(db.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES))).all()) if active else []
             for chunk in range(0, len(wanted), 500):
-                rows += list(s.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))))
-        return {r.job_id: JobFacts(r.job_id, r.state, r.assignment, r.placed_at, r.num_gpus, r.executed_time,
-                                   r.run_start, r.run_counted, r.speed, r.work_done) for r in rows}
+                rows += db.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))).all()
+        return {r[0]: JobFacts(*r) for r in rows}
+
+    def seen_active(self, now: float) -> None:
+        """Every active row last seen ``now``, in one statement: a round sees every active job, and most of
+        their rows change in nothing else."""
+        with self.store.session() as s:
+            s.execute(update(JobRow).where(JobRow.state.not_in(TERMINAL_STATES)).values(last_seen=now),
+                      execution_options={"synchronize_session": False})
 
     def rows(self, states: Sequence[str]) -> list[JobRow]:
         return self.store.jobs(states)
@@ -164,11 +188,13 @@ class Journal:
     def update_job(self, job_id: str, up: JobUpdate) -> None:
         self.update_jobs({job_id: up})
 
-    def update_jobs(self, updates: Mapping[str, JobUpdate]) -> None:
+    def update_jobs(self, updates: Mapping[str, JobUpdate], known: Mapping[str, Any] | None = None) -> None:
+        """``known``: job id -> its row's columns as last read (``JobFacts``, a row of ``Store.job_columns``);
+        a field the row holds already is not written, and a row left with nothing to write is not touched."""
         if not updates:
             return
         with self.store.session() as s:
-            _update_jobs(s, updates.items())
+            _update_jobs(s, updates.items(), known)
 
     def count_rounds_run(self, ids: Sequence[str]) -> None:
         """One more round run for each of these jobs."""
@@ -269,11 +295,14 @@ class Journal:
         self.store.set_kv("shadow_placement", dumps(placement_to_json(p)).encode())
 
 
-def _update_jobs(s: Session, updates: Iterable[tuple[str, JobUpdate]]) -> None:
-    """One executemany per set of fields updated: a round rewrites every active job's row."""
+def _update_jobs(s: Session, updates: Iterable[tuple[str, JobUpdate]], known: Mapping[str, Any] | None = None) -> None:
+    """One executemany per set of fields updated: a round updates thousands of rows. ``known``: as for
+    ``Journal.update_jobs``."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for job_id, up in updates:
         values = up.fields_set()
+        if known and job_id in known:
+            values = unchanged_dropped(values, known[job_id])
         if values:
             params = {"b_job_id": job_id, **{f"b_{k}": v for k, v in values.items()}}
             groups.setdefault(tuple(sorted(values)), []).append(params)

@@ -92,6 +92,10 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
+NO_PLACEMENT: dict[str, Any] = {"nodes": "", "gpus": "", "assignment": "", "assign_round": None, "placed_at": None,
+                                "packed_with": ""}  # the columns of a job that holds no GPUs
+
+
 @dataclass(frozen=True)
 class JobUpdate:
     """Columns of one job row to write; fields left ``UNSET`` are not written. ``first_start`` is
@@ -125,7 +129,7 @@ class JobUpdate:
 
     def cleared(self) -> JobUpdate:
         """This update, and the job no longer holds GPUs (no nodes, GPUs, assignment or partner)."""
-        return replace(self, nodes="", gpus="", assignment="", assign_round=None, placed_at=None, packed_with="")
+        return replace(self, **NO_PLACEMENT)
 
     def ended(self, slurm_nodes: Sequence[str] = ()) -> JobUpdate:
         """This update for a job that ended: it holds no GPUs, and its row keeps where it last ran (Slurm's
@@ -145,7 +149,18 @@ class JobUpdate:
 
     def fields_set(self) -> dict[str, Any]:
         """The fields set and their plain values, for ``bulk_job_update``."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not UNSET}
+        return {k: v for k, v in vars(self).items() if v is not UNSET}  # a round asks this of every job
+
+
+def unchanged_dropped(values: dict[str, Any], row: Any) -> dict[str, Any]:
+    """``values`` (``JobUpdate.fields_set``) without what ``row`` (the job's columns as attributes) holds already: a
+    field equal to the row's, and ``first_start`` where the row has one (it is written only where none is). A field
+    the row does not carry counts as a change, and so do the ``*_added`` counters."""
+    for k in [k for k, v in values.items()
+              if (getattr(row, k, None) is not None if k == "first_start" else
+                  not k.endswith("_added") and getattr(row, k, UNSET) == v)]:
+        del values[k]
+    return values
 
 
 def bulk_job_update(keys: Sequence[str]) -> Any:
@@ -338,14 +353,16 @@ class Store(Database):
                 select(RoundRow.round_id, RoundRow.started_at, RoundRow.finished_at)
                 .where(RoundRow.round_id >= first, RoundRow.status.in_(list(statuses))).order_by(RoundRow.round_id))]
 
-    def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[PlacementRow]:
-        """The placement rows of these jobs in these rounds."""
-        out: list[PlacementRow] = []
+    def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[Any]:
+        """The placement rows of these jobs in these rounds (rows with ``PlacementRow``'s attributes, not ORM
+        objects: a round reads those of every placed job)."""
+        out: list[Any] = []
         if round_ids:
-            with self.session() as s:
+            t = tables.placements
+            with self.engine.connect() as conn:
                 for i in range(0, len(job_ids), 500):
-                    out += s.scalars(select(PlacementRow).where(PlacementRow.round_id.in_(list(round_ids)),
-                                                                PlacementRow.job_id.in_(list(job_ids[i:i + 500]))))
+                    out += conn.execute(select(t).where(t.c.round_id.in_(list(round_ids)),
+                                                        t.c.job_id.in_(list(job_ids[i:i + 500])))).all()
         return out
 
     def done_actions(self, job_ids: Sequence[str], kinds: Sequence[str]) -> list[ActionRow]:

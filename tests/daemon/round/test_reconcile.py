@@ -125,3 +125,30 @@ def test_a_hold_the_daemon_made_is_not_taken_for_an_administrators(world) -> Non
     assert world.store.job("1").reason == ""
     _reconcile(world)
     assert world.store.job("1").reason.startswith("held by an administrator")
+
+
+def test_a_round_writes_a_row_only_where_its_job_changed_and_stamps_every_job_it_saw(world) -> None:
+    """What Slurm shows unchanged leaves a row as it is but for last_seen; a running job's counters move; a
+    finished job Slurm still lists (its row ended) is stamped too. A trigger lists the rows written."""
+    ours = Assignment("1", 3, {"node1": (0,)})
+    world.slurm.jobs = {"1": managed(1, state=S.RUNNING, assignment=ours, start_time=900), "2": managed(2),
+                        "3": replace(managed(3, state=S.COMPLETED, start_time=800), end_time=850)}
+    with world.store.session() as s:
+        s.add(JobRow(job_id="1", num_gpus=1, submit_time=0.0, state="STARTING", assignment=ours.encode(),
+                     gpus="node1:0", placed_at=890.0))
+        s.add(JobRow(job_id="3", num_gpus=1, submit_time=0.0, state="COMPLETED", reason="completed"))
+    _reconcile(world, now=1000.0)
+    with world.store.engine.begin() as conn:
+        conn.exec_driver_sql("create table wrote (job_id text)")
+        conn.exec_driver_sql("create trigger written after update of state, slurm_state, reason, name, restarts, "
+                             "executed_time, run_start, run_counted, work_done, attained_service on jobs "
+                             "begin insert into wrote values (new.job_id); end")
+    before = {r.job_id: r for r in world.store.jobs()}
+    _reconcile(world, now=1100.0)
+    after = {r.job_id: r for r in world.store.jobs()}
+    with world.store.engine.connect() as conn:
+        wrote = {r[0] for r in conn.exec_driver_sql("select job_id from wrote")}
+    assert wrote == {"1"}  # "3": only its last_seen
+    assert {j: r.last_seen for j, r in after.items()} == {"1": 1100.0, "2": 1100.0, "3": 1100.0}
+    assert after["1"].executed_time == 200.0 and before["1"].executed_time == 100.0
+    assert (after["2"].state, after["2"].reason, after["2"].slurm_state) == (before["2"].state, "", "PENDING")
