@@ -178,7 +178,7 @@ class Applier:
             facts = all_facts[it.job_id]
             if sj is not None and sj.state.is_finished:  # ended on its own: recorded as ended, never run again
                 state = finished_state(sj)
-                counted = account(facts, sj, now)._replace(run_start=None, run_counted=0.0)
+                counted = account(facts, sj, now)  # its last run stays on the row, as a job that ends unstopped
                 why = f"ended ({state.lower()}) before the requeue-hold: not requeued"
                 result.ended[it.job_id] = state
                 self._signalled_at.pop(it.job_id, None)

@@ -101,6 +101,7 @@ def test_stop_phase_signals_waits_then_requeue_holds_incomplete(tmp_path: Path) 
 def test_a_job_that_ends_in_the_grace_period_is_recorded_as_ended(tmp_path: Path) -> None:
     running, done = SlurmJobState.RUNNING, SlurmJobState.COMPLETED
     applier, backend, journal = _setup(tmp_path, {"1": [running, done]}, grace=5.0)
+    backend.slurm.jobs["1"] = replace(backend.slurm.jobs["1"], start_time=100.0, end_time=160.0)
     result = ApplyResult()
     applier.stop_jobs(1, [StopItem("preempt", "1", {"n1": (0,)})], {"1": SlurmJob(1, "t", "u", running)}, result)
     assert result.ended == {"1": "COMPLETED"} and result.stopped == set()
@@ -108,6 +109,11 @@ def test_a_job_that_ends_in_the_grace_period_is_recorded_as_ended(tmp_path: Path
     # ended: no assignment, and the row keeps where it last ran (squeue's NODELIST of an ended job)
     assert row.state == "COMPLETED" and row.assignment == "" and "not requeued" in row.reason
     assert row.gpus == "n1:0"
+    # its last run counted once and kept, so `tesserae jobs` shows its TIME as for a job that ends unstopped
+    from tesserae_slurm.daemon.operators.readers import since_last_start
+
+    assert (row.run_start, row.executed_time, row.finished_at) == (100.0, 60.0, 160.0)
+    assert since_last_start(row, 500.0) == 60.0
 
 
 def test_sigterm_in_the_grace_period_leaves_the_preemption_to_the_next_start(tmp_path: Path) -> None:
