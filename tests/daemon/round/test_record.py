@@ -112,8 +112,8 @@ def test_the_rounds_inputs_are_recorded_and_replay_to_its_decision(world) -> Non
 def test_the_inputs_carry_each_placed_jobs_recent_placements(world) -> None:
     """Hysteresis reads each placed job's GPUs in the last rounds' decisions (the placement rows), newest
     first, as the engine numbers them."""
-    from tesserae_slurm.daemon.round.inputs import recent_placements
     from tesserae_slurm.daemon.round.actions import Target
+    from tesserae_slurm.daemon.round.inputs import recent_placements
 
     for gpus in ({"node1": (0, 1)}, {"node2": (2, 3)}):
         rid = world.begin_round()
@@ -133,3 +133,20 @@ def _counts():
     from tesserae_slurm.daemon.state.journal import RoundCounts
 
     return RoundCounts()
+
+
+def test_intents_recorded_in_several_calls_of_a_round_get_their_own_ids_in_order(world) -> None:
+    """The ids returned are those of the rows written, in the intents' order, after the round's earlier ones
+    (the rows go in as one executemany and the ids are read back)."""
+    from tesserae_slurm.daemon.state.journal import Intent
+
+    rid = world.begin_round()
+    first = world.journal.record_intents(rid, [Intent("hold", "1", {}), Intent("hold", "2", {"n": 1})], 10.0)
+    assert world.journal.record_intents(rid, [], 11.0) == []
+    second = world.journal.record_intents(rid, [Intent("start", "3", {}), Intent("preempt", "1", {})], 12.0)
+    by_id = {a.id: a for a in world.store.actions(rid)}
+    assert len(set(first + second)) == 4 and set(by_id) == set(first + second)
+    assert [(by_id[i].kind, by_id[i].job_id, by_id[i].seq, by_id[i].status) for i in first + second] == [
+        ("hold", "1", 0, "intent"), ("hold", "2", 1, "intent"), ("start", "3", 2, "intent"),
+        ("preempt", "1", 3, "intent")]
+    assert json.loads(by_id[first[1]].detail) == {"n": 1} and by_id[second[0]].created_at == 12.0
