@@ -129,6 +129,24 @@ def test_limits_from_yaml_shape_and_bad_values():
         limits_from({"default_user": "many"})
 
 
+def test_a_running_job_its_limit_stops_leaves_its_gpu_to_the_jobs_ranked_ahead():
+    """Moves that pay under a limit: f (alice) runs on node2's last GPU, but new (alice, cap 1) is ranked
+    ahead, so f stops. Walked with f's home reserved, new took one of c's GPUs, wide then moved a away, and
+    a went to f's GPU: a move that bought nothing. Without f, new takes f's GPU and nobody moves."""
+    cluster = Cluster.from_spec("2x4:a100")
+    jobs = [Job(i, g, "resnet50", "32", user=u) for i, g, u in (
+        ("new", 1, "alice"), ("b", 1, "bob"), ("wide", 2, "bob"), ("d", 2, "bob"), ("e", 1, "bob"),
+        ("a", 1, "carol"), ("f", 1, "alice"), ("c", 2, "carol"))]
+    current = Placement({"node1": (frozenset({"a"}), frozenset({"b"}), frozenset({"c"}), frozenset({"c"})),
+                         "node2": (frozenset({"d"}), frozenset({"d"}), frozenset({"e"}), frozenset({"f"}))})
+    d = run(cluster, jobs, GpuLimits(users={"alice": 1}), current, packing="off")
+    check_limits(d, jobs, GpuLimits(users={"alice": 1}))
+    assert d.migrated == () and d.preempted == ("f", "c")
+    assert d.placement.job_gpus()["new"] == (("node2", 3),)
+    assert [(p.job_id, p.reason) for p in d.pending] == [("f", PendingReason.LIMIT), ("c", PendingReason.PRIORITY)]
+    assert all(m.gain > m.cost for m in d.moves)
+
+
 USERS = ("alice", "bob", "carol", "")
 ACCOUNTS = ("ml", "bio", "")
 
