@@ -243,15 +243,22 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
         stranded = [j for j in placed.movable if gate is None or j not in gate.limited]
         paper = None
         cost_bound = placed.cost_bound or bool(value.kept_pairs)
-        if stranded:  # the paper's plan (best fit from nothing) places it: if that pays for its moves
+        # no keep-first walk settles the limits (skipping a running job moves the jobs ranked ahead of it so
+        # that it fits again): the paper's plan, whose walk places each job by the jobs ahead alone
+        unsettled = gate is not None and not gate.settled
+        if stranded or unsettled:  # the paper's plan (best fit from nothing) places it: if that pays for its moves
             paper, paper_pairs, paper_gate = consolidate(place)
         spent[0] += now() - t0
-        chosen = finish(placed, (), gate, value)
-        if paper is not None and stranded[0] in paper.placed:
+        if unsettled and paper is not None:
             cost_bound = True
-            other = finish(paper, paper_pairs, paper_gate, None)
-            if value.net_gain(_plan_of(chosen, current), _plan_of(other, current)) is not None:
-                chosen = other
+            chosen = finish(paper, paper_pairs, paper_gate, None)
+        else:
+            chosen = finish(placed, (), gate, value)
+            if paper is not None and stranded[0] in paper.placed:
+                cost_bound = True
+                other = finish(paper, paper_pairs, paper_gate, None)
+                if value.net_gain(_plan_of(chosen, current), _plan_of(other, current)) is not None:
+                    chosen = other
         settled = value.settle(chosen.final, chosen.migrated)
         if settled is not chosen.final:
             res = migrate(current, settled, algorithm="gavel")

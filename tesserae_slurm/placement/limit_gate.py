@@ -70,6 +70,9 @@ class LimitGate:
         self.keys = keys
         self.used: Counter[str] = Counter()  # GPUs held per key by the jobs placed so far
         self.limited: dict[str, Job] = {}
+        # False when the walk is not one with skips: some job skipped for its limit is within it there (a
+        # keep-first walk, where a running job's home shapes the jobs ranked ahead, may have no fixpoint)
+        self.settled = True
 
     def _over(self, job: Job, used: Mapping[str, int]) -> bool:
         return any(used.get(k, 0) + job.num_gpus > cap for k, cap in self.keys.get(job.id, ()))
@@ -139,6 +142,9 @@ class LimitGate:
                     if self._check(jobs, partner, guess | left, set(again.placed), by_id,
                                    self._paired(jobs, pairs, place, partner, guess | left)) is None:
                         return self._done(again, again_kept, guess | left, by_id)
+                if homed:  # a job settled early may be within its limit once later ones were skipped
+                    self.settled = self._check(jobs, partner, guess | left, placed, by_id,
+                                               self._paired(jobs, pairs, place, partner, guess)) is None
                 return self._done(result, kept, guess | left, by_id)
             guess.add(first)
 
