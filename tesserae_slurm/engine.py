@@ -190,12 +190,14 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             return res
         return place_consolidated(cluster, js, sub)  # one unit per job, no hints: the common case
 
-    def consolidate(walk: Callable[[Sequence[Job], Sequence[tuple[str, str]]], ConsolidationResult]
+    def consolidate(walk: Callable[[Sequence[Job], Sequence[tuple[str, str]]], ConsolidationResult],
+                    homed: frozenset[str] = frozenset()
                     ) -> tuple[ConsolidationResult, Sequence[tuple[str, str]], LimitGate | None]:
+        """``walk`` under the limits; ``homed``: the jobs whose homes it reserves (a keep-first walk's)."""
         gate = limit_gate(req.limits, jobs) if req.limits is not None else None
         if gate is None:
             return walk(jobs, req.pairs), req.pairs, None
-        placed, kept = gate.place_within(jobs, req.pairs, walk)
+        placed, kept = gate.place_within(jobs, req.pairs, walk, homed)
         return placed, kept, gate
 
     spent = [0.0, 0.0, 0.0]  # placement, packing, migration
@@ -236,19 +238,27 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
             return place_kept(cluster, u.ids, u.need, u.width, u.types, u.homes,
                               sub and unit_rules(sub, u.jobs, [j.id for j in js]))
 
-        placed, _, gate = consolidate(keep_first)
-        stranded = list(placed.movable)  # it would run if running jobs moved: maybe the paper's plan pays
+        placed, _, gate = consolidate(keep_first, frozenset(current.jobs()) if req.limits is not None else frozenset())
+        # it would run if running jobs moved: maybe the paper's plan pays (a job its limit stops would not)
+        stranded = [j for j in placed.movable if gate is None or j not in gate.limited]
         paper = None
         cost_bound = placed.cost_bound or bool(value.kept_pairs)
-        if stranded:  # the paper's plan (best fit from nothing) places it: if that pays for its moves
+        # no keep-first walk settles the limits (skipping a running job moves the jobs ranked ahead of it so
+        # that it fits again): the paper's plan, whose walk places each job by the jobs ahead alone
+        unsettled = gate is not None and not gate.settled
+        if stranded or unsettled:  # the paper's plan (best fit from nothing) places it: if that pays for its moves
             paper, paper_pairs, paper_gate = consolidate(place)
         spent[0] += now() - t0
-        chosen = finish(placed, (), gate, value)
-        if paper is not None and stranded[0] in paper.placed:
+        if unsettled and paper is not None:
             cost_bound = True
-            other = finish(paper, paper_pairs, paper_gate, None)
-            if value.net_gain(_plan_of(chosen, current), _plan_of(other, current)) is not None:
-                chosen = other
+            chosen = finish(paper, paper_pairs, paper_gate, None)
+        else:
+            chosen = finish(placed, (), gate, value)
+            if paper is not None and stranded[0] in paper.placed:
+                cost_bound = True
+                other = finish(paper, paper_pairs, paper_gate, None)
+                if value.net_gain(_plan_of(chosen, current), _plan_of(other, current)) is not None:
+                    chosen = other
         settled = value.settle(chosen.final, chosen.migrated)
         if settled is not chosen.final:
             res = migrate(current, settled, algorithm="gavel")

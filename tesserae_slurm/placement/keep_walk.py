@@ -42,8 +42,8 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
     run of consecutive physical GPUs; ``free_at`` counts the GPUs free and no running unit's home (a
     unit that waits for GPUs running jobs hold waits for resources, not for consolidation);
     ``refused``: whether a displacement was refused for its cost (what moves cost decided the walk); and
-    ``all_at``: the GPUs free at a unit's turn, homes of units not walked yet included (a unit that
-    waits with that many would have run in a plan that moved those jobs).
+    ``all_at``: the GPUs free at a unit's turn, homes of units not walked yet included, on the nodes its
+    rule lets it use (a unit that waits with that many would have run in a plan that moved those jobs).
     """
     nn = sizes.shape[0]
     nu = need.shape[0]
@@ -149,6 +149,11 @@ def keep_walk(sizes, node_type, need, home_start, home_row, protect, modest, val
             epoch += ended
         free_at[k] = total - held  # what no running job's home holds
         all_at[k] = total
+        if c >= 0:  # under a node rule, only the nodes it may use
+            all_at[k] = 0
+            for i in range(nn):
+                if not excluded[i]:
+                    all_at[k] += free[i]
         status[k] = WAITS
         if nt == 0:
             m = 0

@@ -17,7 +17,7 @@ added only while their user and account stay within their limits, in policy orde
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from ..model import Job, PackedPair, PendingJob, PendingReason
 from ..model.gpu_limits import GpuLimits
@@ -70,6 +70,9 @@ class LimitGate:
         self.keys = keys
         self.used: Counter[str] = Counter()  # GPUs held per key by the jobs placed so far
         self.limited: dict[str, Job] = {}
+        # False when the walk is not one with skips: some job skipped for its limit is within it there (a
+        # keep-first walk, where a running job's home shapes the jobs ranked ahead, may have no fixpoint)
+        self.settled = True
 
     def _over(self, job: Job, used: Mapping[str, int]) -> bool:
         return any(used.get(k, 0) + job.num_gpus > cap for k, cap in self.keys.get(job.id, ()))
@@ -78,8 +81,8 @@ class LimitGate:
         for k, _ in self.keys.get(job.id, ()):
             self.used[k] += job.num_gpus
 
-    def place_within(self, jobs: Sequence[Job], pairs: Sequence[tuple[str, str]],
-                     place: Place) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:
+    def place_within(self, jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], place: Place,
+                     homed: Collection[str] = frozenset()) -> tuple[ConsolidationResult, tuple[tuple[str, str], ...]]:
         """The walk in policy order with limited jobs skipped; returns it and the policy pairs kept
         (a pair with a limited member is dropped: the other member is walked alone).
 
@@ -100,32 +103,58 @@ class LimitGate:
         when the first member's GPUs decide, one more walk, with the pair kept, says whether it is
         placed. Usually two or three walks; guesses that keep changing fall back to settling one
         first job per walk. A job of no policy pair over its limit that the walk left out anyway is
-        limited without another walk: it holds no GPUs there, and walking without it changes a keep-first
-        walk (moves that pay), where a running job's home shapes the placement of jobs ranked ahead
-        of it."""
+        limited without another walk: it holds no GPUs there. Unless it is ``homed``: a running job
+        whose home a keep-first walk (moves that pay) reserves until its turn, so that jobs ranked
+        ahead of it go around GPUs it will not use (and move running jobs to do so). The walk without
+        it is then the answer when it confirms every guess; when it does not (without its home the
+        jobs ahead are placed so that it is within its limit again: no walk is a fixpoint), the walk
+        with it stands."""
         by_id = {j.id: j for j in jobs}
         partner = {a: b for a, b in pairs} | {b: a for a, b in pairs}
         certain = {j.id for j in jobs if self._over(j, {})}  # over its limit with nothing placed
         guess = set(certain)
+        standing: tuple[ConsolidationResult, tuple[tuple[str, str], ...], set[str]] | None = None
         for _ in range(_GUESSES):
             result, kept = self._walk(jobs, pairs, guess, place)
-            def paired(second: str, skip: set[str] = guess) -> bool:
-                return partner[second] in self._walk(jobs, pairs, skip - {second}, place)[0].placed
-            changed = self._check(jobs, partner, guess, set(result.placed), by_id, paired)
+            changed = self._check(jobs, partner, guess, set(result.placed), by_id,
+                                  self._paired(jobs, pairs, place, partner, guess))
             if changed is None:
                 return self._done(result, kept, guess, by_id)
             left_out = {j for j in changed - guess if j not in result.placed and j not in partner}
             if changed - left_out == guess:  # newly over are only jobs this walk did not place
-                return self._done(result, kept, changed, by_id)
+                if left_out.isdisjoint(homed):
+                    return self._done(result, kept, changed, by_id)
+                standing = (result, kept, changed)  # unless the walk without their homes confirms it
+            elif standing is not None:  # without them, the verdicts changed: no fixpoint
+                return self._done(*standing, by_id)
             guess = changed
+        if standing is not None:
+            return self._done(*standing, by_id)
         guess = set(certain)
         while True:  # the slow, certain way: one first job over its limit settled per walk
             result, kept = self._walk(jobs, pairs, guess, place)
             placed = set(result.placed)
             first = self._first_over(jobs, partner, guess, placed, by_id)
             if first is None:
-                return self._done(result, kept, guess | self._left_over(jobs, partner, guess, placed, by_id), by_id)
+                left = self._left_over(jobs, partner, guess, placed, by_id)
+                if not left.isdisjoint(homed):
+                    again, again_kept = self._walk(jobs, pairs, guess | left, place)
+                    if self._check(jobs, partner, guess | left, set(again.placed), by_id,
+                                   self._paired(jobs, pairs, place, partner, guess | left)) is None:
+                        return self._done(again, again_kept, guess | left, by_id)
+                if homed:  # a job settled early may be within its limit once later ones were skipped
+                    self.settled = self._check(jobs, partner, guess | left, placed, by_id,
+                                               self._paired(jobs, pairs, place, partner, guess)) is None
+                return self._done(result, kept, guess | left, by_id)
             guess.add(first)
+
+    def _paired(self, jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], place: Place,
+                partner: Mapping[str, str], skip: set[str]) -> Callable[[str], bool]:
+        """Whether the walk without ``skip``, but with the guessed second member ``b`` kept in its pair,
+        places the pair (``_check``'s question)."""
+        def paired(second: str) -> bool:
+            return partner[second] in self._walk(jobs, pairs, skip - {second}, place)[0].placed
+        return paired
 
     @staticmethod
     def _walk(jobs: Sequence[Job], pairs: Sequence[tuple[str, str]], skip: set[str],

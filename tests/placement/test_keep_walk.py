@@ -37,15 +37,18 @@ def _instance(seed: int, sizes: list[int]):
     return need, homes, protect, modest, value, cost
 
 
-def _run(sizes, need, homes, protect, modest, value, cost):
+def _run(sizes, need, homes, protect, modest, value, cost, allowed=None):
+    """``allowed``: unit -> the nodes its rule lets it use (one rule row each)."""
     start = np.r_[0, np.cumsum([len(h) for h in homes])].astype(np.int64)
     rows = np.array([r for h in homes for r in h], dtype=np.int64)
     n = len(need)
+    allowed = allowed or {}
+    rule = np.array([list(allowed).index(k) if k in allowed else -1 for k in range(n)], dtype=np.int64)
+    masks = np.array([[i in allowed[k] for i in range(len(sizes))] for k in allowed] or [[False] * len(sizes)])
     status, free_at, first, p_node, p_start, p_count, refused, all_at = compiled.keep_walk(
         np.array(sizes, dtype=np.int64), np.zeros(len(sizes), dtype=np.int64), np.array(need, dtype=np.int64),
         start, rows, np.array(protect), np.array(modest), np.array(value), np.array(cost),
-        np.arange(n + 1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64),
-        np.zeros((1, len(sizes)), dtype=np.bool_))
+        np.arange(n + 1, dtype=np.int64), np.zeros(n, dtype=np.int64), rule, masks)
     offset = np.r_[0, np.cumsum(sizes)]
     out = []
     for k in range(n):
@@ -73,3 +76,16 @@ def test_a_unit_waiting_for_gpus_running_jobs_keep_is_told_none_are_free():
     got, _, _, _ = _run([4], [2, 4], [[], [0, 1, 2, 3]], [False, False], [False, False], [1000.0, 100.0],
                         [0.0, 600.0])
     assert got == [[0, 1], None]  # worth more than the stop: it displaces, and the running job waits
+
+
+def test_a_unit_under_a_node_rule_counts_only_the_gpus_of_its_nodes():
+    """Two nodes of 4: a running 4-GPU job keeps node 1; a 2-GPU job pinned to node 1 waits. Node 0's 4
+    free GPUs are no use to it: no plan that moves jobs would run it there (``all_at`` 0 on node 1 once
+    the running job, ranked ahead, took it), so the engine does not count it as stranded."""
+    got, free_at, all_at, status = _run([4, 4], [4, 2], [[4, 5, 6, 7], []], [False, False], [False, False],
+                                        [100.0, 10.0], [600.0, 0.0], allowed={1: {1}})
+    assert got == [[4, 5, 6, 7], None] and status[1] == compiled.WAITS
+    assert (free_at[1], all_at[1]) == (4, 0)
+    _, _, all_at, _ = _run([4, 4], [4, 2], [[4, 5, 6, 7], []], [False, False], [False, False],
+                           [100.0, 10.0], [600.0, 0.0])
+    assert all_at[1] == 4  # with no rule, every free GPU counts

@@ -16,7 +16,7 @@ from tesserae_slurm.engine import EngineConfig, RoundRequest, _units, decide
 from tesserae_slurm.model import Cluster, InputError, Job, PendingReason, Placement
 from tesserae_slurm.model.gpu_limits import GpuLimits, limits_from
 from tesserae_slurm.placement import limit_gate as limits_module
-from tesserae_slurm.placement.consolidate import place_consolidated, place_units
+from tesserae_slurm.placement.consolidate import ConsolidationResult, place_consolidated, place_units
 from tesserae_slurm.placement.limit_gate import gate
 from tesserae_slurm.placement.node_rules import NodeRules, unit_rules
 from tesserae_slurm.profiles import load_profile
@@ -127,6 +127,48 @@ def test_limits_from_yaml_shape_and_bad_values():
         limits_from({"users": {"alice": -1}})
     with pytest.raises(InputError, match="limits.default_user"):
         limits_from({"default_user": "many"})
+
+
+def test_a_running_job_its_limit_stops_leaves_its_gpu_to_the_jobs_ranked_ahead():
+    """Moves that pay under a limit: f (alice) runs on node2's last GPU, but new (alice, cap 1) is ranked
+    ahead, so f stops. Walked with f's home reserved, new took one of c's GPUs, wide then moved a away, and
+    a went to f's GPU: a move that bought nothing. Without f, new takes f's GPU and nobody moves."""
+    cluster = Cluster.from_spec("2x4:a100")
+    jobs = [Job(i, g, "resnet50", "32", user=u) for i, g, u in (
+        ("new", 1, "alice"), ("b", 1, "bob"), ("wide", 2, "bob"), ("d", 2, "bob"), ("e", 1, "bob"),
+        ("a", 1, "carol"), ("f", 1, "alice"), ("c", 2, "carol"))]
+    current = Placement({"node1": (frozenset({"a"}), frozenset({"b"}), frozenset({"c"}), frozenset({"c"})),
+                         "node2": (frozenset({"d"}), frozenset({"d"}), frozenset({"e"}), frozenset({"f"}))})
+    d = run(cluster, jobs, GpuLimits(users={"alice": 1}), current, packing="off")
+    check_limits(d, jobs, GpuLimits(users={"alice": 1}))
+    assert d.migrated == () and d.preempted == ("f", "c")
+    assert d.placement.job_gpus()["new"] == (("node2", 3),)
+    assert [(p.job_id, p.reason) for p in d.pending] == [("f", PendingReason.LIMIT), ("c", PendingReason.PRIORITY)]
+    assert all(m.gain > m.cost for m in d.moves)
+
+
+def test_limits_a_keep_first_walk_cannot_settle_are_told():
+    """A walk in which a running job's presence decides whether a job ranked ahead of it runs (its home
+    reserved): with x, y and x run and x is over alice's 1 GPU; without x, y does not run and x is within.
+    No walk is one with skips, and the gate says so (the engine then takes the paper's plan); a walk that
+    no running job shapes is settled as before."""
+    jobs = [Job("y", 1, "resnet50", "32", user="alice"), Job("x", 1, "resnet50", "32", user="alice"),
+            Job("o", 1, "resnet50", "32", user="bob")]
+    empty = Placement.empty(Cluster.from_spec("1x4:a100"))
+
+    def place(js, _pairs):
+        ids = [j.id for j in js]
+        placed = tuple(i for i in ids if "x" in ids or i != "y")
+        return ConsolidationResult(empty, placed, ())
+
+    g = gate(GpuLimits(users={"alice": 1}), jobs)
+    assert g is not None
+    g.place_within(jobs, (), place, homed={"x"})
+    assert not g.settled
+    g = gate(GpuLimits(users={"alice": 1}), jobs)
+    assert g is not None
+    g.place_within(jobs, (), place)
+    assert g.settled
 
 
 USERS = ("alice", "bob", "carol", "")

@@ -206,3 +206,18 @@ def test_a_rule_naming_no_node_of_the_cluster(keep):
     cluster = Cluster.from_spec("1x4:a100")
     d = run(cluster, [Job("a", 1, "resnet50", "32")], rules={"a": NodeRule(frozenset({"elsewhere"}), keep)})
     assert (d.pending == ()) if keep else (d.pending[0][:2] == ("a", PendingReason.NODES))
+
+
+def test_a_job_its_rule_keeps_off_every_free_gpu_does_not_hide_a_stranded_job():
+    """Moves that pay: w (4 GPUs) waits with 4 free GPUs spread over two nodes, so the paper's plan,
+    which moves r and s to node1, is weighed against the kept one and pays. z, ranked first and kept off
+    both nodes, would run in no plan; counted as stranded (the free GPUs of nodes it may not use), it
+    was the job the paper's plan had to place, and w waited."""
+    cluster = Cluster.from_spec("2x4:a100")
+    jobs = [Job(i, g, "resnet50", "32") for i, g in (("z", 1), ("p", 1), ("q", 1), ("r", 1), ("s", 1), ("w", 4))]
+    e = frozenset()
+    current = Placement({"node1": (frozenset({"p"}), e, frozenset({"q"}), e),
+                         "node2": (frozenset({"r"}), e, frozenset({"s"}), e)})
+    d = run(cluster, jobs, current, {"z": keep_off("node1", "node2")}, packing="off")
+    assert d.started == ("w",) and set(d.migrated) == {"r", "s"}
+    assert [(p.job_id, p.reason) for p in d.pending] == [("z", PendingReason.NODES)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
@@ -28,6 +28,10 @@ def _nodes(d, job):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 10_000), st.integers(4, 30), st.sampled_from(["2x4:a100", "4x4:a100", "3x8:a100"]),
        st.sampled_from(["on", "off"]), st.integers(1, 8))
+# a running job its limit stopped kept its home in the keep-first walk: a job moved onto its GPU for nothing
+@example(seed=4773, n=30, spec="2x4:a100", packing="off", user_cap=1)
+# no keep-first walk settled the limits: j10 waited for a limit it was under (the paper's plan now)
+@example(seed=2155, n=23, spec="4x4:a100", packing="on", user_cap=1)
 def test_rules_and_limits_hold_together_over_rounds(seed, n, spec, packing, user_cap):
     rng = np.random.default_rng(seed)
     cluster = Cluster.from_spec(spec)
@@ -53,5 +57,9 @@ def test_rules_and_limits_hold_together_over_rounds(seed, n, spec, packing, user
             limited = {p.job_id for p in d.pending if p.reason is PendingReason.LIMIT}
             rest = decide(RoundRequest(cluster, tuple(j for j in order if j.id not in limited), current, (),
                                        EngineConfig(packing=packing), rules), A100)
-            assert rest.placement == d.placement
+            # Where both run the same jobs, the limits cost no move (new jobs of equal speed may take each
+            # other's GPUs). They may run other jobs: moves that pay weigh a plan that moves running jobs
+            # against the kept one, and a job the limit stops may free room in one candidate only.
+            if rest.placement.jobs() == d.placement.jobs():
+                assert d.migration_cost <= rest.migration_cost + 1e-9, (d.moves, rest.moves)
         current, order = d.placement, perturb_order(order, rng, 0.3)
