@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from tesserae_slurm.bench.synthetic import perturb_order, synthetic_jobs
 from tesserae_slurm.engine import EngineConfig, RoundRequest, decide
-from tesserae_slurm.placement.node_rules import NodeRule
 from tesserae_slurm.model import Cluster, PendingReason, Placement
 from tesserae_slurm.model.gpu_limits import GpuLimits
+from tesserae_slurm.placement.node_rules import NodeRule
 from tesserae_slurm.profiles import load_profile
 from tesserae_slurm.sim import invariants
 from tesserae_slurm.sim.invariants import check_round
