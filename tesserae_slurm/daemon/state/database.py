@@ -127,6 +127,18 @@ class Database:
         return out
 
 
+    def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[Any]:
+        """The placement rows of these jobs in these rounds (rows with ``PlacementRow``'s attributes, not ORM
+        objects: a round reads those of every placed job)."""
+        out: list[Any] = []
+        if round_ids:
+            t = tables.placements.c
+            q = select(tables.placements).where(t.round_id.in_(list(round_ids)))
+            with self.engine.connect() as conn:
+                for i in range(0, len(job_ids), CHUNK):
+                    out += conn.execute(q.where(t.job_id.in_(list(job_ids[i:i + CHUNK])))).all()
+        return out
+
 def create_closed(path: Path) -> None:
     """A missing state directory 0750 and database 0640 (SQLite gives the WAL and shared-memory files the
     database's mode); what exists is left as it is."""

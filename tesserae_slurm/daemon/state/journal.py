@@ -22,6 +22,7 @@ from ...model.meta import JobMeta
 from ...slurm import SlurmJob
 from ..service.calls import CallRecord
 from . import tables
+from .database import CHUNK
 from .gpuset import format_gpus
 from .store import (
     TERMINAL_STATES,
@@ -150,8 +151,8 @@ class Journal:
         with self.store.session() as s:
             db = s.connection()
             rows = list(db.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES))).all()) if active else []
-            for chunk in range(0, len(wanted), 500):
-                rows += db.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + 500]))).all()
+            for chunk in range(0, len(wanted), CHUNK):
+                rows += db.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + CHUNK]))).all()
         return {r[0]: JobFacts(*r) for r in rows}
 
     def seen_active(self, now: float) -> None:
@@ -240,8 +241,8 @@ class Journal:
         ids = list(action_ids)
         rows: list[ActionRow] = []
         with self.store.session() as s:
-            for k in range(0, len(ids), 500):
-                chunk = ids[k:k + 500]
+            for k in range(0, len(ids), CHUNK):
+                chunk = ids[k:k + CHUNK]
                 s.execute(update(ActionRow).where(ActionRow.id.in_(chunk))
                           .values(status=status, finished_at=now, error=error), execution_options={
                               "synchronize_session": False})

@@ -21,9 +21,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session
 
 from ...model import InputError
 from . import tables
+from .database import CHUNK, Database, create_closed
 from .database import STATE_DB_MODE as STATE_DB_MODE
 from .database import STATE_DIR_MODE as STATE_DIR_MODE
-from .database import Database, create_closed
 from .job_states import LOST as LOST
 from .job_states import PENDING as PENDING
 from .job_states import PLACED_STATES as PLACED_STATES
@@ -314,8 +314,8 @@ class Store(Database):
     def jobs_by_id(self, ids: Sequence[str]) -> list[JobRow]:
         out: list[JobRow] = []
         with self.session() as s:
-            for i in range(0, len(ids), 500):
-                out += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(list(ids[i:i + 500])))))
+            for i in range(0, len(ids), CHUNK):
+                out += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(list(ids[i:i + CHUNK])))))
         return out
 
     def job(self, job_id: str) -> JobRow | None:
@@ -353,25 +353,13 @@ class Store(Database):
                 select(RoundRow.round_id, RoundRow.started_at, RoundRow.finished_at)
                 .where(RoundRow.round_id >= first, RoundRow.status.in_(list(statuses))).order_by(RoundRow.round_id))]
 
-    def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[Any]:
-        """The placement rows of these jobs in these rounds (rows with ``PlacementRow``'s attributes, not ORM
-        objects: a round reads those of every placed job)."""
-        out: list[Any] = []
-        if round_ids:
-            t = tables.placements
-            with self.engine.connect() as conn:
-                for i in range(0, len(job_ids), 500):
-                    out += conn.execute(select(t).where(t.c.round_id.in_(list(round_ids)),
-                                                        t.c.job_id.in_(list(job_ids[i:i + 500])))).all()
-        return out
-
     def done_actions(self, job_ids: Sequence[str], kinds: Sequence[str]) -> list[ActionRow]:
         """The done actions of these kinds on these jobs, each job's in round and sequence order."""
         out: list[ActionRow] = []
         with self.session() as s:
-            for i in range(0, len(job_ids), 500):
+            for i in range(0, len(job_ids), CHUNK):
                 out += s.scalars(select(ActionRow).where(
-                    ActionRow.job_id.in_(list(job_ids[i:i + 500])), ActionRow.kind.in_(list(kinds)),
+                    ActionRow.job_id.in_(list(job_ids[i:i + CHUNK])), ActionRow.kind.in_(list(kinds)),
                     ActionRow.status == "done").order_by(ActionRow.round_id, ActionRow.seq))
         return out
 
