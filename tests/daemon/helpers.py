@@ -15,6 +15,7 @@ import yaml
 from backend_under_test import slurm_backend
 from waiting import holds_for, wait_for  # noqa: F401 - the live daemon tests import them from here
 
+from tesserae_slurm.site.config import SiteConfig
 from tesserae_slurm.site.load import load_config
 from tesserae_slurm.site.connect import backend_from_config
 from tesserae_slurm.daemon.loop import Daemon
@@ -63,7 +64,9 @@ class Env:
         base = {
             "slurm": {"partition": "tesserae", "command_timeout_s": 8, "retries": 1, "start_timeout_s": 60,
                       "backend": slurm_backend()},
-            "scheduler": {"policy": "tesserae-t", "round_seconds": 2, "policy_options": {"queue_limits": [1.0]}},
+            # the shipped default policy, so the live tests run what a site gets
+            "scheduler": {"policy": SiteConfig().scheduler.policy, "round_seconds": 2,
+                          "policy_options": {"queue_limits": [1.0]}},
             # every move free, as the paper plans: most live tests need the daemon to stop and move jobs of
             # seconds, which moves that pay for themselves would rightly not do (the start-between tests turn
             # them on; their costs are unit-tested in tests/daemon/round and measured by `tesserae bench moves`)
