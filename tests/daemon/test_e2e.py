@@ -49,6 +49,9 @@ class Scenario:
 @pytest.fixture(scope="module")
 def scenario(daemon_cluster, tmp_path_factory) -> Scenario:  # type: ignore[no-untyped-def]
     env = Env(daemon_cluster, tmp_path_factory.mktemp("e2e"))
+    # the paper's Tesserae-T, not the shipped default: the scenario needs its consolidating move (the
+    # default's sticky placement keeps Y where it runs, as it should when nothing waits)
+    env.write_config(scheduler={"policy": "tesserae-t"})
     try:
         yield _run(env)
     finally:

@@ -51,7 +51,9 @@ def _rows(db: Path, sql: str) -> list[tuple]:
 def test_a_pre_migration_database_upgrades_and_keeps_its_history(env: Env, tmp_path: Path) -> None:
     old = _old_tree(tmp_path / "old")
     reports = env.tmp / "reports"
-    env.write_config(feedback={"reports_dir": str(reports), "report_every_s": 0.5, "min_reports": 1})
+    # a policy the old code knows (tesserae-t-fair came after it)
+    env.write_config(feedback={"reports_dir": str(reports), "report_every_s": 0.5, "min_reports": 1},
+                     scheduler={"policy": "tesserae-t"})
     cfg = yaml.safe_load(env.config.read_text())
     del cfg["preemption"]["stop_records_dir"]  # the old code refuses keys it does not know
     del cfg["moves"]

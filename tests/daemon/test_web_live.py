@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tesserae_slurm.site.config import SiteConfig
+
 from .helpers import BIN, Env, submit_tick, wait_for
 
 # Host lane only (not every_release): chromium is installed on the host only; the page reads the state database.
@@ -151,7 +153,8 @@ def test_page_in_headless_chromium(env: Env, tmp_path: Path) -> None:
     assert re.search(rf'<tr class="running" data-job="{running["job_id"]}">.*?RUNNING.*?{re.escape(running["gpus"])}',
                      dom)
     # figures of the newest finished round; the rounds on a time axis, preemptions among the series
-    assert re.search(r'id="figures"[^>]*>last finished round \d+ \(tesserae-t, ', dom), dom[:2000]
+    policy = re.escape(SiteConfig().scheduler.policy)
+    assert re.search(rf'id="figures"[^>]*>last finished round \d+ \({policy}, ', dom), dom[:2000]
     assert all(f'data-series="{s}"' in dom for s in ("utilization", "packed_pairs", "migrated", "preempted",
                                                       "decision_ms"))
     assert re.search(r'data-axis="time"><span[^>]*>\d', dom)
