@@ -7,6 +7,7 @@ Launch and starts between rounds: job a (500 s) arrives at 0, job b (300 s) at 1
   launch 10 s:       a starts computing at 10, ends at 510; b starts at 730, ends at 1030.
   launch 10 s, between rounds 5 s: a ends at 510; the GPU is free from 510 and b, submitted at 100,
                      starts between rounds at 515: it ends at 815 (its round at 720 credits 205 s).
+A job started between rounds holds its GPU from then: b's round at 720 counts 300 s of service, not 95.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import pytest
 from tesserae_slurm.model import Cluster, InputError, PackedPair, Placement, RoundDecision
 from tesserae_slurm.presets import get_config
 from tesserae_slurm.profiles import load_profile
+from tesserae_slurm.profiles.speeds import SpeedModel
+from tesserae_slurm.sim.jobstate import JobColumns, LiveJob
 from tesserae_slurm.sim.overheads import REAL_DAEMON, REAL_PLAIN, Overheads, free_after
 from tesserae_slurm.sim.restart import RestartCost
+from tesserae_slurm.sim.rounds import job_of, run_round, view_of
 from tesserae_slurm.sim.runner import simulate
 from tesserae_slurm.sim.traces.record import TraceJob
 
@@ -89,3 +93,21 @@ def test_free_after_and_scaling():
     assert REAL_DAEMON.scaled(1) == REAL_DAEMON and REAL_PLAIN.stop_s == 0.0
     with pytest.raises(InputError):
         Overheads(launch_s=-1.0)
+
+
+def test_a_start_between_rounds_counts_its_service_from_then():
+    """b's round at 720 (b started between rounds at 515, 205 s before it): it ends 95 s into the round,
+    and its service and run time are the 300 s it held the GPU, as the daemon counts Slurm's run time."""
+    b = TRACE[1]
+    cols = JobColumns(1)
+    live = {"b": LiveJob(b, job_of(b), remaining=300.0, cols=cols, k=0)}
+    views = {"b": view_of(live["b"], False)}
+    d = RoundDecision(_one("b"), started=("b",), preempted=(), migrated=(), kept=(), packed=(), pending=())
+    got = run_round(d, live, cols, SpeedModel(A100, ONE), RestartCost.uniform(0.0), 360.0, 720.0, views,
+                    delays={"b": -205.0})
+    assert got.finished == {"b"} and live["b"].finish == pytest.approx(815.0)
+    assert live["b"].executed == pytest.approx(300.0) and live["b"].attained == pytest.approx(300.0)
+
+
+def _one(job: str) -> Placement:
+    return Placement({"node1": (frozenset({job}),)})
