@@ -81,6 +81,13 @@ def test_delays_by_hand():
     # at most one round back; without starts between rounds, the launch only
     assert o.delays(d, before, 1000.0, 360.0, free, {"t": 0.0})["t"] == -360.0
     assert Overheads(2.0, 7.0).delays(d, before, 360.0, 360.0, free, {})["t"] == 2.0
+    # a round that migrates: its migrated job and its start onto the vacated GPU wait migrate_s instead
+    o = Overheads(launch_s=2.0, stop_s=7.0, between_s=3.0, migrate_s=11.0)
+    got = o.delays(d, before, 360.0, 360.0, free, {"s": 0.0, "t": 50.0, "u": 0.0, "v": 340.0})
+    assert got == pytest.approx({"m": 13.0, "s": 13.0, "t": -257.0, "u": 2.0, "v": -17.0})
+    # a round that only preempts: stop_s
+    d = RoundDecision(now, started=("s",), preempted=("p", "m"), migrated=(), kept=("r",), packed=(), pending=())
+    assert o.delays(d, before, 360.0, 360.0, free, {"s": 0.0}) == pytest.approx({"s": 9.0})
 
 
 def test_free_after_and_scaling():
@@ -90,9 +97,12 @@ def test_free_after_and_scaling():
     got = free_after({}, {}, set(), gpus, 360.0)  # stopped jobs left them at the round's start
     assert got == dict.fromkeys(gpus, 360.0)
     assert Overheads(1.0, 2.0, 0.5, 0.25).scaled(40) == Overheads(40.0, 80.0, 20.0, 10.0)
+    assert Overheads(1.0, 2.0, 0.5, 0.25, 3.0).scaled(40) == Overheads(40.0, 80.0, 20.0, 10.0, 120.0)
     assert REAL_DAEMON.scaled(1) == REAL_DAEMON and REAL_PLAIN.stop_s == 0.0
     with pytest.raises(InputError):
         Overheads(launch_s=-1.0)
+    with pytest.raises(InputError):
+        Overheads(migrate_s=-1.0)
 
 
 def test_a_start_between_rounds_counts_its_service_from_then():
