@@ -7,7 +7,8 @@ Launch and starts between rounds: job a (500 s) arrives at 0, job b (300 s) at 1
   launch 10 s:       a starts computing at 10, ends at 510; b starts at 730, ends at 1030.
   launch 10 s, between rounds 5 s: a ends at 510; the GPU is free from 510 and b, submitted at 100,
                      starts between rounds at 515: it ends at 815 (its round at 720 credits 205 s).
-A job started between rounds holds its GPU from then: b's round at 720 counts 300 s of service, not 95.
+A job's service counts from its start: b, started between rounds, counts 300 s in its round at 720, not
+95; a job delayed 10 s into a round counts 350 s of it.
 """
 
 from __future__ import annotations
@@ -105,9 +106,9 @@ def test_free_after_and_scaling():
         Overheads(migrate_s=-1.0)
 
 
-def test_a_start_between_rounds_counts_its_service_from_then():
+def test_service_counts_from_the_start():
     """b's round at 720 (b started between rounds at 515, 205 s before it): it ends 95 s into the round,
-    and its service and run time are the 300 s it held the GPU, as the daemon counts Slurm's run time."""
+    and its service and run time are the 300 s it ran, as the daemon counts Slurm's run time."""
     b = TRACE[1]
     cols = JobColumns(1)
     live = {"b": LiveJob(b, job_of(b), remaining=300.0, cols=cols, k=0)}
@@ -117,6 +118,13 @@ def test_a_start_between_rounds_counts_its_service_from_then():
                     delays={"b": -205.0})
     assert got.finished == {"b"} and live["b"].finish == pytest.approx(815.0)
     assert live["b"].executed == pytest.approx(300.0) and live["b"].attained == pytest.approx(300.0)
+    # a launch of 10 s into the round: computing (and counted) from 10 s on, running past the round
+    cols = JobColumns(1)
+    live = {"b": LiveJob(b, job_of(b), remaining=1000.0, cols=cols, k=0)}
+    got = run_round(d, live, cols, SpeedModel(A100, ONE), RestartCost.uniform(0.0), 360.0, 720.0, views,
+                    delays={"b": 10.0})
+    assert not got.finished and live["b"].remaining == pytest.approx(650.0)
+    assert live["b"].executed == pytest.approx(350.0) and live["b"].attained == pytest.approx(350.0)
 
 
 def _one(job: str) -> Placement:
