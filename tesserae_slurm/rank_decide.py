@@ -42,7 +42,8 @@ def rank_and_decide(policy: Policy, inp: SchedulingInput, state: Any, profile: T
                     config: EngineConfig, *, rules: Mapping[str, NodeRule] | None = None,
                     limits: GpuLimits | None = None, clock: Clock | None = None,
                     keep: Callable[[Ranking], RoundDecision | None] | None = None,
-                    recent: Mapping[str, tuple[tuple[GpuRef, ...], ...]] | None = None) -> RankedRound:
+                    recent: Mapping[str, tuple[tuple[GpuRef, ...], ...]] | None = None,
+                    remaining_known: bool = True) -> RankedRound:
     """Rank ``inp.jobs`` with ``policy`` from ``state``, check the ranking, and decide the round on
     ``inp.placement`` (the placement the policy saw) with ``profile``.
 
@@ -50,12 +51,13 @@ def rank_and_decide(policy: Policy, inp: SchedulingInput, state: Any, profile: T
     given the ranking, last round's decision to keep, or None to ask the engine. ``clock`` times the
     ranking and the engine's stages, as ``engine.decide``'s clock. ``recent``: each job's GPUs in the
     rounds before this one, newest first (the shell's record; cost-aware decisions read it), and the
-    jobs' remaining work comes from the views where the shell knows it."""
+    jobs' remaining work comes from the views where the shell knows it, unless ``remaining_known`` is
+    False (a simulation of the daemon, whose jobs declare no duration)."""
     t0 = clock() if clock is not None else 0.0
     ranking, new_state = policy.rank(inp, state)
     rank_s = clock() - t0 if clock is not None else 0.0
     remaining: Mapping[str, float] = {}
-    if config.moves is not None and inp.placement is not None:
+    if config.moves is not None and inp.placement is not None and remaining_known:
         remaining = {v.job.id: v.remaining_work for v in inp.jobs if v.remaining_work is not None}
     request = RoundRequest(inp.cluster, ranked_jobs(ranking, inp.jobs, policy.name), inp.placement, ranking.pairs,
                            config, rules or {}, limits=limits, held=ranking.held, remaining=remaining,

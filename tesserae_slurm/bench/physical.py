@@ -196,7 +196,12 @@ def render_physical(plan: ReplayPlan, labels: Sequence[str], runs: Runs, out: Pa
         "The simulator with the overheads of a real run (`sim/overheads.py`):", render_fidelity(fid),
         "The bare round model (no start, stop or round overheads):", render_fidelity(fid_bare),
         f"## Against {base}" if base else "", render_gains(fid, base) if base else "",
-        "## The overheads each real run had (wall seconds, medians)", render_overheads(measured),
+        "## The overheads each real run had (wall seconds)",
+        "Means (`RunOverheads.model`, what `sim/overheads.py`'s `REAL_DAEMON` holds for one run): a start at a "
+        "round onto free GPUs (launch), onto GPUs a stop of the round freed (stop: beyond the launch), in a round "
+        "that migrates (migrate: beyond the launch), between rounds within a round of its GPUs coming free; plain "
+        "Slurm's starts: the median from the GPUs coming free. The stops' own signal -> requeue-held is the median.",
+        render_overheads(measured, plan.round_s / plan.scale),
         "## Every real run", render_summary(every)])
     nth = [[label for label in labels if len(runs[label]) > k] for k in range(repeats)]
     data = {"repeats_asked": asked,
@@ -210,13 +215,21 @@ def render_physical(plan: ReplayPlan, labels: Sequence[str], runs: Runs, out: Pa
     return text, data, ok
 
 
-def render_overheads(measured: Mapping[str, Sequence[RunOverheads]]) -> str:
-    lines = ["| run | starts at rounds | launch | starts between rounds (plain: all) | GPUs free -> running | "
-             "stops | stop | rounds | round's work | round period |", "|" + "---|" * 10]
+def render_overheads(measured: Mapping[str, Sequence[RunOverheads]], round_wall_s: float) -> str:
+    lines = ["| run | starts at rounds onto free GPUs | launch | onto vacated GPUs | stop | in rounds that migrate | "
+             "migrate | between rounds (plain: all) | GPUs free -> running | stops | signal -> held | rounds | "
+             "round period |", "|" + "---|" * 13]
     for label, os in measured.items():
         for o in os:
             m = o.summary()
-            lines.append(f"| {label} | {m['launches']} | {_f(m['launch_median_s'], 2, ' s')} | {m['between']} | "
-                         f"{_f(m['between_median_s'], 2, ' s')} | {m['stops']} | {_f(m['stop_median_s'], 2, ' s')} | "
-                         f"{m['rounds']} | {_f(m['round_median_s'], 2, ' s')} | {_f(m['period_mean_s'], 2, ' s')} |")
+            if label == PLAIN:
+                lines.append(f"| {label} |{' - |' * 6} {m['launches']} | {_f(m['launch_median_s'], 2, ' s')} |"
+                             f"{' - |' * 4}")
+                continue
+            model = o.model(round_wall_s)
+            migrate = math.nan if model.migrate_s is None else model.migrate_s
+            lines.append(f"| {label} | {m['launches']} | {_f(model.launch_s, 2, ' s')} | {m['vacated']} | "
+                         f"{_f(model.stop_s, 2, ' s')} | {m['migrating']} | {_f(migrate, 2, ' s')} | {m['between']} | "
+                         f"{_f(model.between_s or 0.0, 2, ' s')} | {m['stops']} | {_f(m['stop_median_s'], 2, ' s')} | "
+                         f"{m['rounds']} | {_f(m['period_mean_s'], 2, ' s')} |")
     return "\n".join(lines)

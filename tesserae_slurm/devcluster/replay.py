@@ -339,7 +339,8 @@ def predict(plan: ReplayPlan, mode: str, policy: str, profile: ThroughputProfile
     with a real run's overheads (``overheads``, wall seconds; by default the measured ones of the mode,
     ``sim/overheads.py``; ``Overheads()`` for the bare round model) at the plan's scale. The engine
     plans moves with the costs the daemon's site configuration gives it (``settings``: the run's; the
-    replay's own when None), in trace time, as the daemon planned them."""
+    replay's own when None), in trace time, as the daemon planned them, and, as the daemon, without
+    knowing any job's remaining work (the emulated jobs declare no duration)."""
     config = get_config("slurm-backfill" if mode == PLAIN else policy)
     wall = overheads if overheads is not None else (REAL_PLAIN if mode == PLAIN else REAL_DAEMON)
     costs = None
@@ -356,7 +357,8 @@ def predict(plan: ReplayPlan, mode: str, policy: str, profile: ThroughputProfile
                                         per_model=tuple((m, v * s) for m, v in site.per_model))
     return simulate(plan.trace, Cluster.from_spec(plan.cluster_spec), config, profile,
                     round_s=plan.round_s + wall.round_over_s * plan.scale, restart=RestartCost(),
-                    trace_name=plan.name, overheads=wall.scaled(plan.scale), move_costs=costs)
+                    trace_name=plan.name, overheads=wall.scaled(plan.scale), move_costs=costs,
+                    remaining_known=False)
 
 
 def deviation(real: float, sim: float) -> float:

@@ -30,16 +30,21 @@ class Overheads:
     # was submitted, if later) plus ``between_s``, at most one round earlier; None: only at rounds
     between_s: float | None = None
     round_over_s: float = 0.0  # how much longer a round's period is than its length (rounds that overrun)
+    # in a round that migrates a job, what its migrated jobs and its starts onto vacated GPUs wait instead of
+    # ``stop_s`` (the daemon starts them together once every stop of the round has ended, and a migrated
+    # job's stop ends only when Slurm has requeued it); None: ``stop_s``
+    migrate_s: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.launch_s >= 0 and self.stop_s >= 0 and (self.between_s is None or self.between_s >= 0)
-                and self.round_over_s >= 0):
+                and self.round_over_s >= 0 and (self.migrate_s is None or self.migrate_s >= 0)):
             raise InputError(f"overheads must be >= 0 seconds, got {self}")
 
     def scaled(self, scale: float) -> Overheads:
         """In trace seconds of a replay at ``scale`` trace seconds per wall second."""
         return Overheads(self.launch_s * scale, self.stop_s * scale,
-                         None if self.between_s is None else self.between_s * scale, self.round_over_s * scale)
+                         None if self.between_s is None else self.between_s * scale, self.round_over_s * scale,
+                         None if self.migrate_s is None else self.migrate_s * scale)
 
     def delays(self, decision: RoundDecision, before: Placement, now: float, round_s: float,
                free_since: Mapping[GpuRef, float], submitted: Mapping[str, float]) -> dict[str, float]:
@@ -56,11 +61,12 @@ class Overheads:
         moved = set(decision.migrated)
         onto_running = {p.placed if p.partner not in decision.started else p.partner for p in decision.packed
                         if (p.placed in decision.started) != (p.partner in decision.started)}
+        stop = self.migrate_s if moved and self.migrate_s is not None else self.stop_s
         out: dict[str, float] = {}
         for j in beginning:
             mine = gpus.get(j, ())
             if j in moved or vacated.intersection(mine):
-                out[j] = self.launch_s + self.stop_s
+                out[j] = self.launch_s + stop
                 continue
             out[j] = self.launch_s
             if self.between_s is not None and j not in onto_running and all(g in free_since for g in mine):
@@ -71,7 +77,7 @@ class Overheads:
 
     def to_json(self) -> Mapping[str, float | None]:
         return {"launch_s": self.launch_s, "stop_s": self.stop_s, "between_s": self.between_s,
-                "round_over_s": self.round_over_s}
+                "round_over_s": self.round_over_s, "migrate_s": self.migrate_s}
 
 
 def free_after(before: Mapping[GpuRef, float], held: Mapping[GpuRef, float], busy: set[GpuRef],
@@ -87,11 +93,12 @@ def free_after(before: Mapping[GpuRef, float], held: Mapping[GpuRef, float], bus
     return out
 
 
-# Wall seconds on the dev cluster (Slurm 22.05, 8 x 4 emulated GPUs, the 2-core machine with other sessions'
-# work, load average 7-15), medians of what `devcluster/overheads.py` reads from a real run's directory
-# (docs/simulator.md, "Overheads of a real run"). The daemon's: one run of the paper's trace under tesserae-t
-# at scale 60 (75 starts at rounds, 27 between rounds, 27 stops; rounds of 6 s began 6.2 s apart), a run
-# apart from those the replays predict with them. Plain Slurm's: its passes start a job when it fits, as
-# the daemon's starts between rounds do.
-REAL_DAEMON = Overheads(launch_s=3.8, stop_s=2.0, between_s=2.4, round_over_s=0.2)
+# Wall seconds on the dev cluster (Slurm 22.05, 8 x 4 emulated GPUs, the 2-core machine shared with other
+# sessions' work), the means `devcluster/overheads.py` (``RunOverheads.model``) reads from one real run's
+# directory (docs/simulator.md, "Overheads of a real run"): the daemon's from the first of the physical
+# experiment's three tesserae-t runs at scale 60 (68 starts at rounds onto free GPUs, 38 onto vacated GPUs,
+# 166 in rounds that migrate, 19 between rounds; rounds of 6 s began 6.03 s apart), and the same values
+# predict every other run. Plain Slurm's (medians of an earlier run): its passes start a job when it fits,
+# as the daemon's starts between rounds do.
+REAL_DAEMON = Overheads(launch_s=1.61, stop_s=0.79, between_s=1.55, round_over_s=0.03, migrate_s=3.73)
 REAL_PLAIN = Overheads(launch_s=1.0, stop_s=0.0, between_s=1.0)

@@ -144,7 +144,8 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
     (``progress.run_alone``'s arithmetic, restarting or not), packed pairs one by one
     (``run_pair``); then the views of the jobs that go on. tests/oracles/sim_step.py is the same
     round one job at a time. ``delays``: seconds a job beginning a run waits before its restart (a real
-    run's launch and stops, ``overheads.py``)."""
+    run's launch and stops, ``overheads.py``; negative for a job that started between rounds): a job's
+    service and run time count from its start, as the daemon counts Slurm's run time, not from the round's."""
     delays = delays or {}
     steady = steady if steady is not None else SteadyOutcomes(round_s)
     node_of = decision.placement.job_nodes()
@@ -207,6 +208,8 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
             outcomes[jid] = Outcome(float(work[i]), float(finish[i]), 0.0)
     # every placed job's counters
     held = np.minimum(round_s, finish)
+    if delays:  # service counts from the job's start, before the round or into it (a finished job's no longer matters)
+        held = held - np.minimum(np.fromiter((delays.get(j, 0.0) for j in ids), float, n), held)
     rem = np.where(finish < np.inf, 0.0, rem - work)
     attained = cols.attained[idx] + held * cols.num_gpus[idx]
     executed = cols.executed[idx] + held

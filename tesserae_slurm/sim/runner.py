@@ -81,6 +81,7 @@ def simulate(
     group_by_user: bool = False,
     overheads: Overheads | None = None,
     move_costs: MoveCosts | None = None,
+    remaining_known: bool = True,
 ) -> SimResult:
     """Replay ``trace`` on ``cluster`` under ``config``; see the module docstring.
 
@@ -103,7 +104,10 @@ def simulate(
 
     ``overheads``: what a real run adds to a start and a stop (``overheads.py``; none by default).
     ``move_costs``: what the engine believes a move costs, when that is not the simulator's restarts (a
-    replay predicts a daemon that planned with its site's ``moves`` section).
+    replay predicts a daemon that planned with its site's ``moves`` section). ``remaining_known``: whether
+    those move costs see each job's remaining work (never displacing a job about to finish, counting a
+    gain only over what is left), as a simulator can; the daemon cannot (its jobs declare no duration),
+    so a replay's prediction of a daemon run turns it off.
 
     Two users' jobs time-slice a GPU (``SpeedModel.packed``): the truth gives such pairs the profile's
     time-sliced speeds. The engine scores them as ``config.engine.cross_user`` says, and with
@@ -129,7 +133,7 @@ def simulate(
         config = dataclasses.replace(config, engine=dataclasses.replace(
             config.engine, moves=move_costs or restart.move_costs(config.engine.moves, round_s)))
     run = _Run(trace, cluster, config, believed, decision_speeds, true_speeds, restart, round_s, seed, parallelism,
-               check_invariants, reuse_decisions, fast_forward, limits, group_by_user, overheads)
+               check_invariants, reuse_decisions, fast_forward, limits, group_by_user, overheads, remaining_known)
 
     while run.jobs_left():
         arrived = run.admit_arrivals()  # 1. arrivals join (or jump to the next one on an idle cluster)
@@ -178,9 +182,9 @@ class _Run:
                  restart: RestartCost, round_s: float, seed: int, parallelism: Mapping[str, tuple[str, ...]],
                  check_invariants: bool, reuse_decisions: bool, fast_forward: bool,
                  limits: GpuLimits | None = None, group_by_user: bool = False,
-                 overheads: Overheads | None = None) -> None:
+                 overheads: Overheads | None = None, remaining_known: bool = True) -> None:
         self.cluster, self.config, self.believed, self.limits = cluster, config, believed, limits
-        self.overheads = overheads
+        self.overheads, self.remaining_known = overheads, remaining_known
         self.gpu_refs = [(n.name, i) for n in cluster.nodes for i in range(n.num_gpus)]
         self.free_since: dict[tuple[str, int], float] = dict.fromkeys(self.gpu_refs, -math.inf)
         self.group_by_user = group_by_user
@@ -239,7 +243,7 @@ class _Run:
         ranked = rank_and_decide(self.policy, inp, self.pstate, self.believed, self.config.engine, limits=self.limits,
                                  clock=time.perf_counter, keep=self._unchanged if self.reuse else None,
                                  recent=RecentPlacements(list(self.history)[:self.recent_rounds])
-                                 if self.recent_rounds else None)
+                                 if self.recent_rounds else None, remaining_known=self.remaining_known)
         ranking, decision, request = ranked.ranking, ranked.decision, ranked.request
         self.pstate = ranked.policy_state
         if ranked.reused and self.check:
