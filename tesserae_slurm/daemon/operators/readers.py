@@ -402,7 +402,7 @@ def explain(store: Store, row: JobView, slurm: SlurmJob | None = None) -> dict[s
 OPERATOR, POLICY, PLACEMENT, SLURM = "operator", "policy", "placement", "slurm"
 _PENDING_BY = {"Priority": POLICY, "Limit": POLICY, "Round": POLICY, "Nodes": OPERATOR,
                "Resources": PLACEMENT, "Consolidation": PLACEMENT, "Unsatisfiable": PLACEMENT}
-_MOVE_BY = {"room": POLICY, "stop": POLICY, "pack": PLACEMENT, "unpack": PLACEMENT, "rule": OPERATOR}
+_MOVE_BY = {"room": POLICY, "stop": POLICY, "limit": POLICY, "pack": PLACEMENT, "unpack": PLACEMENT, "rule": OPERATOR}
 
 
 def _cause(by: str, why: str, undo: str = "") -> dict[str, str]:
