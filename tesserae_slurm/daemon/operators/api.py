@@ -27,6 +27,7 @@ from .readers import (
     job_ids,
     job_record,
     job_views,
+    largest_node,
     round_details,
     select_rows,
     unknown_users,
@@ -91,9 +92,11 @@ def jobs(store: Database, *, states: str | None = None, all_jobs: bool = False, 
     add_stop_reasons(store, rows)
     rnd, decision = _latest_decision(store)
     rank = ranks(decision)
+    node_gpus = largest_node(decision)
     at = time.time() if now is None else now
     out: dict[str, Any] = {
-        "round": rnd.round_id if rnd else None, "jobs": [job_record(r, at, rank.get(r.job_id)) for r in rows],
+        "round": rnd.round_id if rnd else None,
+        "jobs": [job_record(r, at, rank.get(r.job_id), node_gpus) for r in rows],
         "truncated": truncated, "unknown_jobs": [j for j in job_ids(ids or "") if j not in known],
         "unknown_users": unknown_users(every, user) if user else []}
     if slurm_error:
