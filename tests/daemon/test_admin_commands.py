@@ -226,6 +226,25 @@ def test_jobs_json_is_the_apis_answer(db, capsys, at_now):
         assert all(tuple(j) == JOB_FIELDS for j in out["jobs"])
 
 
+def test_listings_json_is_one_record_per_line(db, capsys, at_now):
+    """A listing's --json (jobs, rounds, actions: emit) writes each record on a line of its own and every other key
+    on one line: readable, and each line JSON alone (grep, jq -c), the whole as json.loads reads it."""
+    for argv, key in ((["jobs", "-a"], "jobs"), (["rounds"], "rounds")):
+        text = run(capsys, *argv, "--db", str(db), "--json")[1]
+        body = json.loads(text)
+        lines = text.splitlines()
+        assert lines[0] == "{" and lines[-1] == "}" and json.loads(lines[1].removesuffix(",")[2:].split(": ", 1)[1]) \
+            == body["meta"]
+        at = lines.index(f'  "{key}": [')
+        rows = lines[at + 1:at + 1 + len(body[key])]
+        assert [json.loads(line.strip().removesuffix(",")) for line in rows] == body[key]
+        assert lines[at + 1 + len(body[key])] in ("  ]", "  ],") and len(body[key]) >= 2
+    (rec,) = json.loads(run(capsys, "jobs", "--db", str(db), "--json", "-j", "13")[1])["jobs"]
+    assert rec["job_id"] == "13"
+    _, text, _ = run(capsys, "jobs", "--db", str(db), "--json", "-j", "14")  # none listed: an empty list
+    assert '  "jobs": [],' in text.splitlines() and json.loads(text)["jobs"] == []
+
+
 def test_rounds_and_round_show(db, capsys):
     code, out, _ = run(capsys, "rounds", "--db", str(db), "-p")
     lines = out.splitlines()
