@@ -22,6 +22,7 @@ from .model import (
     InputError,
     Job,
     MoveCosts,
+    MoveReason,
     PackedPair,
     PendingJob,
     PendingReason,
@@ -278,7 +279,10 @@ def decide(req: RoundRequest, profile: ThroughputProfile, clock: Clock | None = 
     else:
         preempted_sorted = ()
     migrated_sorted = tuple([j for j in ids if j in migrated_set]) if migrated_set else ()
-    moves = value.reasons(final, migrated_sorted, preempted_sorted, pairs, speeds) if value is not None else ()
+    moves: tuple[MoveReason, ...] = ()
+    if value is not None:
+        limited = {p.job_id: p.detail for p in pending if p.reason is PendingReason.LIMIT} if preempted_sorted else {}
+        moves = value.reasons(final, migrated_sorted, preempted_sorted, pairs, speeds, limited)
     return RoundDecision(
         placement=final,
         started=tuple([j for j in ids if j in started]) if started else (),

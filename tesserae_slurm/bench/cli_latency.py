@@ -87,7 +87,8 @@ class Timing:
 
 def commands(db: Path, job: str, round_arg: str) -> list[tuple[str, list[str]]]:
     d = ["--db", str(db)]
-    return [("--help", ["--help"]), ("jobs", ["jobs", *d]), ("rounds", ["rounds", *d]),
+    return [("--help", ["--help"]), ("jobs", ["jobs", *d]), ("jobs --all --json", ["jobs", "--all", "--json", *d]),
+            ("rounds", ["rounds", *d]),
             (f"round show {round_arg}", ["round", "show", round_arg, *d]), (f"explain {job}", ["explain", job, *d])]
 
 

@@ -64,8 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     c = bsub.add_parser("cli", help="median wall time of the admin commands against a 1,000-job state DB",
                         description="Build a state database through the daemon's store (1,000 jobs, 300 rounds) "
-                                    "and time `tesserae --help`, `jobs`, `rounds`, `round show last` and "
-                                    "`explain JOB`, each as a fresh process. Needs the daemon extra.")
+                                    "and time `tesserae --help`, `jobs` (its table, and every job as JSON), `rounds`, "
+                                    "`round show last` and `explain JOB`, each as a fresh process. Needs the daemon "
+                                    "extra.")
     c.add_argument("--repeats", type=int, default=5, help="runs per command; the median is reported (default 5)")
     c.add_argument("--jobs", type=int, default=1000, help="jobs in the database (default 1000)")
     c.add_argument("--rounds", type=int, default=300, help="rounds in the database (default 300)")

@@ -41,3 +41,10 @@ class Job:
         if self.time_limit is not None and not self.time_limit > 0:
             raise InputError(f"job {self.id!r}: time_limit must be > 0 s, got {self.time_limit}")
         object.__setattr__(self, "class_key", repr((self.model, self.batch_size, self.num_gpus, self.parallelism)))
+
+
+def nodes_for(num_gpus: int, node_gpus: int) -> int:
+    """Nodes the daemon places a job on (``node_gpus``: the partition's largest node): one when it fits
+    a node, else whole nodes. tsbatch asks Slurm for this many (``--nodes``), so squeue shows it while the
+    job waits."""
+    return max(1, -(-num_gpus // max(1, node_gpus)))

@@ -71,8 +71,9 @@ class MoveReason:
 
     ``cause``: ``room`` (its GPUs went to ``for_jobs``, jobs that start, move in or join there),
     ``unpack`` (it left its partner ``for_jobs[0]`` to run alone), ``pack`` (it joined ``for_jobs[0]``
-    on that job's GPUs), ``rule`` (an operator's node rule keeps it off its GPUs), ``stop`` (nothing
-    took its GPUs: the policy's order left no place for it). ``gain`` and ``cost`` are GPU-seconds of
+    on that job's GPUs), ``rule`` (an operator's node rule keeps it off its GPUs), ``limit`` (its user's
+    or account's GPU limit stopped it: ``detail`` names the limit), ``stop`` (nothing took its GPUs: the
+    policy's order left no place for it). ``gain`` and ``cost`` are GPU-seconds of
     work at speed alone over the horizon: what the jobs it made room for (or its faster placement)
     gain, and what its restart and stop cost it (times its GPUs and its speed)."""
 

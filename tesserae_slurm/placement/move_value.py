@@ -19,7 +19,7 @@ is dearer to move again). A running job that would finish within its move cost i
 A packed pair splits (its lower-ranked member moves away to run alone) only when the two members' gain
 in speed over the horizon exceeds that member's move cost; a partner stays with its host while both run.
 Every move left in the final plan gets a reason (``MoveReason``): whom it made room for, or the faster
-placement it bought; a move that bought nothing is undone.
+placement it bought, or the GPU limit that stopped it; a move that bought nothing is undone.
 """
 
 from __future__ import annotations
@@ -400,9 +400,12 @@ class MoveValue:
         return Placement.from_rows(back) if rows.names == names else _reorder(back, rows.names)
 
     def reasons(self, final: Placement, migrated: Sequence[str], preempted: Sequence[str],
-                pairs: Sequence[PackedPair], speeds: Mapping[str, float]) -> tuple[MoveReason, ...]:
+                pairs: Sequence[PackedPair], speeds: Mapping[str, float],
+                limited: Mapping[str, str] | None = None) -> tuple[MoveReason, ...]:
         """One reason per migrated or preempted job: whom it made room for, or the faster placement it
-        bought, with the gain and the cost (GPU-seconds of work over the horizon)."""
+        bought, with the gain and the cost (GPU-seconds of work over the horizon). ``limited``: the jobs
+        their user's or account's GPU limit holds back (job -> the limit's words): a running one stopped
+        for its limit, not for the job that took its GPUs, and its note says so."""
         if not migrated and not preempted:
             return ()
         names, sizes = self.cluster.shape
@@ -425,7 +428,10 @@ class MoveValue:
                 cost = self.cost(j)
                 before = self.speed_now(j)
                 now_speed = speeds.get(j, 0.0) if action == "migrate" else 0.0
-                if took:
+                if action == "preempt" and limited and j in limited:
+                    out.append(MoveReason(j, action, "limit", (), 0.0, cost, before, now_speed,
+                                          f"its GPU limit stopped it ({limited[j]}); cost {cost:.0f} GPU-s"))
+                elif took:
                     gain = sum(self.value(b, speeds.get(b, 1.0)) for b in took if b not in before_jobs)
                     started = [b for b in took if b not in before_jobs]
                     detail = (f"made room for {', '.join(took)}"

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import InputError
+from ..model.job import nodes_for
 from ..site.partition import PartitionShape
 
 # Options consumed here: they never reach sbatch.
@@ -42,11 +43,6 @@ class GpuRequest:
     num_gpus: int
     nodes: int
     origin: str  # the options the count came from ("" for the default of 1 GPU)
-
-
-def nodes_for(num_gpus: int, node_gpus: int) -> int:
-    """Nodes the daemon places a job on: one when it fits a node, else whole nodes."""
-    return max(1, -(-num_gpus // max(1, node_gpus)))
 
 
 def merge(header: Sequence[GivenOption], command_line: Sequence[GivenOption]) -> dict[str, GivenOption]:

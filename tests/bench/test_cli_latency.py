@@ -25,10 +25,11 @@ def test_bench_cli_times_every_admin_command(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     body = json.loads(out)
-    assert [c["command"].split()[0] for c in body["commands"]] == ["--help", "jobs", "rounds", "round", "explain"]
-    assert body["commands"][3]["command"] == "round show last"
+    assert [c["command"] for c in body["commands"]][:3] == ["--help", "jobs", "jobs --all --json"]
+    assert [c["command"].split()[0] for c in body["commands"]][3:] == ["rounds", "round", "explain"]
+    assert body["commands"][4]["command"] == "round show last"
     assert all(len(c["runs_s"]) == 1 and c["median_s"] > 0 for c in body["commands"])
-    assert err.count("bench cli: ") == 5  # a progress line per command
+    assert err.count("bench cli: ") == 6  # a progress line per command
 
 
 def test_bad_checkout_is_one_line(tmp_path, capsys):

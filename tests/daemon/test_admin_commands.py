@@ -122,7 +122,7 @@ def test_jobs_like_squeue(db, capsys, at_now):
                                       "NODELIST(REASON)")  # squeue's default widths, as `-o` takes them
     assert [line.split()[0] for line in lines[1:]] == ["11", "12", "13"]  # finished jobs need --all
     assert lines[1] == "                11   job|11    alice  R       2:05      1    2          12 node1"
-    assert lines[3] == "                13   job|13    alice PD       0:00      0    4             " \
+    assert lines[3] == "                13   job|13    alice PD       0:00      1    4             " \
                        "(Resources: needs 4 GPUs; 1 free)"  # the reason is last: it widens no other row
     code, out, _ = run(capsys, "jobs", "--db", str(db), "--all", "-o", "%.4i %T %w %y|%b", "--noheader")
     assert out.splitlines() == ["  11 RUNNING 12 10,14|2", "  12 RUNNING 11 |2", "  13 PENDING  |4",
@@ -133,6 +133,30 @@ def test_jobs_like_squeue(db, capsys, at_now):
     code, out, _ = run(capsys, "jobs", "--db", str(db), "--json", "-j", "13")
     (job,) = json.loads(out)["jobs"]
     assert job["state"] == "PENDING" and job["num_gpus"] == 4 and job["model"] == "(no profile)"
+
+
+def test_a_waiting_jobs_nodes_are_what_it_asks_slurm_for(db, capsys, tmp_path):
+    """squeue's NODES of a pending job is the count it asked for: tsbatch asks for one node when the job
+    fits the partition's largest (4 GPUs here, as the rounds saw it), else whole nodes."""
+    def nodes(path, job="13"):
+        (rec,) = json.loads(run(capsys, "jobs", "--db", str(path), "--json", "-j", job)[1])["jobs"]
+        return rec["num_nodes"]
+
+    assert nodes(db) == 1  # 4 GPUs
+    for gpus, count in ((1, 1), (5, 2), (8, 2), (12, 3)):
+        _edit(db, **{"13": {"num_gpus": gpus}})
+        assert nodes(db) == count, gpus
+    _, out, _ = run(capsys, "jobs", "--db", str(db), "-o", "%i %D %b", "-h", "-t", "PD")
+    assert out.split() == ["13", "3", "12"]
+    # before any round recorded the nodes, the count is not known: squeue's column is left blank
+    fresh = tmp_path / "fresh.db"
+    j = Journal(Store.open(fresh))
+    mj = managed_job(_job(21, "new", JobMeta(2, "DCGAN", "32")))
+    j.insert_job(mj.slurm, mj.meta, 1000.0)
+    j.store.close()
+    assert nodes(fresh, "21") is None
+    _, out, _ = run(capsys, "jobs", "--db", str(fresh), "-o", "%i|%D|%b", "-h")
+    assert out.split() == ["21||2"]
 
 
 def test_time_is_since_the_last_start_and_ended_jobs_show_end_exit_and_nodes(db, capsys, at_now):
@@ -200,6 +224,25 @@ def test_jobs_json_is_the_apis_answer(db, capsys, at_now):
         finally:
             store.close()
         assert all(tuple(j) == JOB_FIELDS for j in out["jobs"])
+
+
+def test_listings_json_is_one_record_per_line(db, capsys, at_now):
+    """A listing's --json (jobs, rounds, actions: emit) writes each record on a line of its own and every other key
+    on one line: readable, and each line JSON alone (grep, jq -c), the whole as json.loads reads it."""
+    for argv, key in ((["jobs", "-a"], "jobs"), (["rounds"], "rounds")):
+        text = run(capsys, *argv, "--db", str(db), "--json")[1]
+        body = json.loads(text)
+        lines = text.splitlines()
+        assert lines[0] == "{" and lines[-1] == "}" and json.loads(lines[1].removesuffix(",")[2:].split(": ", 1)[1]) \
+            == body["meta"]
+        at = lines.index(f'  "{key}": [')
+        rows = lines[at + 1:at + 1 + len(body[key])]
+        assert [json.loads(line.strip().removesuffix(",")) for line in rows] == body[key]
+        assert lines[at + 1 + len(body[key])] in ("  ]", "  ],") and len(body[key]) >= 2
+    (rec,) = json.loads(run(capsys, "jobs", "--db", str(db), "--json", "-j", "13")[1])["jobs"]
+    assert rec["job_id"] == "13"
+    _, text, _ = run(capsys, "jobs", "--db", str(db), "--json", "-j", "14")  # none listed: an empty list
+    assert '  "jobs": [],' in text.splitlines() and json.loads(text)["jobs"] == []
 
 
 def test_rounds_and_round_show(db, capsys):

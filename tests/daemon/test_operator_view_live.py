@@ -103,6 +103,14 @@ def test_state_modes_first_look_and_every_read_through_the_api(env: Env, shared:
             if argv[0] not in ("jobs", "explain"):  # (times move on; the others are the same records)
                 assert theirs.stdout == _run(env, *argv).stdout, argv
         assert FIRST_LOOK not in _run(env, "explain", job).stdout  # looked at now
+        # NODES as squeue shows it: the placed job's node, and the count a waiting one asked for (8 GPUs on
+        # 4-GPU nodes: 2), before the daemon's look too
+        wide = submit_tick(env, 8, 100000, name="wide", step_time=0.05)
+        ours = _run(env, "jobs", "-j", f"{job},{wide}", "-o", "%i %D", "-h")
+        theirs = subprocess.run(["squeue", "-h", "-j", f"{job},{wide}", "-o", "%i %D"], env=env.os_env(),
+                                capture_output=True, text=True, timeout=30, check=True)
+        assert sorted(ours.stdout.split()) == sorted(theirs.stdout.split()), (ours.stdout, theirs.stdout)
+        assert f"{wide} 2" in ours.stdout and f"{job} 1" in ours.stdout, ours.stdout
     finally:
         server.shutdown()  # type: ignore[attr-defined]
         server.server_close()  # type: ignore[attr-defined]

@@ -132,6 +132,42 @@ def test_page_comes_with_its_data(server):
     assert b"</" not in m.group(1) and b"job|11" in m.group(1)
 
 
+def test_the_page_reads_the_job_list_and_the_newest_decision_once(db):  # noqa: F811
+    """The page embeds /api/cluster and /api/jobs, each built from every job row and the newest decision:
+    one request reads each once (counted on the real SQLite engine), and the answers are the API's."""
+    from sqlalchemy import event
+
+    from tesserae_slurm.daemon.operators.web import answer, page
+    from tesserae_slurm.daemon.state.store import Store
+
+    store = Store.open(db, read_only=True)
+    seen: list[str] = []
+
+    def count(_conn, _cursor, statement, *_rest) -> None:  # noqa: ANN001
+        seen.append(" ".join(statement.split()))
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        html = page(store)
+        job_reads = [q for q in seen if re.search(r"\bFROM jobs\b", q)]
+        # the newest decision (api._latest_decision's columns); /api/rounds and the figures read rounds apart
+        decision_reads = [q for q in seen if q.startswith("SELECT rounds.round_id, rounds.status, rounds.policy, "
+                                                          "rounds.started_at, rounds.decision_json FROM rounds")]
+        assert len(job_reads) == 1 and len(decision_reads) == 1, seen
+        block = re.search(rb'id="initial">(.*?)</script>', html, re.S)
+        assert block is not None
+        data = json.loads(block.group(1))
+        for key, path in (("cluster", "/api/cluster"), ("jobs", "/api/jobs")):
+            alone = answer(store, path, "")
+            assert {**data[key], "meta": None} == {**json.loads(json.dumps(alone, default=str)), "meta": None}
+        seen.clear()
+        answer(store, "/api/jobs", "")  # an API request reads for itself
+        assert len([q for q in seen if re.search(r"\bFROM jobs\b", q)]) == 1
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+        store.close()
+
+
 def test_embedded_data_cannot_close_its_block(db):  # noqa: F811
     from tesserae_slurm.daemon.operators.web import page
     from tesserae_slurm.daemon.state.store import JobUpdate, Store

@@ -144,7 +144,11 @@ def test_a_running_job_its_limit_stops_leaves_its_gpu_to_the_jobs_ranked_ahead()
     assert d.migrated == () and d.preempted == ("f", "c")
     assert d.placement.job_gpus()["new"] == (("node2", 3),)
     assert [(p.job_id, p.reason) for p in d.pending] == [("f", PendingReason.LIMIT), ("c", PendingReason.PRIORITY)]
-    assert all(m.gain > m.cost for m in d.moves)
+    why = {m.job: m for m in d.moves}
+    # f's limit stopped it, whoever took its GPU: its note names the limit (nothing bought, a cost paid)
+    assert (why["f"].cause, why["f"].for_jobs, why["f"].gain) == ("limit", (), 0.0)
+    assert why["f"].detail.startswith("its GPU limit stopped it (needs 1 GPUs; user alice holds 1 of 1 GPUs)")
+    assert why["c"].cause == "room" and why["c"].gain > why["c"].cost
 
 
 def test_limits_a_keep_first_walk_cannot_settle_are_told():

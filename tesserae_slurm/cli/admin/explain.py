@@ -93,6 +93,8 @@ def _text(e: dict[str, Any]) -> str:
 def _bought(why: dict[str, Any]) -> str:
     """What a move bought and what it cost, in words (the decision's MoveReason)."""
     cause, others = why.get("cause", ""), ", ".join(why.get("for", []))
+    if cause == "limit":  # nothing bought: the limit, not a job, took it off its GPUs
+        return f"{why.get('detail', cause)} (its restart and stop)"
     what = {"room": f"made room for {others}", "unpack": f"left {others} to run alone",
             "pack": f"joined {others} on its GPUs", "rule": "an operator's node rule keeps it off its GPUs",
             "stop": "ranked below the jobs that run, it fit nowhere"}.get(cause, why.get("detail", cause))

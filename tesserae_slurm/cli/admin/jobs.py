@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     if args.json:
-        dump_json(body)
+        dump_json(body, records="jobs")
         return 0
     records: list[Record] = body["jobs"]
     ended = args.all or any(r.get("end_time") for r in records)

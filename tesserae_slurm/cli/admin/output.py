@@ -107,12 +107,27 @@ def format_rows(fmt: str, columns: Sequence[Column], rows: Sequence[Any], header
     return "\n".join(lines)
 
 
-def dump_json(body: dict[str, Any]) -> None:
-    """--json: one object, ``meta`` (tool, version, generated_at) first."""
+def dump_json(body: dict[str, Any], records: str | None = None) -> None:
+    """--json: one object, ``meta`` (tool, version, generated_at) first, indented. ``records``: the key of a
+    listing's records, written one record per line, every other key on a line of its own. A listing holds
+    thousands of jobs, and ``indent`` makes Python use its pure-Python encoder (1.1 s for 5,000 jobs); each
+    line alone is encoded by the C one. Parsed, the two layouts are the same value."""
     from ...daemon.operators.readers import json_meta
 
-    json.dump({"meta": json_meta(), **body}, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    doc = {"meta": json_meta(), **body}
+    if records is None:
+        json.dump(doc, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return
+    encode = json.JSONEncoder(default=str).encode
+    lines = []
+    for key, value in doc.items():
+        if key == records and value:
+            rows = ",\n    ".join(map(encode, value))
+            lines.append(f"  {encode(key)}: [\n    {rows}\n  ]")
+        else:
+            lines.append(f"  {encode(key)}: {encode(value)}")
+    sys.stdout.write("{\n" + ",\n".join(lines) + "\n}\n")
 
 
 def emit(args: argparse.Namespace, columns: Sequence[Column], rows: Sequence[Any],
@@ -121,7 +136,7 @@ def emit(args: argparse.Namespace, columns: Sequence[Column], rows: Sequence[Any
     names the list in the --json object."""
     shown = [c for c in columns if default is None or c.header in default]
     if getattr(args, "json", False):
-        dump_json({key: [{c.key: c.json_value(r) for c in columns} for r in rows]})
+        dump_json({key: [{c.key: c.json_value(r) for c in columns} for r in rows]}, records=key)
         return
     if getattr(args, "format", None):
         text = format_rows(args.format, columns, rows, not args.noheader)

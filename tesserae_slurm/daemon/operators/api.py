@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
@@ -27,6 +28,7 @@ from .readers import (
     job_ids,
     job_record,
     job_views,
+    largest_node,
     round_details,
     select_rows,
     unknown_users,
@@ -56,10 +58,25 @@ def ranks(decision: dict[str, Any]) -> dict[str, int]:
     return {j: i + 1 for i, j in enumerate(decision.get("order", []))}
 
 
-def with_first_look(db: Database, look: FirstLook | None) -> tuple[list[JobView], str]:
-    """Every job row, and the managed jobs Slurm lists that the daemon has not looked at yet; the second
+class Reads:
+    """What the answers to one request read from the database, each read once when first asked: every
+    job row and the newest decision. The page embeds /api/cluster and /api/jobs, which both need them."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @cached_property
+    def rows(self) -> list[JobView]:
+        return job_views(self.db)
+
+    @cached_property
+    def latest(self) -> tuple[Row[Any] | None, dict[str, Any]]:
+        return _latest_decision(self.db)
+
+
+def with_first_look(rows: list[JobView], look: FirstLook | None) -> tuple[list[JobView], str]:
+    """The job rows, and the managed jobs Slurm lists that the daemon has not looked at yet; the second
     item says why those could not be listed ("" when they could, or when nobody asked Slurm)."""
-    rows = job_views(db)
     if look is None:
         return rows, ""
     try:
@@ -70,14 +87,15 @@ def with_first_look(db: Database, look: FirstLook | None) -> tuple[list[JobView]
 
 def jobs(store: Database, *, states: str | None = None, all_jobs: bool = False, ids: str | None = None,
          user: str | None = None, look: FirstLook | None = None, now: float | None = None,
-         limit: int | None = None) -> dict[str, Any]:
+         limit: int | None = None, reads: Reads | None = None) -> dict[str, Any]:
     """``tesserae jobs`` filters (squeue's -t, -a, -j, -u), each job with its rank in the newest round;
     with ``look``, also the jobs Slurm lists that the daemon has not looked at yet; ``unknown_jobs`` and
     ``unknown_users`` name what -j and -u asked for that no job has (squeue's "Invalid job id specified",
-    "Invalid user"); ``limit``: the API's bound (the CLI reads all)."""
+    "Invalid user"); ``limit``: the API's bound (the CLI reads all); ``reads``: what the request read already."""
     from ..state.job_states import TERMINAL_STATES
 
-    every, slurm_error = with_first_look(store, look)
+    reads = reads or Reads(store)
+    every, slurm_error = with_first_look(reads.rows, look)
     rows = select_rows(every, states=states, all_jobs=all_jobs, ids=ids, user=user)
     known = {r.job_id for r in every}
     truncated = limit is not None and len(rows) > limit
@@ -89,11 +107,13 @@ def jobs(store: Database, *, states: str | None = None, all_jobs: bool = False, 
         rows = active[-limit:] if room <= 0 else sorted(
             active + done[len(done) - room:], key=lambda r: int(r.job_id) if r.job_id.isdigit() else 0)
     add_stop_reasons(store, rows)
-    rnd, decision = _latest_decision(store)
+    rnd, decision = reads.latest
     rank = ranks(decision)
+    node_gpus = largest_node(decision)
     at = time.time() if now is None else now
     out: dict[str, Any] = {
-        "round": rnd.round_id if rnd else None, "jobs": [job_record(r, at, rank.get(r.job_id)) for r in rows],
+        "round": rnd.round_id if rnd else None,
+        "jobs": [job_record(r, at, rank.get(r.job_id), node_gpus) for r in rows],
         "truncated": truncated, "unknown_jobs": [j for j in job_ids(ids or "") if j not in known],
         "unknown_users": unknown_users(every, user) if user else []}
     if slurm_error:
@@ -187,16 +207,18 @@ def _shape(d: dict[str, Any], held: dict[str, dict[str, tuple[int, ...]]]) -> di
     return dict(sorted(nodes.items(), key=lambda kv: (len(kv[0]), kv[0])))
 
 
-def cluster(store: Store) -> dict[str, Any]:
+def cluster(store: Store, reads: Reads | None = None) -> dict[str, Any]:
     """Where jobs run now: nodes x GPUs from the GPUs the unfinished jobs hold (job ids per GPU; two = a
     packed pair), what the newest decision plans that has not happened yet (starts, moves, stops), the
-    holds in force, and the headline figures of the newest finished round."""
+    holds in force, and the headline figures of the newest finished round; ``reads``: what the request
+    read already."""
     from ..state.gpuset import format_gpus, parse_gpus
     from ..state.job_states import PLACED_STATES, PREEMPTING, TERMINAL_STATES
     from .admin import hold_reason, standing
 
-    rnd, d = _latest_decision(store)
-    everyone = {r.job_id: r for r in job_views(store)}
+    reads = reads or Reads(store)
+    rnd, d = reads.latest
+    everyone = {r.job_id: r for r in reads.rows}
     active = [r for r in everyone.values() if r.state in (*PLACED_STATES, PREEMPTING)]
     held = {}
     for r in active:

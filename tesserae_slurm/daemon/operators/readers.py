@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...model import InputError
+from ...model.job import nodes_for
 from ..state.job_states import TERMINAL_STATES
 
 if TYPE_CHECKING:
@@ -285,16 +286,34 @@ def nodelist_reason(r: JobView) -> str:
     return f"({reason(r) or 'None'})"
 
 
-def job_record(r: JobView, now: float, rank: int | None = None) -> dict[str, Any]:
+def largest_node(decision: dict[str, Any]) -> int | None:
+    """GPUs of the partition's largest node as a decision saw it (the nodes it placed on and those it
+    could not use); None before any round recorded one."""
+    sizes = [len(g) for g in ((decision.get("placement") or {}).get("nodes") or {}).values()]
+    sizes += [int(n.get("gpus", 0)) for n in (decision.get("nodes_out") or {}).values()]
+    return max(sizes, default=0) or None
+
+
+def node_count(r: JobView, node_gpus: int | None) -> int | None:
+    """squeue's NODES: the nodes a placed job holds or an ended job last ran on; for a job without nodes,
+    the count it asks Slurm for (tsbatch's ``--nodes``: one node when it fits the largest, ``node_gpus``
+    GPUs, else whole nodes), which squeue shows while it waits. None: no round saw the nodes yet."""
+    if r.nodes:
+        return len(r.nodes.split(","))
+    return nodes_for(r.num_gpus, node_gpus) if node_gpus else None
+
+
+def job_record(r: JobView, now: float, rank: int | None = None, node_gpus: int | None = None) -> dict[str, Any]:
     """One job as `tesserae jobs --json` and the API give it: seconds as numbers, times ISO 8601 with
-    the zone; a finished job keeps the nodes and GPUs it last ran on."""
+    the zone; a finished job keeps the nodes and GPUs it last ran on; ``node_gpus``: the largest node's
+    GPUs (``largest_node``), for the node count of a job without nodes."""
     ended = r.state in TERMINAL_STATES
     last_start = r.run_start if r.state in ACTIVE_STATES or ended else None
     return {
         "job_id": r.job_id, "name": r.name, "user": r.user, "state": r.state,
         "state_compact": SHORT.get(r.state, r.state[:2]), "slurm_state": r.slurm_state, "reason": reason(r),
         "nodelist_reason": nodelist_reason(r), "num_gpus": r.num_gpus,
-        "num_nodes": len(r.nodes.split(",")) if r.nodes else 0, "nodes": r.nodes, "gpus": r.gpus,
+        "num_nodes": node_count(r, node_gpus), "nodes": r.nodes, "gpus": r.gpus,
         "packed_with": r.packed_with, "strategy": r.strategy, "model": r.model, "batch_size": r.batch_size,
         "rank": rank, "assign_round": r.assign_round, "time_s": since_last_start(r, now),
         "executed_s": r.executed_time, "attained_gpu_s": r.attained_service, "work_s": r.work_done,
@@ -402,7 +421,7 @@ def explain(store: Store, row: JobView, slurm: SlurmJob | None = None) -> dict[s
 OPERATOR, POLICY, PLACEMENT, SLURM = "operator", "policy", "placement", "slurm"
 _PENDING_BY = {"Priority": POLICY, "Limit": POLICY, "Round": POLICY, "Nodes": OPERATOR,
                "Resources": PLACEMENT, "Consolidation": PLACEMENT, "Unsatisfiable": PLACEMENT}
-_MOVE_BY = {"room": POLICY, "stop": POLICY, "pack": PLACEMENT, "unpack": PLACEMENT, "rule": OPERATOR}
+_MOVE_BY = {"room": POLICY, "stop": POLICY, "limit": POLICY, "pack": PLACEMENT, "unpack": PLACEMENT, "rule": OPERATOR}
 
 
 def _cause(by: str, why: str, undo: str = "") -> dict[str, str]:

@@ -57,20 +57,22 @@ def _one(q: dict[str, list[str]], key: str) -> str | None:
     return v[-1] if v else None
 
 
-def answer(store: Store, path: str, query: str, look: FirstLook | None = None) -> dict[str, Any]:
+def answer(store: Store, path: str, query: str, look: FirstLook | None = None,
+           reads: api.Reads | None = None) -> dict[str, Any]:
     """The JSON body for an API path (raises ApiError with the status to send); ``look``: Slurm's listing
-    of the partition, for the jobs the daemon has not looked at yet."""
+    of the partition, for the jobs the daemon has not looked at yet; ``reads``: what this request read
+    already (the page's answers share it)."""
     from .readers import json_meta
 
     q = parse_qs(query, keep_blank_values=True)
     parts = [p for p in path.split("/") if p][1:]  # after "api"
     try:
         if parts == ["cluster"]:
-            body = api.cluster(store)
+            body = api.cluster(store, reads)
         elif parts == ["jobs"]:
             body = api.jobs(store, states=_one(q, "states"), all_jobs=_one(q, "all") in ("1", "true", "yes"),
                             ids=_one(q, "jobs"), user=_one(q, "user"), look=look,
-                            limit=api.MAX_JOBS)
+                            limit=api.MAX_JOBS, reads=reads)
         elif len(parts) == 2 and parts[0] == "jobs":
             body = api.job(store, parts[1], look)
         elif parts == ["actions"]:
@@ -94,11 +96,14 @@ def answer(store: Store, path: str, query: str, look: FirstLook | None = None) -
 
 
 def page(store: Store, look: FirstLook | None = None) -> bytes:
-    """index.html with the answers the page draws first: /api/cluster, /api/jobs and /api/rounds. If the
-    database cannot be read now, the page goes out without them and its script asks the API."""
+    """index.html with the answers the page draws first: /api/cluster, /api/jobs and /api/rounds, the
+    first two from one read of the job rows and the newest decision. If the database cannot be read now,
+    the page goes out without them and its script asks the API."""
     html = files("tesserae_slurm.daemon.operators.webui").joinpath("index.html").read_bytes()
     try:
-        data = {"cluster": answer(store, "/api/cluster", ""), "jobs": answer(store, "/api/jobs", "", look),
+        reads = api.Reads(store)
+        data = {"cluster": answer(store, "/api/cluster", "", reads=reads),
+                "jobs": answer(store, "/api/jobs", "", look, reads),
                 "rounds": answer(store, "/api/rounds", f"n={PAGE_ROUNDS}")}
     except Exception as exc:  # noqa: BLE001 - the page still loads; its script retries the API
         log.warning("web: the page's embedded data failed: %r", exc)
