@@ -24,6 +24,11 @@ class PendingReason(str, Enum):
     ROUND = "Round"
 
 
+def gpus(n: int) -> str:
+    """``n`` GPUs in a waiting job's reason: "1 GPU", "4 GPUs"."""
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
 class PendingJob(NamedTuple):
     """A job that does not run this round and why (a named tuple: one per waiting job per round)."""
 

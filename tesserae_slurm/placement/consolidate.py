@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..model import Cluster, Job, PendingJob, PendingReason, Placement, PlanRows
+from ..model.decision import gpus
 from . import consolidate_walk, keep_walk
 from .arrays import gpu_layout, runs
 from .node_rules import NodeRules
@@ -78,7 +79,7 @@ def _reason(max_capacity: int, n: int, total_free: int) -> PendingReason:
 
 
 def _why(max_capacity: int, n: int, total_free: int) -> tuple[PendingReason, str]:
-    return _reason(max_capacity, n, total_free), f"needs {n} GPUs; {total_free} free"
+    return _reason(max_capacity, n, total_free), f"needs {gpus(n)}; {total_free} free"
 
 
 def place_consolidated(cluster: Cluster, order: Sequence[Job], rules: NodeRules | None = None) -> ConsolidationResult:

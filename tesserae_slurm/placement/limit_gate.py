@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from ..model import Job, PackedPair, PendingJob, PendingReason
+from ..model.decision import gpus
 from ..model.gpu_limits import GpuLimits
 from .consolidate import ConsolidationResult
 
@@ -250,5 +251,5 @@ class LimitGate:
         for j in self.limited.values():
             over = [f"{k} holds {self.used.get(k, 0)} of {cap} GPUs" for k, cap in self.keys[j.id]
                     if self.used.get(k, 0) + j.num_gpus > cap]
-            out.append(PendingJob(j.id, PendingReason.LIMIT, f"needs {j.num_gpus} GPUs; " + "; ".join(over)))
+            out.append(PendingJob(j.id, PendingReason.LIMIT, f"needs {gpus(j.num_gpus)}; " + "; ".join(over)))
         return out

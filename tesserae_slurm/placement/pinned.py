@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..model import Cluster, Job, Node, PendingJob, PendingReason, Placement
+from ..model.decision import gpus
 from .consolidate import ConsolidationResult, place_consolidated
 
 
@@ -39,7 +40,7 @@ def _reason(cluster: Cluster, free: Mapping[str, int], job: Job) -> PendingJob:
         reason = PendingReason.CONSOLIDATION
     else:
         reason = PendingReason.RESOURCES
-    return PendingJob(job.id, reason, f"needs {job.num_gpus} GPUs; {total} free")
+    return PendingJob(job.id, reason, f"needs {gpus(job.num_gpus)}; {total} free")
 
 
 def place_beside(cluster: Cluster, current: Placement | None, jobs: Sequence[Job]) -> ConsolidationResult:

@@ -51,7 +51,7 @@ def place_units_reference(cluster: Cluster, units: Sequence[Unit],
                 reason = PendingReason.UNSATISFIABLE
             else:
                 reason = PendingReason.CONSOLIDATION if total_free >= n else PendingReason.RESOURCES
-            detail = f"needs {n} GPUs; {total_free} free"
+            detail = f"needs {n} GPU{'' if n == 1 else 's'}; {total_free} free"
             if rule is not None:
                 reason, detail = PendingReason.NODES, f"{rule[1]}; {detail} in the cluster"
             pending.extend(PendingJob(j.id, reason, detail) for j in unit.jobs)

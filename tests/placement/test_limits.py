@@ -147,7 +147,7 @@ def test_a_running_job_its_limit_stops_leaves_its_gpu_to_the_jobs_ranked_ahead()
     why = {m.job: m for m in d.moves}
     # f's limit stopped it, whoever took its GPU: its note names the limit (nothing bought, a cost paid)
     assert (why["f"].cause, why["f"].for_jobs, why["f"].gain) == ("limit", (), 0.0)
-    assert why["f"].detail.startswith("its GPU limit stopped it (needs 1 GPUs; user alice holds 1 of 1 GPUs)")
+    assert why["f"].detail.startswith("its GPU limit stopped it (needs 1 GPU; user alice holds 1 of 1 GPUs)")
     assert why["c"].cause == "room" and why["c"].gain > why["c"].cost
 
 
