@@ -22,7 +22,8 @@ from .jsonio import dump_json
 from .progress import Progress
 from .render import table
 
-DEFAULT_COMPARE = ("tiresias", "tiresias-single", "tesserae-t", "tesserae-t-nomig", "slurm-backfill")
+# the paper's comparison, the daemon's default (tesserae-t-fair) and plain Slurm
+DEFAULT_COMPARE = ("tiresias", "tiresias-single", "tesserae-t", "tesserae-t-fair", "tesserae-t-nomig", "slurm-backfill")
 TRACE_HELP = ("trace file (CSV, Gavel/Shockwave/Philly .trace), a shipped name (demo, sample, tesserae-900, "
               "shockwave-120) or gen:tesserae|gavel:JOBS[:RATE[:SEED]] (default: demo)")
 

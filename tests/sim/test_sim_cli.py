@@ -88,8 +88,8 @@ def test_compare_writes_a_report(tmp_path, capsys):
 def test_demo_compares_on_the_shipped_trace(tmp_path, capsys):
     code, stdout, _ = cli(capsys, "demo", "--out", str(tmp_path), "--workers", "1")
     assert code == 0
-    assert [line.split()[0] for line in stdout.splitlines()[1:5]] == [
-        "tiresias", "tiresias-single", "tesserae-t", "tesserae-t-nomig"]
+    assert [line.split()[0] for line in stdout.splitlines()[1:7]] == [
+        "tiresias", "tiresias-single", "tesserae-t", "tesserae-t-fair", "tesserae-t-nomig", "slurm-backfill"]
     assert (tmp_path / "report.md").exists()
 
 
