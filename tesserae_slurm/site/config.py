@@ -31,6 +31,9 @@ class SlurmSection:
     # between rounds: list the partition's jobs this often (one cheap squeue); a new job or one gone starts
     # what fits free GPUs now (round/start_between.py); 0 = jobs start only at rounds
     poll_seconds: float = 1.0
+    # how many started jobs' `scontrol update` (its node list and assignment) are in flight at once; the
+    # release that follows is one call for all of them (round/stop_start.py); 1 = one after another
+    parallel_starts: int = 8
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,8 @@ def _validate_values(cfg: SiteConfig, where: str) -> None:
         raise InputError(f"{where}: slurm.guard_seconds must be >= 0")
     if cfg.slurm.poll_seconds < 0:
         raise InputError(f"{where}: slurm.poll_seconds must be >= 0 (0 = jobs start only at rounds)")
+    if cfg.slurm.parallel_starts < 1:
+        raise InputError(f"{where}: slurm.parallel_starts must be an integer >= 1 (1 = one start at a time)")
     if cfg.slurm.start_timeout_s <= 0:
         raise InputError(f"{where}: slurm.start_timeout_s must be > 0")
     if cfg.preemption.grace_seconds < 0:

@@ -83,6 +83,8 @@ BROKEN = [
     ("preemption: {stop_records_dir: stops}\n", "preemption.stop_records_dir must be an absolute path"),
     ("preemption: {stop_records_dir: '/shared/my stops'}\n", "preemption.stop_records_dir must not contain whitespace"),
     ("slurm: {poll_seconds: -1}\n", "slurm.poll_seconds must be >= 0"),
+    ("slurm: {parallel_starts: 0}\n", "slurm.parallel_starts must be an integer >= 1"),
+    ("slurm: {parallel_starts: 2.5}\n", "slurm.parallel_starts must be an integer"),
     ("feedback: {alpha: 0}\n", "feedback.alpha must be in (0, 1]"),
     ("feedback: {min_reports: 0}\n", "feedback.min_reports must be >= 1"),
     ("feedback: {report_every_s: 0}\n", "feedback.report_every_s must be > 0"),

@@ -6,9 +6,10 @@ period ends, requeue-hold them, and wait until Slurm has them pending again; the
 requeue-hold are one Slurm call each for all the jobs due at once, and the waits look at those jobs
 alone (``list_jobs_brief``), never the whole queue. Start: write each job's
 assignment into its AdminComment, pin its node list and make it eligible now (one `scontrol update` per
-job), then release all of them with one call. Every step tolerates having been done already (a restarted
-daemon may repeat it), and a start never goes to GPUs that a job which failed to stop still holds: the
-daemon keeps its own GPU accounting and never double-books a GPU.
+job, ``slurm.parallel_starts`` of them in flight at once: the jobs are held, so their order is the
+release's), then release all of them with one call, in the policy's order. Every step tolerates having
+been done already (a restarted daemon may repeat it), and a start never goes to GPUs that a job which
+failed to stop still holds: the daemon keeps its own GPU accounting and never double-books a GPU.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from ...harness.assignment import EVERY_KEY, REPORTS_KEY, STOPS_KEY
 from ...site.config import SiteConfig
 from ...slurm import SlurmBackend, SlurmCommandError, SlurmError, SlurmJob, SlurmJobState
+from ...slurm.fan_out import fan_out
 from ..feedback.stop_records import checkpointed, forget
 from ..service import failpoints
 from ..state.gpuset import format_gpus
@@ -321,20 +323,25 @@ class Applier:
                               strict=True))
         failpoints.hit("after-intent")
 
-        placed: list[Action] = []
-        for a, t in ready:
+        def place(item: tuple[Action, Target]) -> bool:
+            a, t = item
             if self.stop.is_set():
-                result.skipped[a.job_id] = "daemon stopping"
-                continue
-            try:
-                nodes = t.nodes
-                # the assignment travels with the node list: one Slurm call per started job
-                self.backend.place(int(a.job_id), nodes, {"NumNodes": str(len(nodes)),
-                                                          "AdminComment": assignments[a.job_id]})
-                failpoints.hit("after-place")
+                return False
+            # the assignment travels with the node list: one Slurm call per started job
+            self.backend.place(int(a.job_id), t.nodes, {"NumNodes": str(len(t.nodes)),
+                                                        "AdminComment": assignments[a.job_id]})
+            failpoints.hit("after-place")
+            return True
+
+        placed: list[Action] = []
+        # each job's call its own (held jobs: none runs before the release), a few in flight at once
+        for (a, _), out in zip(ready, fan_out(place, ready, self.cfg.slurm.parallel_starts), strict=True):
+            if isinstance(out, SlurmError):
+                result.failed[a.job_id] = str(out)
+            elif out:
                 placed.append(a)
-            except SlurmError as exc:
-                result.failed[a.job_id] = str(exc)
+            else:
+                result.skipped[a.job_id] = "daemon stopping"
         recent = [self._stopped_at[a.job_id] for a in placed if a.job_id in self._stopped_at]
         if recent:
             wait = max(recent) + RELAUNCH_GAP_S - self.clock()

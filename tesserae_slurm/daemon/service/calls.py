@@ -7,6 +7,7 @@ feeds the call and error counters of /metrics.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,26 +52,33 @@ class RecordingBackend:
         self._records: list[CallRecord] = []
         self.calls: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self._lock = threading.Lock()  # a round's starts call from several threads at once
 
     def drain(self) -> list[CallRecord]:
-        out, self._records = self._records, []
+        with self._lock:
+            out, self._records = self._records, []
         return out
 
     def _call(self, method: str, call: Callable[..., T], *args: Any) -> T:
         t0 = time.perf_counter()
-        self.calls[method] += 1
+        with self._lock:
+            self.calls[method] += 1
         try:
             result = call(*args)
         except SlurmError as exc:
-            self.errors[method] += 1
-            if method in WRITES:
-                self._records.append(CallRecord(self._clock(), method, _ids(method, args), False, str(exc),
-                                                (time.perf_counter() - t0) * 1e3))
+            self._record(method, args, str(exc), t0)
             raise
-        if method in WRITES:
-            self._records.append(CallRecord(self._clock(), method, _ids(method, args), True, "",
-                                            (time.perf_counter() - t0) * 1e3))
+        self._record(method, args, None, t0)
         return result
+
+    def _record(self, method: str, args: tuple[Any, ...], error: str | None, t0: float) -> None:
+        ms = (time.perf_counter() - t0) * 1e3
+        with self._lock:
+            if error is not None:
+                self.errors[method] += 1
+            if method in WRITES:
+                self._records.append(CallRecord(self._clock(), method, _ids(method, args), error is None,
+                                                error or "", ms))
 
     # The SlurmBackend protocol, spelled out so type checkers and readers see it.
     def list_jobs(self, partition: str | None = None) -> tuple[SlurmJob, ...]:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 
 log = logging.getLogger(__name__)
 ENV = "TESSERAE_FAILPOINTS"
 POINTS = ("after-intent", "after-signal", "after-requeue", "after-place", "after-release")
 _hits: dict[str, int] = {}
+_count = threading.Lock()  # starts reach after-place from several threads
 
 
 def _armed() -> dict[str, int]:
@@ -30,9 +32,10 @@ def hit(name: str) -> None:
     armed = _armed()
     if name not in armed:
         return
-    _hits[name] = _hits.get(name, 0) + 1
-    if _hits[name] == armed[name]:
-        log.warning("fail point %s reached (hit %d): killing the daemon with SIGKILL", name, _hits[name])
+    with _count:
+        _hits[name] = n = _hits.get(name, 0) + 1
+    if n == armed[name]:
+        log.warning("fail point %s reached (hit %d): killing the daemon with SIGKILL", name, n)
         for h in logging.getLogger().handlers:
             h.flush()
         os.kill(os.getpid(), signal.SIGKILL)

@@ -8,11 +8,13 @@ release, no release after a failed place, and the stop phase's signal -> wait ->
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
 from tesserae_slurm.daemon.round.actions import Action, StopItem, Target
 from tesserae_slurm.daemon.round.stop_start import RELAUNCH_GAP_S, Applier, ApplyResult
+from tesserae_slurm.daemon.service.calls import RecordingBackend
 from tesserae_slurm.daemon.state.journal import Journal
 from tesserae_slurm.daemon.state.store import JobRow, Store
 from tesserae_slurm.site.load import config_from_mapping
@@ -346,3 +348,80 @@ def test_a_batched_requeue_hold_slurm_refuses_falls_back_to_one_call_per_job(tmp
     assert result.stopped == {"1", "3"} and set(result.failed) == {"2"}
     statuses = {a.job_id: a.status for a in journal.store.actions()}
     assert statuses == {"1": "done", "2": "failed", "3": "done"}
+
+
+class SlowPlaces(FakeSlurm):
+    """Each place takes a moment and notes how many were in flight with it; a SIGTERM may come in the middle."""
+
+    def __init__(self, *args, stop_after: str = "", stop: threading.Event | None = None, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.lock, self.now_placing, self.most = threading.Lock(), 0, 0
+        self.stop_after, self.stop = stop_after, stop
+
+    def place(self, job_id, nodes, extra_updates=None) -> None:
+        with self.lock:
+            self.now_placing += 1
+            self.most = max(self.most, self.now_placing)
+        try:
+            time.sleep(0.02)
+            super().place(job_id, nodes, extra_updates)
+            if str(job_id) == self.stop_after and self.stop is not None:
+                self.stop.set()
+        finally:
+            with self.lock:
+                self.now_placing -= 1
+
+
+def _many(tmp_path: Path, parallel: int, ids: list[str], **slurm_kw) -> tuple[Applier, SlowPlaces, Journal]:
+    store = Store.open(tmp_path / "state.db")
+    with store.session() as s:
+        for j in ids:
+            s.add(JobRow(job_id=j, num_gpus=1, submit_time=0.0, state="PENDING"))
+    cfg = config_from_mapping({"slurm": {"parallel_starts": parallel}, "state": {"database": str(tmp_path / "x")}},
+                              check_policy=False)
+    stop = threading.Event()
+    slurm = SlowPlaces([managed(int(j)) for j in ids], stop=stop, **slurm_kw)
+    journal = Journal(store)
+    journal.begin_round(0.0, "fifo", False)
+    return Applier(RecordingBackend(slurm), journal, cfg, stop, poll_s=0.01), slurm, journal
+
+
+def test_starts_place_a_few_at_once_then_release_in_the_policys_order_with_every_call_recorded(
+        tmp_path: Path) -> None:
+    ids = [str(j) for j in range(101, 113)]
+    applier, slurm, journal = _many(tmp_path, 4, ids, fail={("place", "105"), ("place", "110")})
+    ranked = [ids[k] for k in (11, 0, 5, 3, 9, 1, 4, 2, 6, 8, 7, 10)]  # the policy's order, not the ids'
+    result = ApplyResult()
+    applier.start_jobs(1, [Action("start", j, target=Target({f"n{j}": (0,)})) for j in ranked], {}, result)
+
+    assert 1 < slurm.most <= 4
+    ok = [j for j in ranked if j not in ("105", "110")]
+    assert [(m, ids) for m, ids in slurm.writes() if m == "release"] == [("release", tuple(ok))]
+    assert {m for m, _ in slurm.writes()} == {"place", "release"}
+    assert all(slurm.jobs[j].required_nodes == (f"n{j}",) for j in ok)
+    assert result.started == set(ok) and set(result.failed) == {"105", "110"}
+    assert result.failed["105"] == "place 105: refused"
+    # the audit trail and the counters saw every call, the failed ones too
+    records = applier.backend.drain()  # type: ignore[attr-defined]
+    assert sorted((r.method, r.job_ids, r.ok) for r in records) == sorted(
+        [("place", (j,), j not in ("105", "110")) for j in ranked] + [("release", tuple(ok), True)])
+    assert applier.backend.calls["place"] == 12 and applier.backend.errors["place"] == 2  # type: ignore[attr-defined]
+    statuses = {a.job_id: a.status for a in journal.store.actions()}
+    assert statuses == {j: "failed" if j in ("105", "110") else "done" for j in ranked}
+    assert journal.store.job("105").state == "PENDING" and journal.store.job("101").state == "STARTING"
+
+
+def test_sigterm_among_parallel_starts_releases_what_was_placed_and_leaves_the_rest(tmp_path: Path) -> None:
+    ids = [str(j) for j in range(201, 221)]
+    applier, slurm, journal = _many(tmp_path, 2, ids, stop_after="202")
+    result = ApplyResult()
+    applier.start_jobs(1, [Action("start", j, target=Target({"n1": (int(j) % 8,)})) for j in ids], {}, result)
+
+    placed = [j for j in ids if slurm.jobs[j].required_nodes]
+    assert "201" in placed and "202" in placed and len(placed) < len(ids)
+    (release,) = [i for m, i in slurm.writes() if m == "release"]
+    assert release == tuple(placed)  # what was placed is released (in order), nothing else
+    assert result.started == set(placed)
+    assert set(result.skipped) == set(ids) - set(placed)
+    assert all(why == "daemon stopping" for why in result.skipped.values())
+    assert {a.job_id for a in journal.store.actions() if a.status == "skipped"} == set(ids) - set(placed)
