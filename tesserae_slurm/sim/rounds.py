@@ -166,13 +166,14 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
     # jobs alone: ``run_alone`` (``progress._segment``) over all of them, the restart overhead 0.0 for
     # those that keep running (then the work is ``SteadyOutcomes.work``'s)
     start = np.zeros(n)
+    delay = np.fromiter((delays.get(j, 0.0) for j in ids), float, n) if delays else None
     if resumed:
         at = np.flatnonzero(np.fromiter(map(resumed.__contains__, ids), bool, n))
         for i in at[np.isnan(cols.restart_s[idx[at]])].tolist():  # first restart of these jobs
             cols.restart_s[idx[i]] = restart.of(live[ids[i]].job.model)
         start[at] = cols.restart_s[idx[at]]
-    if delays:
-        start += np.fromiter((delays.get(j, 0.0) for j in ids), float, n)
+    if delay is not None:
+        start += delay
     if resumed or delays:
         np.minimum(start, round_s, out=start)  # = overhead(s)
     runs = (round_s > start) & (solo > 0)
@@ -208,8 +209,9 @@ def run_round(decision: RoundDecision, live: dict[str, LiveJob], cols: JobColumn
             outcomes[jid] = Outcome(float(work[i]), float(finish[i]), 0.0)
     # every placed job's counters
     held = np.minimum(round_s, finish)
-    if delays:  # service counts from the job's start, before the round or into it (a finished job's no longer matters)
-        held = held - np.minimum(np.fromiter((delays.get(j, 0.0) for j in ids), float, n), held)
+    # service counts from the job's start, before the round or into it (a finished job's no longer matters)
+    if delay is not None:
+        held = held - np.minimum(delay, held)
     rem = np.where(finish < np.inf, 0.0, rem - work)
     attained = cols.attained[idx] + held * cols.num_gpus[idx]
     executed = cols.executed[idx] + held
