@@ -8,7 +8,7 @@ mapped classes, an object per row) was most of that command's time.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -23,6 +23,12 @@ from . import tables
 STATE_DIR_MODE = 0o750  # the daemon's user and its group (operators); other users read through the API
 STATE_DB_MODE = 0o640
 CHUNK = 500  # ids per IN (...): SQLite's bound on parameters
+
+
+def in_chunks(ids: Sequence[Any]) -> Iterator[list[Any]]:
+    """``ids`` in lists of at most ``CHUNK``, one per ``IN (...)`` of a read or write of many rows."""
+    for i in range(0, len(ids), CHUNK):
+        yield list(ids[i:i + CHUNK])
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -106,8 +112,8 @@ class Database:
             if ids is None:
                 return list(conn.execute(q).all())
             out: list[Any] = []
-            for i in range(0, len(ids), CHUNK):
-                out += conn.execute(q.where(t.job_id.in_(list(ids[i:i + CHUNK])))).all()
+            for chunk in in_chunks(ids):
+                out += conn.execute(q.where(t.job_id.in_(chunk))).all()
             return out
 
     def round_columns(self, names: Sequence[str], limit: int) -> list[Any]:
@@ -122,10 +128,9 @@ class Database:
         q = select(*(t[n] for n in names)).where(t.kind.in_(list(kinds))).order_by(t.round_id, t.seq)
         out: list[Any] = []
         with self.engine.connect() as conn:
-            for i in range(0, len(job_ids), CHUNK):
-                out += conn.execute(q.where(t.job_id.in_(list(job_ids[i:i + CHUNK])))).all()
+            for chunk in in_chunks(job_ids):
+                out += conn.execute(q.where(t.job_id.in_(chunk))).all()
         return out
-
 
     def placements_of(self, round_ids: Sequence[int], job_ids: Sequence[str]) -> list[Any]:
         """The placement rows of these jobs in these rounds (rows with ``PlacementRow``'s attributes, not ORM
@@ -135,9 +140,10 @@ class Database:
             t = tables.placements.c
             q = select(tables.placements).where(t.round_id.in_(list(round_ids)))
             with self.engine.connect() as conn:
-                for i in range(0, len(job_ids), CHUNK):
-                    out += conn.execute(q.where(t.job_id.in_(list(job_ids[i:i + CHUNK])))).all()
+                for chunk in in_chunks(job_ids):
+                    out += conn.execute(q.where(t.job_id.in_(chunk))).all()
         return out
+
 
 def create_closed(path: Path) -> None:
     """A missing state directory 0750 and database 0640 (SQLite gives the WAL and shared-memory files the

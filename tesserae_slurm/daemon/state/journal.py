@@ -22,7 +22,7 @@ from ...model.meta import JobMeta
 from ...slurm import SlurmJob
 from ..service.calls import CallRecord
 from . import tables
-from .database import CHUNK
+from .database import in_chunks
 from .gpuset import format_gpus
 from .store import (
     TERMINAL_STATES,
@@ -151,8 +151,8 @@ class Journal:
         with self.store.session() as s:
             db = s.connection()
             rows = list(db.execute(cols.where(JobRow.state.not_in(TERMINAL_STATES))).all()) if active else []
-            for chunk in range(0, len(wanted), CHUNK):
-                rows += db.execute(cols.where(JobRow.job_id.in_(wanted[chunk:chunk + CHUNK]))).all()
+            for chunk in in_chunks(wanted):
+                rows += db.execute(cols.where(JobRow.job_id.in_(chunk))).all()
         return {r[0]: JobFacts(*r) for r in rows}
 
     def seen_active(self, now: float) -> None:
@@ -241,8 +241,7 @@ class Journal:
         ids = list(action_ids)
         rows: list[ActionRow] = []
         with self.store.session() as s:
-            for k in range(0, len(ids), CHUNK):
-                chunk = ids[k:k + CHUNK]
+            for chunk in in_chunks(ids):
                 s.execute(update(ActionRow).where(ActionRow.id.in_(chunk))
                           .values(status=status, finished_at=now, error=error), execution_options={
                               "synchronize_session": False})

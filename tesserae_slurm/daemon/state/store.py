@@ -21,9 +21,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session
 
 from ...model import InputError
 from . import tables
-from .database import CHUNK, Database, create_closed
 from .database import STATE_DB_MODE as STATE_DB_MODE
 from .database import STATE_DIR_MODE as STATE_DIR_MODE
+from .database import Database, create_closed, in_chunks
 from .job_states import LOST as LOST
 from .job_states import PENDING as PENDING
 from .job_states import PLACED_STATES as PLACED_STATES
@@ -314,8 +314,8 @@ class Store(Database):
     def jobs_by_id(self, ids: Sequence[str]) -> list[JobRow]:
         out: list[JobRow] = []
         with self.session() as s:
-            for i in range(0, len(ids), CHUNK):
-                out += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(list(ids[i:i + CHUNK])))))
+            for chunk in in_chunks(ids):
+                out += list(s.scalars(select(JobRow).where(JobRow.job_id.in_(chunk))))
         return out
 
     def job(self, job_id: str) -> JobRow | None:
@@ -357,9 +357,9 @@ class Store(Database):
         """The done actions of these kinds on these jobs, each job's in round and sequence order."""
         out: list[ActionRow] = []
         with self.session() as s:
-            for i in range(0, len(job_ids), CHUNK):
+            for chunk in in_chunks(job_ids):
                 out += s.scalars(select(ActionRow).where(
-                    ActionRow.job_id.in_(list(job_ids[i:i + CHUNK])), ActionRow.kind.in_(list(kinds)),
+                    ActionRow.job_id.in_(chunk), ActionRow.kind.in_(list(kinds)),
                     ActionRow.status == "done").order_by(ActionRow.round_id, ActionRow.seq))
         return out
 
