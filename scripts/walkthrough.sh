@@ -88,11 +88,18 @@ say "== the daemon (log: $dir/daemon.log)"
 nohup "$bin/tesserae" daemon --config "$cfg" >"$dir/daemon.log" 2>&1 </dev/null &
 echo $! >"$pidfile"
 echo "127.0.0.1:$web" >"$dir/web.address"
+# Up once the daemon itself says it serves both ports: a port that merely answers may be another
+# program's, taken since the check above.
+served() { grep -q "$1 on http://127.0.0.1:$2/" "$dir/daemon.log"; }
 for _ in $(seq 1 60); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$web") 2>/dev/null && break
-    daemon_alive || { tail -5 "$dir/daemon.log" >&2; die "the daemon exited (see $dir/daemon.log)"; }
+    served "web page and API" "$web" && served metrics "$metrics" && break
+    if grep -q "not started on" "$dir/daemon.log" || ! daemon_alive; then
+        tail -5 "$dir/daemon.log" >&2; down >/dev/null 2>&1 || true
+        die "the daemon did not serve ports $web and $metrics (see $dir/daemon.log)"
+    fi
     sleep 1
 done
+served "web page and API" "$web" || die "the daemon's page did not come up in 60 s (see $dir/daemon.log)"
 as_other() {
     runuser -u "$other" -- env -i HOME=/tmp PATH="$bin:/usr/bin:/bin" SLURM_CONF="$SLURM_CONF" \
         TESSERAE_CONFIG="$cfg" TESSERAE_PYTHON="$TESSERAE_PYTHON" "$@"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from .gc_tuning import long_run_gc
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from http.server import ThreadingHTTPServer
 
     from ..site.config import SiteConfig
@@ -87,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGHUP, on_hup)
-    server = serve(daemon.metrics, cfg.metrics.listen) if cfg.metrics.listen else None
-    web = _serve_web(cfg, log)
+    server = _serve("metrics", cfg.metrics.listen, lambda: serve(daemon.metrics, cfg.metrics.listen), log)
+    web = _serve("web page and API", cfg.http.listen, lambda: _serve_web(cfg), log)
     notifier.ready(f"scheduling partition {cfg.slurm.partition} every {cfg.scheduler.round_seconds:g} s")
     try:
         with long_run_gc():  # what exists now lives as long as the daemon; each round allocates per job
@@ -101,15 +102,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_web(cfg: SiteConfig, log: logging.Logger) -> ThreadingHTTPServer | None:
-    """The read-only page and API (http.listen); a port in use is logged, never a reason to stop scheduling."""
-    if not cfg.http.listen:
+def _serve(what: str, listen: str, start: Callable[[], ThreadingHTTPServer],
+           log: logging.Logger) -> ThreadingHTTPServer | None:
+    """Metrics or the page on `listen` (empty: off). A port in use is logged, never a reason to stop
+    scheduling: the jobs matter more than their view."""
+    if not listen:
         return None
+    try:
+        return start()
+    except OSError as exc:
+        log.error("%s not started on %s: %s", what, listen, exc.strerror or exc)
+        return None
+
+
+def _serve_web(cfg: SiteConfig) -> ThreadingHTTPServer:
+    """The read-only page and API (http.listen)."""
     from ..daemon.operators.readers import FirstLook
     from ..daemon.operators.web import serve as serve_web
 
-    try:
-        return serve_web(cfg.state.database, cfg.http.listen, FirstLook(cfg))
-    except OSError as exc:
-        log.error("web page and API not started on %s: %s", cfg.http.listen, exc.strerror or exc)
-        return None
+    return serve_web(cfg.state.database, cfg.http.listen, FirstLook(cfg))

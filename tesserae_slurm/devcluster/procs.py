@@ -21,6 +21,10 @@ from .errors import DevClusterError
 
 PORT_SCAN_START = 20000
 PORT_SCAN_END = 30000
+# Where a caller picks ports that something binds only later (a walkthrough's page, a test daemon's
+# metrics): no dev cluster scans here, so a cluster brought up in the meantime (this one's own, or a
+# side-by-side lane's) cannot take them; below Linux's ephemeral range (32768+) for the same reason.
+SERVICE_PORTS = (30000, 32768)
 
 
 def port_is_free(port: int) -> bool:
@@ -40,20 +44,23 @@ def check_ports_free(ports: Iterable[int]) -> None:
         raise DevClusterError(f"ports already in use: {', '.join(map(str, busy))}; choose others or stop their owner")
 
 
-def pick_free_ports(count: int, *, start: int | None = None) -> tuple[int, ...]:
-    """`count` consecutive free ports from [20000, 30000), scanning from a PID-derived offset.
+def pick_free_ports(count: int, *, start: int | None = None,
+                    scan: tuple[int, int] = (PORT_SCAN_START, PORT_SCAN_END)) -> tuple[int, ...]:
+    """`count` consecutive free ports from `scan` (a dev cluster's [20000, 30000) by default), scanning
+    from a PID-derived offset.
 
     Consecutive ports keep the generated slurm.conf readable; the PID offset keeps two clusters
     started at the same moment from probing the same block first.
     """
-    span = PORT_SCAN_END - PORT_SCAN_START
-    offset = (os.getpid() * 37) % span if start is None else start - PORT_SCAN_START
+    low, high = scan
+    span = high - low
+    offset = (os.getpid() * 37) % span if start is None else start - low
     for step in range(0, span, count):
-        base = PORT_SCAN_START + (offset + step) % (span - count)
+        base = low + (offset + step) % (span - count)
         block = tuple(range(base, base + count))
         if all(port_is_free(p) for p in block):
             return block
-    raise DevClusterError(f"no {count} consecutive free TCP ports in [{PORT_SCAN_START}, {PORT_SCAN_END})")
+    raise DevClusterError(f"no {count} consecutive free TCP ports in [{low}, {high})")
 
 
 def port_accepts(port: int, host: str = "127.0.0.1", timeout_s: float = 0.2) -> bool:

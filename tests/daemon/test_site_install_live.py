@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tesserae_slurm.devcluster.procs import pick_free_ports
+from tesserae_slurm.devcluster.procs import SERVICE_PORTS, pick_free_ports
 
 from .helpers import ROOT, TICK, Env, wait_for
 
@@ -71,7 +71,7 @@ def test_a_second_user_runs_tsbatch_jobs_and_explain_from_the_site_install(
                               "import tesserae_slurm; print(tesserae_slurm.__file__)"],
                              capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     assert package.startswith(str(venv)), package  # a copy, not an editable link into the checkout
-    (port,) = pick_free_ports(1)
+    (port,) = pick_free_ports(1, scan=SERVICE_PORTS)
     config = site / "tesserae.yaml"  # readable by the user; the database (env.tmp, 0700) is not
     cfg = yaml.safe_load(env.config.read_text())
     cfg["http"] = {"listen": f"127.0.0.1:{port}"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tesserae_slurm.devcluster.procs import pick_free_ports
+from tesserae_slurm.devcluster.procs import SERVICE_PORTS, pick_free_ports
 
 from .helpers import ROOT, wait_for
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slurm_live  # host lane: pip installs this checkout; a 
 
 def test_walkthrough_up_shows_two_users_jobs_and_down_ends_it() -> None:
     d = Path(tempfile.mkdtemp(prefix="tesserae-walk-", dir="/tmp"))
-    web, metrics = pick_free_ports(2)
+    web, metrics = pick_free_ports(2, scan=SERVICE_PORTS)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "TESSERAE_WALKTHROUGH_DIR": str(d),
            "TESSERAE_WALKTHROUGH_WEB": str(web), "TESSERAE_WALKTHROUGH_METRICS": str(metrics)}
 

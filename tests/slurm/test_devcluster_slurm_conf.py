@@ -22,6 +22,9 @@ from tesserae_slurm.devcluster.errors import DevClusterError
 from tesserae_slurm.devcluster.install import apt_commands
 from tesserae_slurm.devcluster.procs import (
     check_ports_free,
+    PORT_SCAN_END,
+    PORT_SCAN_START,
+    SERVICE_PORTS,
     pick_free_ports,
     port_is_free,
 )
@@ -100,6 +103,17 @@ def test_pick_free_ports_are_consecutive_and_free():
     ports = pick_free_ports(5)
     assert list(ports) == list(range(ports[0], ports[0] + 5))
     assert all(port_is_free(p) for p in ports)
+
+
+def test_service_ports_lie_outside_every_dev_clusters_scan():
+    """A walkthrough picks its page's port a minute before the daemon binds it; a dev cluster brought
+    up in that minute must not be able to take it (a 22.05 lane failed so, stop 41)."""
+    low, high = SERVICE_PORTS
+    assert high <= 32768 and low >= PORT_SCAN_END
+    for _ in range(20):
+        web, metrics = pick_free_ports(2, scan=SERVICE_PORTS)
+        assert low <= web < metrics < high
+        assert not PORT_SCAN_START <= web < PORT_SCAN_END
 
 
 def test_busy_port_is_detected_and_skipped():
