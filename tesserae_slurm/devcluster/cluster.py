@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 
 CTLD = "slurmctld"
 MUNGED = "munged"
+# what slurmctld and slurmd log when their port is taken (strerror(EADDRINUSE)), and how often up()
+# picks ports again for it
+PORT_TAKEN = "Address already in use"
+PORT_ATTEMPTS = 3
 
 
 def _slurmd_key(node: str) -> str:
@@ -113,6 +117,22 @@ class DevCluster:
             log.info("dev cluster at %s is partly up; restarting it", self.root)
             self.down()
         self._preflight()
+        picked = self.ctld_port is None and self.slurmd_base_port is None
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                spec = self._start()
+                break
+            except DevClusterError as exc:
+                # Ports picked free can be taken before the daemons bind them (by another cluster
+                # starting beside this one); ports the caller named are the caller's to choose again.
+                if not (picked and attempt < PORT_ATTEMPTS and PORT_TAKEN in str(exc)):
+                    raise
+                log.warning("dev cluster at %s: a picked port was taken before Slurm bound it; picking again",
+                            self.root)
+        log.info("dev cluster up: %d nodes, SLURM_CONF=%s", len(spec.node_names), self.slurm_conf)
+
+    def _start(self) -> DevClusterSpec:
+        """One start on freshly picked ports; on failure everything started is stopped again."""
         spec = self._spec()
         self._write_files(spec)
         state = DevClusterState(
@@ -138,7 +158,7 @@ class DevCluster:
             if isinstance(exc, DevClusterError):
                 raise DevClusterError(detail) from exc
             raise
-        log.info("dev cluster up: %d nodes, SLURM_CONF=%s", len(spec.node_names), self.slurm_conf)
+        return spec
 
     def down(self) -> None:
         """Cancel this cluster's jobs, stop its daemons and any leftover job processes, and return only once

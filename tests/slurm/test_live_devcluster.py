@@ -53,6 +53,34 @@ def test_busy_port_fails_clearly_and_starts_nothing(tmp_path):
     assert not cluster.layout.state_file.exists()
 
 
+
+@pytest.mark.parametrize("taken", ["slurmctld", "slurmd"])
+def test_a_picked_port_taken_before_slurm_binds_it_is_picked_again(tmp_path, monkeypatch, taken):
+    """Another cluster starting beside this one can take a port between the pick and the bind; up()
+    picks again rather than failing (the side-by-side lanes share one loopback)."""
+    real = procs.pick_free_ports
+    picks: list[tuple[int, ...]] = []
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+
+        def pick(count: int, **kw) -> tuple[int, ...]:
+            block = real(count, **kw)
+            if not picks:  # the first pick: the taken port where slurmctld or the slurmd would bind
+                block = (busy, *block[1:]) if taken == "slurmctld" else (block[0], busy, *block[2:])
+            picks.append(block)
+            return block
+
+        monkeypatch.setattr(procs, "pick_free_ports", pick)
+        cluster = DevCluster(tmp_path / "taken", nodes=1, gpus_per_node=1)
+        try:
+            cluster.up()
+            assert len(picks) == 2 and busy in picks[0] and busy not in picks[1]
+            assert cluster.status().up
+        finally:
+            cluster.down()
+
 def test_controller_outage_ping_fails_then_recovers(devcluster):
     backend = SlurmCliBackend(devcluster.env())
     quick = SlurmCliBackend(runner=SlurmRunner(devcluster.env(), retry=RetryPolicy(retries=0)))
