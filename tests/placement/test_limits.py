@@ -175,6 +175,28 @@ def test_limits_a_keep_first_walk_cannot_settle_are_told():
     assert g.settled
 
 
+def test_a_running_job_left_out_stands_where_no_walk_is_a_fixpoint_with_or_without_guesses():
+    """h (alice, limit 1) runs and the keep-first walk leaves it out, but its reserved home is what lets y,
+    ranked ahead (alice too), run: with h walked, h is over the limit; without it, y does not run and h is
+    within it. No walk is a fixpoint, so the walk with h stands (y and o run, h waits for its limit), and
+    it is settled (h is over its limit there), by guess and check and by the fallback alone."""
+    jobs = [Job("y", 1, "resnet50", "32", user="alice"), Job("h", 1, "resnet50", "32", user="alice"),
+            Job("o", 1, "resnet50", "32", user="bob")]
+    empty = Placement.empty(Cluster.from_spec("1x4:a100"))
+
+    def place(js, _pairs):
+        ids = [j.id for j in js]
+        return ConsolidationResult(empty, tuple(i for i in ids if i != "h" and ("h" in ids or i != "y")), ())
+
+    for guesses in (limits_module._GUESSES, 0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(limits_module, "_GUESSES", guesses)
+            g = gate(GpuLimits(users={"alice": 1}), jobs)
+            assert g is not None
+            got, _ = g.place_within(jobs, (), place, homed=frozenset({"h"}))
+        assert (got.placed, set(g.limited), g.settled) == (("y", "o"), {"h"}, True), guesses
+
+
 USERS = ("alice", "bob", "carol", "")
 ACCOUNTS = ("ml", "bio", "")
 
