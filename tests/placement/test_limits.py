@@ -175,6 +175,28 @@ def test_limits_a_keep_first_walk_cannot_settle_are_told():
     assert g.settled
 
 
+def test_a_running_job_left_out_stands_where_no_walk_is_a_fixpoint_with_or_without_guesses():
+    """h (alice, limit 1) runs and the keep-first walk leaves it out, but its reserved home is what lets y,
+    ranked ahead (alice too), run: with h walked, h is over the limit; without it, y does not run and h is
+    within it. No walk is a fixpoint, so the walk with h stands (y and o run, h waits for its limit), and
+    it is settled (h is over its limit there), by guess and check and by the fallback alone."""
+    jobs = [Job("y", 1, "resnet50", "32", user="alice"), Job("h", 1, "resnet50", "32", user="alice"),
+            Job("o", 1, "resnet50", "32", user="bob")]
+    empty = Placement.empty(Cluster.from_spec("1x4:a100"))
+
+    def place(js, _pairs):
+        ids = [j.id for j in js]
+        return ConsolidationResult(empty, tuple(i for i in ids if i != "h" and ("h" in ids or i != "y")), ())
+
+    for guesses in (limits_module._GUESSES, 0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(limits_module, "_GUESSES", guesses)
+            g = gate(GpuLimits(users={"alice": 1}), jobs)
+            assert g is not None
+            got, _ = g.place_within(jobs, (), place, homed=frozenset({"h"}))
+        assert (got.placed, set(g.limited), g.settled) == (("y", "o"), {"h"}, True), guesses
+
+
 USERS = ("alice", "bob", "carol", "")
 ACCOUNTS = ("ml", "bio", "")
 
@@ -270,21 +292,24 @@ def _left_out_pair_case():
 
 
 def _same_as_the_certain_walk(jobs, limits, pairs, place):
+    """The gate's walk is the reference's, by guess and check and by the fallback alone (one first job
+    settled per walk). And it is settled: told that every job is running (``homed``), where ``place``
+    reserves no homes, so none shapes the walk, the gate must confirm the walk with skips (its check
+    finds every verdict right there), or it would report no fixpoint and the engine would drop it."""
     want, want_kept, want_limited = exact_walk(limits, jobs, pairs, place)
-    g = gate(limits, jobs)
-    if g is None:
+    if gate(limits, jobs) is None:
         assert not want_limited
         return want
-    got, got_kept = g.place_within(jobs, pairs, place)
-    assert set(g.limited) == want_limited
-    assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
-    with pytest.MonkeyPatch.context() as mp:  # the fallback, one first job settled per walk, alone
-        mp.setattr(limits_module, "_GUESSES", 0)
-        slow = gate(limits, jobs)
-        assert slow is not None
-        got, got_kept = slow.place_within(jobs, pairs, place)
-    assert set(slow.limited) == want_limited
-    assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
+    for guesses, homed in ((limits_module._GUESSES, frozenset()), (0, frozenset()),
+                           (limits_module._GUESSES, frozenset(j.id for j in jobs))):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(limits_module, "_GUESSES", guesses)
+            g = gate(limits, jobs)
+            assert g is not None
+            got, got_kept = g.place_within(jobs, pairs, place, homed)
+        assert set(g.limited) == want_limited, (guesses, homed)
+        assert got.placed == want.placed and got.placement == want.placement and got_kept == want_kept
+        assert g.settled, (guesses, homed)
     return want
 
 
@@ -298,6 +323,30 @@ def test_a_pair_member_within_its_limit_beside_its_partner_keeps_the_pair():
     jobs, limits, pairs = _issue_case()
     want = _same_as_the_certain_walk(jobs, limits, pairs, _place(Cluster.from_spec("4x4:a100")))
     assert set(want.placed) == {"j0", "j1", "j4", "j8"}  # j8 packed with j4; j7 (bob, ml) over ml's 6
+
+
+def test_a_pair_its_limit_splits_is_confirmed_where_the_pair_would_run():
+    """Policy pair (a, b), both alice's, 2 GPUs each, under her limit of 2. Walked as a pair, b is over
+    the limit beside a, so it waits and a runs alone (beside c). In that walk b is within the limit but
+    for a's GPUs: the check confirms it only by asking whether the pair, kept, would run (it would, and
+    then a's GPUs count)."""
+    jobs = (Job("a", 2, "resnet50", "32", user="alice"), Job("b", 2, "resnet50", "32", user="alice"),
+            Job("c", 2, "PointNet", "32", user="bob"))
+    want = _same_as_the_certain_walk(jobs, GpuLimits(users={"alice": 2}), (("a", "b"),),
+                                     _place(Cluster.from_spec("1x4:a100")))
+    assert want.placed == ("a", "c")
+
+
+def test_a_pair_member_over_its_limit_without_its_partner_is_confirmed_where_the_pair_would_not_run():
+    """Policy pair (a, b) has no node both may use (a's rule: node1, b's: node2), so it never runs, and
+    a runs alone. b (alice's) is over her limit of 2 by x's GPUs alone, whoever a's count against (bob):
+    the check confirms it without the pair; a's GPUs are not b's user's."""
+    jobs = (Job("x", 2, "resnet50", "32", user="alice"), Job("a", 2, "resnet50", "32", user="bob"),
+            Job("b", 2, "resnet50", "32", user="alice"))
+    cluster = Cluster.from_spec("2x4:a100")
+    place = _place(cluster, {"a": np.array([True, False]), "b": np.array([False, True])})
+    want = _same_as_the_certain_walk(jobs, GpuLimits(users={"alice": 2}), (("a", "b"),), place)
+    assert want.placed == ("x", "a")
 
 
 @settings(max_examples=150, deadline=None)
