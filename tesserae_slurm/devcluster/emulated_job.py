@@ -373,6 +373,8 @@ def _run(a: argparse.Namespace, table: SpeedTable | None, me: Occupant, registry
             break
         new = speed_now(table, me, registry.others(me))
         if new != (speed, partner, how):
+            if reporter is not None and speed >= 0:  # no report blends the speeds before and after
+                reporter.restart()
             speed, partner, how = new
             log_event(events, "speed", work=work, speed=speed, partner=partner, sharing=how)
         wait = a.tick

@@ -10,7 +10,8 @@ The daemon tells a job where and how often to report in its assignment (``tesser
 reported: the daemon knows itself what the job ran with (model, strategy, partner, GPU type) and
 checks every line against its own records (docs/profiling.md, "Online feedback"). The first window
 of a run is not reported (warm-up: data loaders, cuDNN autotuning, a restored checkpoint), nor a
-last window shorter than ``every``. Only the first rank of a job reports. Stdlib only; a report that
+last window shorter than ``every``, nor a window in which the payload saw its partner change
+(``reporter.restart()``). Only the first rank of a job reports. Stdlib only; a report that
 cannot be written is logged once and never stops training.
 """
 
@@ -66,6 +67,13 @@ class ThroughputReporter:
             self._write({"v": REPORT_VERSION, "job": self.job, "round": self.round, "t0": self.t0, "t1": now,
                          "steps": self.steps})
         self.t0, self.steps = now, 0
+
+    def restart(self) -> None:
+        """Drop the window in progress: what the job runs with changed within it (a partner's process
+        arrived or left), so its rate would blend two speeds. The daemon knows a partner from the round
+        that placed it, but the partner computes only once its own process is up, seconds later; a
+        payload that sees the change itself reports only windows of one speed."""
+        self.t0, self.steps = self.clock(), 0
 
     def _write(self, body: dict[str, object]) -> None:
         if self.broken:

@@ -38,6 +38,20 @@ def test_windows_after_the_warmup_window_become_lines(tmp_path):
                    {"v": 1, "job": "7", "round": 3, "t0": 1020.0, "t1": 1030.0, "steps": 10}]
 
 
+def test_a_restart_drops_the_window_in_progress(tmp_path):
+    """A partner arrived mid-window: the steps before it are not blended into the next line."""
+    clock, path = Clock(), tmp_path / "7.jsonl"
+    rep = ThroughputReporter(path, 10.0, "7", 3, clock=clock, skip_first=False)
+    for _ in range(6):  # alone: 2 steps a second
+        clock.t += 0.5
+        rep.step()
+    rep.restart()
+    for _ in range(10):  # packed: 1 step a second
+        clock.t += 1.0
+        rep.step()
+    assert lines(path) == [{"v": 1, "job": "7", "round": 3, "t0": 1003.0, "t1": 1013.0, "steps": 10}]
+
+
 def test_from_env_only_on_rank_zero_and_when_asked(tmp_path):
     env = {ENV_FILE: str(tmp_path / "9.jsonl"), ENV_EVERY: "30", "SLURM_JOB_ID": "9", "TESSERAE_ROUND": "4"}
     rep = ThroughputReporter.from_env(env)

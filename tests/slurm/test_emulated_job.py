@@ -118,10 +118,12 @@ def test_progress_arithmetic():
 
 
 def _start(tmp_path: Path, job: str, work: float, *, key: str, speeds: Path, server: str = "",
-           restart: float = 0.0, scale: float = 100.0) -> subprocess.Popen[bytes]:
+           restart: float = 0.0, scale: float = 100.0, report_every: float = 0.0) -> subprocess.Popen[bytes]:
     env = {**os.environ, "SLURM_JOB_ID": job, "SLURMD_NODENAME": "n1", "TESSERAE_GPUS": "0",
            "CUDA_MPS_PIPE_DIRECTORY": server}
     env.pop("TESSERAE_REPORT_FILE", None)
+    if report_every:
+        env.update(TESSERAE_REPORT_FILE=str(tmp_path / f"report-{job}.jsonl"), TESSERAE_REPORT_EVERY=str(report_every))
     return subprocess.Popen([sys.executable, "-m", "tesserae_slurm.devcluster.emulated_job", "--out", str(tmp_path),
                              "--work", str(work), "--speeds", str(speeds), "--key", key, "--scale", str(scale),
                              "--restart-s", str(restart), "--registry", str(tmp_path / "reg"), "--tick", "0.2"],
@@ -183,6 +185,26 @@ def test_two_jobs_on_one_gpu_slow_each_other_as_the_profile_says(tmp_path):
     assert eb[0]["speed"] == pytest.approx(mps[1]) and eb[0]["sharing"] == MPS
     for job, work in (("1", 300.0), ("2", 100.0)):
         assert work_ledger(_events(tmp_path, job), work) == (work, ())
+
+
+def test_a_report_never_blends_the_speeds_before_and_after_a_partner_arrives_or_leaves(tmp_path):
+    """The daemon attributes a report to the partner of the rounds it covers, but a partner computes
+    only once its process is up, seconds after its round: a window that began alone and ended packed
+    would credit the pair with a speed between the two (seen on the physical experiment's runs)."""
+    speeds = tmp_path / "speeds.json"
+    speeds.write_text(json.dumps(speed_table(A100, JOBS, "a100")))
+    a, b = Job("a", 1, "resnet50", "64"), Job("b", 1, "vgg19", "32")
+    pa = _start(tmp_path, "1", 600.0, key=job_key(A100, a), speeds=speeds, server="srv", report_every=1.0)
+    _wait_for(lambda: _events(tmp_path, "1"))
+    time.sleep(2.5)  # a's warm-up window and an alone window
+    pb = _start(tmp_path, "2", 300.0, key=job_key(A100, b), speeds=speeds, server="srv")
+    assert pb.wait(timeout=60) == 0 and pa.wait(timeout=60) == 0
+    alone, packed = 100.0, 100.0 * TRUTH.packed(a, b, "a100", None, None)[0]  # steps/s at scale 100
+    rates = [x["steps"] / (x["t1"] - x["t0"]) for x in map(json.loads, (tmp_path / "report-1.jsonl").read_text().split())]
+    assert len(rates) >= 4
+    # a step of rounding in a window of ~1 s, and the loop's waits under load: 25 % either way
+    assert all(abs(r - alone) < 0.25 * alone or abs(r - packed) < 0.25 * packed for r in rates), (rates, packed)
+    assert any(abs(r - packed) < 0.25 * packed for r in rates) and any(abs(r - alone) < 0.25 * alone for r in rates)
 
 
 def test_work_ledger_finds_lost_and_invented_work():
