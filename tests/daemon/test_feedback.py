@@ -92,9 +92,12 @@ def test_read_new_refuses_links_other_owners_and_non_files(tmp_path):
 # the next round's apply ends.
 ROUNDS = [(1, 1000.0, 1002.0), (2, 1360.0, 1362.0), (3, 1720.0, 1722.0)]
 KA, KB = ProfileKey("DCGAN", "32", 1), ProfileKey("PointNet", "32", 1)
+# Slurm started A at 1001 and B at 1370, 8 s after round 2's apply (its launch; in a round that
+# migrates, the round's stops first): until 1370 A ran alone though round 2 had packed it.
 HIST = History(ROUNDS, {(1, "A"): ("n1:0", ""), (2, "A"): ("n1:0", "B"), (3, "A"): ("n1:0", "B"),
                         (2, "B"): ("n1:0", "A"), (3, "B"): ("n1:0", "A")},
-               {"A": [Run(1, "", "n1:0")], "B": [Run(2, "", "n1:0")]}, {"A": KA, "B": KB}, lambda n: "a100")
+               {"A": [Run(1, "", "n1:0")], "B": [Run(2, "", "n1:0")]}, {"A": KA, "B": KB}, lambda n: "a100",
+               {"A": 1001.0, "B": 1370.0})
 
 
 def report(job: str, rnd: int, t0: float, t1: float) -> RawReport:
@@ -121,12 +124,16 @@ def test_attribution_takes_partner_and_strategy_from_the_records():
         report("A", 2, 1400, 1460): "did not start the job",  # A claims a run it did not have
         report("B", 2, 1300, 1400): "before its run",
         report("C", 1, 1010, 1070): "did not start the job",
+        report("A", 1, 1363, 1423): "partner B was not started by Slurm",  # round 2 alone, B not yet up
     }
     for r, why in refusals.items():
         got = attribute(r, HIST)
         assert isinstance(got, str) and why in got, (r, got)
+    unknown = History(ROUNDS, HIST.placed, HIST.runs, HIST.keys, HIST.gpu_type, {"A": 1001.0})
+    got = attribute(report("A", 1, 1400, 1460), unknown)  # B no longer (or not yet) running: no start known
+    assert isinstance(got, str) and "partner B was not started" in got
     restarted = History(ROUNDS, HIST.placed, {**HIST.runs, "A": [Run(1, "", "n1:0"), Run(3, "", "n1:0")]},
-                        HIST.keys, HIST.gpu_type)
+                        HIST.keys, HIST.gpu_type, HIST.run_start)
     got = attribute(report("A", 1, 1700, 1760), restarted)
     assert isinstance(got, str) and "restarted" in got
 
@@ -163,6 +170,8 @@ def world(tmp_path):
     pair = (PackedPair("21", "26", 0.5, 0.5),)
     _round(j, 1360.0, RoundDecision(packed, ("26",), (), (), ("21", "22", "25"), pair, ()), {"26": ("n1:0", "")})
     _round(j, 1720.0, RoundDecision(packed, (), (), (), ("21", "22", "25", "26"), pair, ()), {})
+    for jid, start in {"21": 1001.0, "22": 1001.0, "25": 1001.0, "26": 1363.0}.items():  # Slurm's starts
+        j.update_job(jid, JobUpdate(run_start=start))
     reports = tmp_path / "reports"
     reports.mkdir()
     files = {

@@ -139,6 +139,7 @@ class History:
     runs: Mapping[str, Sequence[Run]]  # job -> its starts, ascending
     keys: Mapping[str, ProfileKey]  # job -> profile key (jobs the profile knows)
     gpu_type: Callable[[str], str]  # node -> GPU type
+    run_start: Mapping[str, float] = field(default_factory=dict)  # job -> Slurm's start of its current run
 
 
 def covering_rounds(rounds: Sequence[tuple[int, float, float]], t0: float, t1: float) -> list[int]:
@@ -185,6 +186,11 @@ def attribute(r: RawReport, h: History) -> ThroughputReport | str:
         prun = [x for x in h.runs.get(partner, ()) if x.round_id <= covering[0]]
         if pkey is None or not prun:
             return f"partner {partner} is not in the profile or was not started"
+        # The round that packed them was applied seconds before the partner's process began to compute
+        # (its launch, and in a round that migrates the stops first): until then the job ran alone.
+        since = h.run_start.get(partner)
+        if since is None or r.t0 < since:
+            return f"partner {partner} was not started by Slurm when the window began"
         partner_ep = Endpoint(pkey, prun[-1].strategy)
     return ThroughputReport(gpu, Endpoint(key, run.strategy), partner_ep, r.steps_per_s)
 
@@ -272,5 +278,7 @@ def load_history(store: Store, raws: Sequence[RawReport], key_of: Callable[[JobR
     for a in store.done_actions(everyone, ("start", "migrate-start")):
         d = json.loads(a.detail or "{}")
         runs.setdefault(a.job_id, []).append(Run(a.round_id, str(d.get("strategy", "")), str(d.get("gpus", ""))))
-    keys = {row.job_id: key for row in store.jobs_by_id(everyone) if (key := key_of(row)) is not None}
-    return History(rounds, placed, runs, keys, gpu_type)
+    rows = store.jobs_by_id(everyone)
+    keys = {row.job_id: key for row in rows if (key := key_of(row)) is not None}
+    return History(rounds, placed, runs, keys, gpu_type,
+                   {row.job_id: row.run_start for row in rows if row.run_start is not None})
