@@ -12,11 +12,14 @@ import shlex
 import sys
 from pathlib import Path
 
+from ..site.config import SchedulerSection
 from .cluster import DevCluster
 from .errors import DevClusterError
 from .install import ensure_slurm_installed
 
 EXIT_FAILED = 1
+
+SHIPPED_POLICY = SchedulerSection().policy  # compare and replay measure the daemon as a site gets it
 
 
 def default_dir() -> Path:
@@ -54,8 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--min-duration", type=float, default=20.0, help="shortest job's work in seconds (default 20)")
     c.add_argument("--max-duration", type=float, default=80.0, help="longest job's work in seconds (default 80)")
     c.add_argument("--mean-gap", type=float, default=3.0, help="mean seconds between arrivals (default 3)")
-    c.add_argument("--policy", default="tesserae-t",
-                   help="the daemon's policy; several, comma-separated, make one daemon run each (default tesserae-t)")
+    c.add_argument("--policy", default=SHIPPED_POLICY,
+                   help="the daemon's policy; several, comma-separated, make one daemon run each (default "
+                        f"{SHIPPED_POLICY}, what the daemon ships with)")
     c.add_argument("--round-seconds", type=float, default=5.0, help="the daemon's round length (default 5)")
     c.add_argument("--grace-seconds", type=float, default=5.0,
                    help="the daemon's preemption grace period (default 5)")
@@ -69,8 +73,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "gen:tesserae:120:80:0, the paper's physical experiment)")
     r.add_argument("--scale", type=float, default=None, metavar="S",
                    help="trace seconds per wall second (default 40: the paper's trace in about 15 min a run)")
-    r.add_argument("--mode", default="daemon:tesserae-t,plain",
-                   help="runs, comma-separated: daemon:POLICY or plain (default daemon:tesserae-t,plain)")
+    r.add_argument("--mode", default=f"daemon:{SHIPPED_POLICY},plain",
+                   help=f"runs, comma-separated: daemon:POLICY or plain (default daemon:{SHIPPED_POLICY},plain: "
+                        "the daemon as shipped against plain Slurm; `tesserae bench physical` runs the paper's)")
     r.add_argument("--replay-jobs", type=int, default=None, metavar="N", help="only the first N arrivals")
     r.add_argument("--round", type=float, default=360.0, help="round length, trace seconds (default 360)")
     r.add_argument("--grace", type=float, default=90.0, help="preemption grace, trace seconds (default 90)")

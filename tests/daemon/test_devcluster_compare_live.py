@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tesserae_slurm.devcluster import DevCluster
+from tesserae_slurm.site.config import SiteConfig
 
 pytestmark = pytest.mark.slurm_live
 
@@ -41,7 +42,7 @@ def test_compare_runs_both_modes_and_reports_consistently(cluster_dir: Path, tmp
         (cluster_dir / "devcluster-state.json").read_text())["pids"], "compare left its cluster running"
     data = json.loads((out / "report.json").read_text())
     jobs = {j["name"]: j for j in data["jobs"]}
-    assert len(jobs) == 4 and list(data["modes"]) == ["plain", "daemon:tesserae-t"]
+    assert len(jobs) == 4 and list(data["modes"]) == ["plain", f"daemon:{SiteConfig().scheduler.policy}"]
     for mode, run in data["modes"].items():
         s, rows = run["summary"], run["jobs"]
         assert s["jobs"] == s["completed"] == 4, (mode, rows)
@@ -60,4 +61,4 @@ def test_compare_runs_both_modes_and_reports_consistently(cluster_dir: Path, tmp
     plain = data["modes"]["plain"]
     assert all(r["restarts"] == 0 and r["preemptions"] == 0 for r in plain["jobs"])  # Slurm never preempts here
     report = (out / "report.md").read_text()
-    assert "| plain | 4/4 |" in report and "| daemon:tesserae-t | 4/4 |" in report
+    assert "| plain | 4/4 |" in report and f"| daemon:{SiteConfig().scheduler.policy} | 4/4 |" in report
