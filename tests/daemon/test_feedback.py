@@ -129,6 +129,11 @@ def test_attribution_takes_partner_and_strategy_from_the_records():
     for r, why in refusals.items():
         got = attribute(r, HIST)
         assert isinstance(got, str) and why in got, (r, got)
+    ended = History(ROUNDS, HIST.placed, HIST.runs, HIST.keys, HIST.gpu_type, HIST.run_start, {"B": 1430.0})
+    got = attribute(report("A", 1, 1400, 1460), ended)  # B finished at 1430: A ran alone after it
+    assert isinstance(got, str) and "partner B ended within the window" in got
+    got = attribute(report("A", 1, 1370, 1430), ended)
+    assert not isinstance(got, str) and got.partner == Endpoint(KB)
     unknown = History(ROUNDS, HIST.placed, HIST.runs, HIST.keys, HIST.gpu_type, {"A": 1001.0})
     got = attribute(report("A", 1, 1400, 1460), unknown)  # B no longer (or not yet) running: no start known
     assert isinstance(got, str) and "partner B was not started" in got

@@ -140,6 +140,7 @@ class History:
     keys: Mapping[str, ProfileKey]  # job -> profile key (jobs the profile knows)
     gpu_type: Callable[[str], str]  # node -> GPU type
     run_start: Mapping[str, float] = field(default_factory=dict)  # job -> Slurm's start of its current run
+    ended: Mapping[str, float] = field(default_factory=dict)  # job -> Slurm's end of a job that finished
 
 
 def covering_rounds(rounds: Sequence[tuple[int, float, float]], t0: float, t1: float) -> list[int]:
@@ -191,6 +192,9 @@ def attribute(r: RawReport, h: History) -> ThroughputReport | str:
         since = h.run_start.get(partner)
         if since is None or r.t0 < since:
             return f"partner {partner} was not started by Slurm when the window began"
+        # A partner that finishes mid-round stays the job's partner in the records until the next round.
+        if r.t1 > h.ended.get(partner, math.inf):
+            return f"partner {partner} ended within the window"
         partner_ep = Endpoint(pkey, prun[-1].strategy)
     return ThroughputReport(gpu, Endpoint(key, run.strategy), partner_ep, r.steps_per_s)
 
@@ -205,7 +209,7 @@ class Collected:
 
 
 BENIGN = ("partner changed", "restarted within", "not on its run's GPUs", "before its run", "not in the profile",
-          "was not started")
+          "was not started", "ended within")
 
 
 def refuse(out: Collected, job: str, why: str) -> None:
@@ -281,4 +285,5 @@ def load_history(store: Store, raws: Sequence[RawReport], key_of: Callable[[JobR
     rows = store.jobs_by_id(everyone)
     keys = {row.job_id: key for row in rows if (key := key_of(row)) is not None}
     return History(rounds, placed, runs, keys, gpu_type,
-                   {row.job_id: row.run_start for row in rows if row.run_start is not None})
+                   {row.job_id: row.run_start for row in rows if row.run_start is not None},
+                   {row.job_id: row.finished_at for row in rows if row.finished_at is not None})
